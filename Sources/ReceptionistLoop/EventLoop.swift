@@ -1,0 +1,127 @@
+import CLibUV
+import Glibc
+
+/// The single IO execution context: one libuv loop on one thread.
+///
+/// **Every socket, timer and session belongs to the loop thread; other threads reach it only through `mailbox`.**
+///
+/// Writes are corked: connections queue bytes during callbacks and the loop flushes each dirty
+/// connection once per iteration (after IO and before the loop sleeps), so whatever a socket
+/// sends in one iteration goes out in one writev.
+///
+/// Loop thread only, except `mailbox` and `isCurrent`, which any thread may use.
+public final class EventLoop {
+    let raw: UnsafeMutablePointer<uv_loop_t>
+    private let owner: pthread_t
+    /// The one thread-safe door into the loop.
+    public let mailbox: Mailbox
+
+    /// One read buffer shared by every connection on this loop.
+    ///
+    /// Invariant: libuv calls a stream's read callback right after its alloc callback, and the
+    /// callback consumes the bytes before returning, so one buffer serves every socket.
+    let readBuffer: UnsafeMutableRawPointer
+    static let readBufferSize = 64 * 1024
+
+    private var dirty: [any LoopFlushable] = []
+    private var flushHooks: FlushHooks?
+
+    /// Creates a loop owned by the calling thread; `run` must be called on that same thread.
+    public init() throws(LoopError) {
+        raw = .allocate(capacity: 1)
+        let status = uv_loop_init(raw)
+        guard status == 0 else {
+            raw.deallocate()
+            throw LoopError(code: status, operation: "uv_loop_init")
+        }
+        owner = pthread_self()
+        readBuffer = .allocate(byteCount: Self.readBufferSize, alignment: 16)
+        mailbox = Mailbox(loop: raw)
+        raw.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        flushHooks = FlushHooks(loop: self)
+    }
+
+    deinit {
+        let status = uv_loop_close(raw)
+        assert(status == 0, "the loop was released with open handles")
+        raw.deallocate()
+        readBuffer.deallocate()
+    }
+
+    /// Whether the caller is on this loop's thread. Any thread.
+    public var isCurrent: Bool { pthread_equal(pthread_self(), owner) != 0 }
+
+    /// Milliseconds of the loop's monotonic clock, cached at the start of the iteration.
+    public var nowMilliseconds: UInt64 { uv_now(raw) }
+
+    /// Runs until no handle keeps the loop alive, then closes the loop's own handles.
+    public func run() {
+        precondition(isCurrent, "run the loop on the thread that created it")
+        uv_run(raw, UV_RUN_DEFAULT)
+        flushHooks?.close()
+        flushHooks = nil
+        mailbox.close()
+        // Let libuv deliver the close callbacks so every handle's memory is released.
+        uv_run(raw, UV_RUN_DEFAULT)
+    }
+
+    /// Runs one iteration without blocking (for tests that step the loop).
+    public func runOnce() {
+        precondition(isCurrent)
+        uv_run(raw, UV_RUN_NOWAIT)
+    }
+
+    /// Queues `target` to be flushed before the loop next sleeps.
+    func scheduleFlush(_ target: any LoopFlushable) {
+        dirty.append(target)
+    }
+
+    fileprivate func flushDirty() {
+        while !dirty.isEmpty {
+            let batch = dirty
+            dirty.removeAll(keepingCapacity: true)
+            for target in batch {
+                target.flush()
+            }
+        }
+    }
+
+    /// A prepare and a check handle that flush dirty connections twice per iteration: after
+    /// timers (prepare, before polling) and after IO (check). Neither keeps the loop alive.
+    private final class FlushHooks {
+        let prepare: UnsafeMutablePointer<uv_prepare_t> = .allocate(capacity: 1)
+        let check: UnsafeMutablePointer<uv_check_t> = .allocate(capacity: 1)
+
+        init(loop: EventLoop) {
+            uv_prepare_init(loop.raw, prepare)
+            uv_check_init(loop.raw, check)
+            uv_prepare_start(prepare) { handle in
+                EventLoop.from(handle?.pointee.loop)?.flushDirty()
+            }
+            uv_check_start(check) { handle in
+                EventLoop.from(handle?.pointee.loop)?.flushDirty()
+            }
+            uv_unref(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(prepare)))
+            uv_unref(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(check)))
+        }
+
+        func close() {
+            uv_close(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(prepare))) { handle in
+                UnsafeMutableRawPointer(handle)?.deallocate()
+            }
+            uv_close(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(check))) { handle in
+                UnsafeMutableRawPointer(handle)?.deallocate()
+            }
+        }
+    }
+
+    static func from(_ loop: UnsafeMutablePointer<uv_loop_t>?) -> EventLoop? {
+        guard let data = loop?.pointee.data else { return nil }
+        return Unmanaged<EventLoop>.fromOpaque(data).takeUnretainedValue()
+    }
+}
+
+/// Something with bytes to write at the end of a loop iteration.
+protocol LoopFlushable: AnyObject {
+    func flush()
+}

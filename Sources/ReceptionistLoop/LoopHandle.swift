@@ -1,0 +1,65 @@
+import CLibUV
+
+/// The owner of one libuv handle, and the one place its close lifecycle is enforced.
+///
+/// Invariant: the handle's `data` holds a retained reference to this owner from `init` until
+/// `uv_close`'s callback; only then is the reference released, `data` poisoned to nil and the
+/// handle's memory freed. So no callback can ever reach a freed owner, and memory is never
+/// released before libuv is done with it.
+///
+/// Loop thread only.
+public class LoopHandle {
+    public unowned let loop: EventLoop
+    let raw: UnsafeMutableRawPointer
+    public private(set) var isClosing = false
+
+    var uvHandle: UnsafeMutablePointer<uv_handle_t> { raw.assumingMemoryBound(to: uv_handle_t.self) }
+
+    init(loop: EventLoop, type: uv_handle_type) {
+        precondition(loop.isCurrent, "libuv handles are created on the loop thread")
+        self.loop = loop
+        raw = UnsafeMutableRawPointer.allocate(byteCount: uv_handle_size(type), alignment: 16)
+        raw.initializeMemory(as: UInt8.self, repeating: 0, count: uv_handle_size(type))
+    }
+
+    /// Call once the handle is initialised by libuv: from then on it must be closed to be freed.
+    func adopt() {
+        uvHandle.pointee.data = Unmanaged.passRetained(self).toOpaque()
+    }
+
+    /// For a handle whose libuv init failed: nothing to close, just free.
+    func discard() {
+        raw.deallocate()
+    }
+
+    /// Starts closing the handle. Idempotent. `didClose` runs later, from libuv's close callback.
+    public func close() {
+        precondition(loop.isCurrent)
+        guard !isClosing else { return }
+        isClosing = true
+        willClose()
+        uv_close(uvHandle) { handle in
+            guard let handle, let data = handle.pointee.data else { return }
+            let owner = Unmanaged<LoopHandle>.fromOpaque(data).takeRetainedValue()
+            handle.pointee.data = nil
+            owner.didClose()
+            UnsafeMutableRawPointer(handle).deallocate()
+        }
+    }
+
+    /// Whether the handle keeps the loop alive.
+    public func setKeepsLoopAlive(_ alive: Bool) {
+        if alive { uv_ref(uvHandle) } else { uv_unref(uvHandle) }
+    }
+
+    /// Subclasses stop their watchers here; runs just before `uv_close`.
+    func willClose() {}
+
+    /// Subclasses release their resources here; runs inside libuv's close callback.
+    func didClose() {}
+
+    static func owner<T: LoopHandle>(_ handle: UnsafeMutableRawPointer?, as: T.Type) -> T? {
+        guard let data = handle?.assumingMemoryBound(to: uv_handle_t.self).pointee.data else { return nil }
+        return Unmanaged<LoopHandle>.fromOpaque(data).takeUnretainedValue() as? T
+    }
+}

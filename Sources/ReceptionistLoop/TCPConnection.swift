@@ -1,0 +1,293 @@
+import CLibUV
+
+/// One accepted TCP socket with a corked, bounded-by-policy outbound queue.
+///
+/// Bytes passed to `write` are queued and flushed by the loop once per iteration in a single
+/// `uv_try_write` of all queued buffers (a writev), falling back to `uv_write` for whatever the
+/// kernel did not take. The connection never frees itself inside its own write path: `close`
+/// only marks it and asks libuv, and memory goes in `uv_close`'s callback.
+///
+/// Loop thread only.
+public final class TCPConnection: LoopHandle, LoopFlushable {
+    public enum State: Sendable, Equatable {
+        /// Reading and writing.
+        case open
+        /// Our side is shut down after the last byte; reads are discarded until EOF or `close`.
+        case lingering
+        /// `uv_close` was called.
+        case closing
+        case closed
+    }
+
+    /// What became of a `write`.
+    public enum WriteResult: Sendable, Equatable {
+        case queued
+        /// Queued, but the queue is past `highWaterBytes`: the caller should apply its policy.
+        case backpressure
+        /// The connection is closing; the bytes were dropped.
+        case dropped
+    }
+
+    public var delegate: (any TCPConnectionDelegate)?
+    public private(set) var state: State = .open
+    /// Past this many queued bytes `write` answers `.backpressure`.
+    public var highWaterBytes = 256 * 1024
+    /// When the connection entered `.lingering`, in loop milliseconds.
+    public private(set) var lingeringSince: UInt64?
+
+    private var pending: [(bytes: SharedBytes, offset: Int)] = []
+    private var pendingBytes = 0
+    private var inFlight: WriteRequest?
+    private var flushScheduled = false
+    private var closeWhenFlushed = false
+    private var overHighWater = false
+    /// The peer sent EOF: nothing is left to read out before closing.
+    private var peerFinished = false
+
+    /// Bytes accepted by `write` and not yet handed to the kernel.
+    public var queuedBytes: Int { pendingBytes + (inFlight?.byteCount ?? 0) }
+
+    var stream: UnsafeMutablePointer<uv_stream_t> { raw.assumingMemoryBound(to: uv_stream_t.self) }
+    var tcp: UnsafeMutablePointer<uv_tcp_t> { raw.assumingMemoryBound(to: uv_tcp_t.self) }
+
+    init(loop: EventLoop) {
+        super.init(loop: loop, type: UV_TCP)
+        uv_tcp_init(loop.raw, tcp)
+        adopt()
+    }
+
+    /// The peer's IP address as text, or nil if the socket has none.
+    public lazy var peerAddress: String? = {
+        var storage = sockaddr_storage()
+        var length = Int32(MemoryLayout<sockaddr_storage>.size)
+        let status = withUnsafeMutablePointer(to: &storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(tcp, $0, &length) }
+        }
+        guard status == 0 else { return nil }
+        return SocketAddress.text(of: &storage)
+    }()
+
+    // MARK: Reading
+
+    public func startReading() {
+        guard state == .open || state == .lingering else { return }
+        uv_read_start(
+            stream,
+            { handle, _, buffer in
+                let loop = EventLoop.from(handle?.pointee.loop)!
+                buffer!.pointee = uv_buf_init(
+                    loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(EventLoop.readBufferSize))
+            },
+            { handle, count, buffer in
+                guard let connection = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: TCPConnection.self)
+                else { return }
+                connection.didRead(count: count, base: buffer?.pointee.base)
+            })
+    }
+
+    public func stopReading() {
+        guard state == .open else { return }
+        uv_read_stop(stream)
+    }
+
+    private func didRead(count: Int, base: UnsafeMutablePointer<CChar>?) {
+        if count > 0 {
+            guard state == .open else { return }  // lingering: discard until EOF
+            delegate?.connection(self, didRead: UnsafeRawBufferPointer(start: base, count: count))
+        } else if count == Int(UV_EOF.rawValue) {
+            if state == .lingering {
+                close()
+            } else {
+                uv_read_stop(stream)
+                peerFinished = true
+                delegate?.connectionDidReadEOF(self)
+            }
+        } else if count < 0 {
+            close()
+        }
+    }
+
+    // MARK: Writing
+
+    /// Queues bytes; they go out before the loop next sleeps. Any number of writes in one iteration
+    /// leave in one writev.
+    @discardableResult
+    public func write(_ bytes: SharedBytes) -> WriteResult {
+        guard state == .open, !closeWhenFlushed else { return .dropped }
+        guard bytes.count > 0 else { return .queued }
+        pending.append((bytes, 0))
+        pendingBytes += bytes.count
+        scheduleFlush()
+        if queuedBytes > highWaterBytes {
+            overHighWater = true
+            return .backpressure
+        }
+        return .queued
+    }
+
+    @discardableResult
+    public func write(_ bytes: [UInt8]) -> WriteResult {
+        write(SharedBytes(bytes))
+    }
+
+    /// Sends what is queued, then shuts down our side and lingers briefly to read out the peer, so
+    /// a final response is not lost to a reset. The owner closes a connection that lingers too long.
+    public func closeAfterFlush() {
+        guard state == .open, !closeWhenFlushed else { return }
+        closeWhenFlushed = true
+        scheduleFlush()
+    }
+
+    private func scheduleFlush() {
+        guard !flushScheduled else { return }
+        flushScheduled = true
+        loop.scheduleFlush(self)
+    }
+
+    func flush() {
+        flushScheduled = false
+        guard state == .open else { return }
+        if inFlight == nil && !pending.isEmpty {
+            writePending()
+        }
+        if inFlight == nil && pending.isEmpty {
+            didEmptyQueue()
+        }
+    }
+
+    private func didEmptyQueue() {
+        if closeWhenFlushed {
+            if peerFinished { close() } else { shutDownWrites() }
+        } else if overHighWater {
+            overHighWater = false
+            delegate?.connectionDidDrain(self)
+        }
+    }
+
+    /// Tries the kernel directly with every queued buffer; whatever it does not take goes to `uv_write`.
+    private func writePending() {
+        let count = min(pending.count, 1024)  // IOV_MAX
+        var buffers = [uv_buf_t]()
+        buffers.reserveCapacity(count)
+        for (bytes, offset) in pending.prefix(count) {
+            buffers.append(
+                uv_buf_init(
+                    (bytes.base + offset).assumingMemoryBound(to: CChar.self), UInt32(bytes.count - offset)))
+        }
+        let written = buffers.withUnsafeBufferPointer { uv_try_write(stream, $0.baseAddress, UInt32(count)) }
+        if written < 0 && written != UV_EAGAIN.rawValue {
+            close()
+            return
+        }
+        consume(max(0, Int(written)))
+        guard !pending.isEmpty else { return }
+
+        let request = WriteRequest(chunks: Array(pending.prefix(1024)))
+        pending.removeFirst(request.chunks.count)
+        pendingBytes -= request.byteCount
+        inFlight = request
+        let status = request.submit(on: stream)
+        if status < 0 {
+            inFlight = nil
+            close()
+        }
+    }
+
+    private func consume(_ written: Int) {
+        var left = written
+        pendingBytes -= written
+        var drop = 0
+        for i in pending.indices {
+            let available = pending[i].bytes.count - pending[i].offset
+            if left >= available {
+                left -= available
+                drop += 1
+            } else {
+                pending[i].offset += left
+                break
+            }
+        }
+        pending.removeFirst(drop)
+    }
+
+    fileprivate func writeCompleted(status: Int32) {
+        inFlight = nil
+        guard state == .open else { return }
+        if status < 0 {
+            close()
+            return
+        }
+        flush()
+    }
+
+    private func shutDownWrites() {
+        state = .lingering
+        lingeringSince = loop.nowMilliseconds
+        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
+        let status = uv_shutdown(request, stream) { request, _ in
+            request?.deallocate()
+        }
+        if status < 0 {
+            request.deallocate()
+            close()
+        }
+    }
+
+    // MARK: Closing
+
+    override func willClose() {
+        state = .closing
+        pending.removeAll()
+        pendingBytes = 0
+    }
+
+    override func didClose() {
+        state = .closed
+        let delegate = self.delegate
+        self.delegate = nil
+        delegate?.connectionDidClose(self)
+    }
+}
+
+/// One `uv_write` in flight: it keeps its buffers alive until libuv's callback.
+private final class WriteRequest {
+    let chunks: [(bytes: SharedBytes, offset: Int)]
+    let byteCount: Int
+    private let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
+    private let buffers: UnsafeMutablePointer<uv_buf_t>
+
+    init(chunks: [(bytes: SharedBytes, offset: Int)]) {
+        self.chunks = chunks
+        byteCount = chunks.reduce(0) { $0 + $1.bytes.count - $1.offset }
+        buffers = .allocate(capacity: chunks.count)
+        for (i, chunk) in chunks.enumerated() {
+            buffers[i] = uv_buf_init(
+                (chunk.bytes.base + chunk.offset).assumingMemoryBound(to: CChar.self),
+                UInt32(chunk.bytes.count - chunk.offset))
+        }
+    }
+
+    deinit {
+        request.deallocate()
+        buffers.deallocate()
+    }
+
+    func submit(on stream: UnsafeMutablePointer<uv_stream_t>) -> Int32 {
+        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        let status = uv_write(request, stream, buffers, UInt32(chunks.count)) { request, status in
+            guard let request, let data = request.pointee.data else { return }
+            // Release the request (and its buffers) only after telling the connection.
+            let write = Unmanaged<WriteRequest>.fromOpaque(data).takeRetainedValue()
+            request.pointee.data = nil
+            if let connection = LoopHandle.owner(UnsafeMutableRawPointer(request.pointee.handle), as: TCPConnection.self) {
+                connection.writeCompleted(status: status)
+            }
+            _ = write
+        }
+        if status < 0 {
+            Unmanaged<WriteRequest>.fromOpaque(request.pointee.data!).release()
+            request.pointee.data = nil
+        }
+        return status
+    }
+}
