@@ -1,0 +1,124 @@
+/// A strict byte-level check of one request head, run ahead of the C parser.
+///
+/// http-parser as packaged is built lenient: it accepts a double space in the request line, a
+/// misspelt protocol name, spaces inside header names and lines with no colon. Any of those lets
+/// two parties read one stream differently, so this scanner refuses them. It also counts the
+/// head's bytes exactly, for the head-size limit.
+///
+/// Grammar (RFC 9112 §3 and §5): `method SP target SP HTTP/d.d CRLF *(field-name ":" value CRLF) CRLF`,
+/// with a bare LF accepted wherever CRLF is, as http-parser does. Obsolete line folding is refused.
+struct HTTPHeadScanner {
+    enum Result: Equatable {
+        /// The head continues past these bytes.
+        case needMore
+        /// The head ends at this index (exclusive) of the scanned buffer.
+        case complete(end: Int)
+        case invalid(String)
+        case tooLarge
+    }
+
+    private enum State {
+        case leadingLines, method, target, version(Int), lineLF
+        case fieldStart, fieldName, fieldValue, fieldLF, endLF
+    }
+
+    private static let versionPattern = Array("HTTP/#.#".utf8)
+
+    let maxBytes: Int
+    private var state = State.leadingLines
+    private(set) var byteCount = 0
+
+    init(maxBytes: Int) {
+        self.maxBytes = maxBytes
+    }
+
+    mutating func reset() {
+        state = .leadingLines
+        byteCount = 0
+    }
+
+    mutating func scan(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Result {
+        var i = start
+        while i < bytes.count {
+            let byte = bytes[i]
+            i += 1
+            byteCount += 1
+            if byteCount > maxBytes { return .tooLarge }
+            switch state {
+            case .leadingLines:
+                if byte == 13 || byte == 10 { continue }
+                guard Self.isTokenByte(byte) else { return .invalid("malformed request line") }
+                state = .method
+            case .method:
+                if byte == 32 {
+                    state = .target
+                } else if !Self.isTokenByte(byte) {
+                    return .invalid("malformed request method")
+                }
+            case .target:
+                if byte == 32 {
+                    state = .version(0)
+                } else if byte <= 32 || byte >= 127 {
+                    return .invalid("malformed request target")
+                }
+            case .version(let index):
+                if index == Self.versionPattern.count {
+                    if byte == 13 { state = .lineLF } else if byte == 10 { state = .fieldStart } else {
+                        return .invalid("malformed request line")
+                    }
+                    continue
+                }
+                let expected = Self.versionPattern[index]
+                let matches = expected == UInt8(ascii: "#") ? (48...57).contains(byte) : byte == expected
+                guard matches else { return .invalid("malformed HTTP version") }
+                state = .version(index + 1)
+            case .lineLF, .fieldLF:
+                guard byte == 10 else { return .invalid("CR not followed by LF") }
+                state = .fieldStart
+            case .fieldStart:
+                if byte == 13 {
+                    state = .endLF
+                } else if byte == 10 {
+                    return finish(at: i)
+                } else if Self.isTokenByte(byte) {
+                    state = .fieldName
+                } else {
+                    return .invalid(byte == 32 || byte == 9 ? "obsolete line folding" : "malformed header name")
+                }
+            case .fieldName:
+                if byte == UInt8(ascii: ":") {
+                    state = .fieldValue
+                } else if !Self.isTokenByte(byte) {
+                    return .invalid("malformed header name")
+                }
+            case .fieldValue:
+                if byte == 13 {
+                    state = .fieldLF
+                } else if byte == 10 {
+                    state = .fieldStart
+                } else if byte < 32 && byte != 9 || byte == 127 {
+                    return .invalid("control character in header value")
+                }
+            case .endLF:
+                guard byte == 10 else { return .invalid("CR not followed by LF") }
+                return finish(at: i)
+            }
+        }
+        return .needMore
+    }
+
+    private mutating func finish(at end: Int) -> Result {
+        state = .leadingLines
+        return .complete(end: end)
+    }
+
+    /// RFC 9110 §5.6.2 tchar.
+    static func isTokenByte(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}

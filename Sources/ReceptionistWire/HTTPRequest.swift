@@ -1,0 +1,40 @@
+/// One complete HTTP/1.x request, head and body.
+public struct HTTPRequest: Sendable, Hashable {
+    public var method: HTTPMethod
+    /// The request target exactly as sent, e.g. `/static/a.css?x=1`.
+    public var target: String
+    public var versionMajor: Int
+    public var versionMinor: Int
+    public var headers: HTTPHeaders
+    public var body: [UInt8]
+    /// Whether the connection may stay open after this request (HTTP/1.1 default, or 1.0 keep-alive).
+    public var keepAlive: Bool
+    /// Whether the client asked to switch protocols (`Connection: upgrade`).
+    public var isUpgrade: Bool
+
+    public init(
+        method: HTTPMethod, target: String, versionMajor: Int = 1, versionMinor: Int = 1,
+        headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], keepAlive: Bool = true, isUpgrade: Bool = false
+    ) {
+        self.method = method
+        self.target = target
+        self.versionMajor = versionMajor
+        self.versionMinor = versionMinor
+        self.headers = headers
+        self.body = body
+        self.keepAlive = keepAlive
+        self.isUpgrade = isUpgrade
+    }
+
+    /// The target's path, still percent-encoded, without the query.
+    public var rawPath: Substring {
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target[...] }
+        return target[..<mark]
+    }
+
+    /// The target's query string without the `?`, or nil.
+    public var query: Substring? {
+        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        return target[target.utf8.index(after: mark)...]
+    }
+}

@@ -1,0 +1,297 @@
+import CHTTPParser
+
+/// An incremental HTTP/1.x request decoder over http-parser.
+///
+/// This is the only file in the project that imports `CHTTPParser`, so the C parser can be
+/// swapped without touching anything else. The decoder is a pure codec: bytes go in, complete
+/// requests (or one error) come out. It owns no socket, clock or thread. It is a class only
+/// because http-parser needs a stable address to call back into.
+///
+/// Thread affinity: one instance is used by one thread at a time.
+public final class HTTPRequestParser {
+    /// Where the decoder is inside the current message; the session turns this into timeouts.
+    public enum Phase: Sendable, Equatable {
+        case idle, head, body
+    }
+
+    public struct Output: Sendable {
+        public var requests: [HTTPRequest] = []
+        /// Set once; after an error the stream cannot be trusted and the decoder accepts nothing more.
+        public var error: HTTPParseError?
+        /// After an upgrade request, the bytes that followed its head belong to the new protocol.
+        public var upgradeRemainder: [UInt8]?
+    }
+
+    public let limits: HTTPParserLimits
+    public private(set) var phase: Phase = .idle
+    private var failure: HTTPParseError?
+    private var upgraded = false
+
+    private let parser: UnsafeMutablePointer<http_parser>
+    private let settings: UnsafeMutablePointer<http_parser_settings>
+
+    // The message being assembled.
+    private var url: [UInt8] = []
+    private var fieldName: [UInt8] = []
+    private var fieldValue: [UInt8] = []
+    private var lastWasValue = false
+    private var headers = HTTPHeaders()
+    private var body: [UInt8] = []
+    private var scanner: HTTPHeadScanner
+    private var scanningHead = true
+    private var pendingError: HTTPParseError?
+    private var finished: [HTTPRequest] = []
+    private var head: (method: HTTPMethod, major: Int, minor: Int, keepAlive: Bool, upgrade: Bool)?
+
+    public init(limits: HTTPParserLimits = HTTPParserLimits()) {
+        self.limits = limits
+        scanner = HTTPHeadScanner(maxBytes: limits.maxHeadBytes)
+        parser = .allocate(capacity: 1)
+        http_parser_init(parser, HTTP_REQUEST)
+        settings = .allocate(capacity: 1)
+        http_parser_settings_init(settings)
+        settings.pointee.on_message_begin = { p in HTTPRequestParser.from(p).messageBegan() }
+        settings.pointee.on_url = { p, at, length in HTTPRequestParser.from(p).urlBytes(at, length) }
+        settings.pointee.on_header_field = { p, at, length in HTTPRequestParser.from(p).fieldBytes(at, length) }
+        settings.pointee.on_header_value = { p, at, length in HTTPRequestParser.from(p).valueBytes(at, length) }
+        settings.pointee.on_headers_complete = { p in HTTPRequestParser.from(p).headComplete() }
+        settings.pointee.on_body = { p, at, length in HTTPRequestParser.from(p).bodyBytes(at, length) }
+        settings.pointee.on_message_complete = { p in HTTPRequestParser.from(p).messageComplete() }
+    }
+
+    deinit {
+        parser.deallocate()
+        settings.deallocate()
+    }
+
+    /// Feeds the next bytes of the stream. Any split of the stream yields the same requests.
+    public func parse(_ bytes: UnsafeRawBufferPointer) -> Output {
+        var output = Output()
+        if let failure {
+            output.error = failure
+            return output
+        }
+        guard !upgraded, bytes.count > 0 else { return output }
+        parser.pointee.data = Unmanaged.passUnretained(self).toOpaque()
+        defer { parser.pointee.data = nil }
+        let base = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
+        var offset = 0
+        var headEnd = 0
+        while offset < bytes.count {
+            if scanningHead {
+                switch scanner.scan(bytes, from: offset) {
+                case .needMore:
+                    break
+                case .complete(let end):
+                    headEnd = end
+                    scanningHead = false
+                case .invalid(let reason):
+                    return fail(HTTPParseError(status: .badRequest, detail: reason), into: &output)
+                case .tooLarge:
+                    return fail(
+                        HTTPParseError(status: .headerFieldsTooLarge, detail: "request head exceeds \(limits.maxHeadBytes) bytes"),
+                        into: &output)
+                }
+            }
+            // The message-complete callback pauses the parser, so each call ends at a message boundary.
+            offset += http_parser_execute(parser, settings, base + offset, bytes.count - offset)
+            output.requests += finished
+            finished.removeAll(keepingCapacity: true)
+            let errno = chp_errno(parser)
+            if errno == HPE_PAUSED.rawValue {
+                http_parser_pause(parser, 0)
+                scanner.reset()
+                scanningHead = true
+                if chp_upgrade(parser) != 0 {
+                    // What follows the head belongs to the new protocol. The scanner knows exactly
+                    // where the head ended; http-parser may stop one byte short of it.
+                    upgraded = true
+                    output.upgradeRemainder = Array(UnsafeRawBufferPointer(rebasing: bytes[max(headEnd, offset)...]))
+                    return output
+                }
+                continue
+            }
+            if errno != HPE_OK.rawValue {
+                return fail(pendingError ?? Self.error(forParserErrno: errno), into: &output)
+            }
+            break
+        }
+        return output
+    }
+
+    private func fail(_ error: HTTPParseError, into output: inout Output) -> Output {
+        failure = error
+        output.error = error
+        return output
+    }
+
+    /// Convenience for tests and callers holding an array.
+    public func parse(_ bytes: [UInt8]) -> Output {
+        bytes.withUnsafeBytes { parse($0) }
+    }
+
+    // MARK: - Callbacks (return non-zero to stop the C parser)
+
+    private static func from(_ p: UnsafeMutablePointer<http_parser>?) -> HTTPRequestParser {
+        Unmanaged<HTTPRequestParser>.fromOpaque(p!.pointee.data!).takeUnretainedValue()
+    }
+
+    private func messageBegan() -> Int32 {
+        phase = .head
+        url.removeAll(keepingCapacity: true)
+        fieldName.removeAll(keepingCapacity: true)
+        fieldValue.removeAll(keepingCapacity: true)
+        lastWasValue = false
+        headers = HTTPHeaders()
+        body = []
+        head = nil
+        return 0
+    }
+
+    private func urlBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        url.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        return 0
+    }
+
+    private func fieldBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        if lastWasValue {
+            commitField()
+        }
+        fieldName.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        return 0
+    }
+
+    private func valueBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        lastWasValue = true
+        fieldValue.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        return 0
+    }
+
+    private func commitField() {
+        headers.add(String(decoding: fieldName, as: UTF8.self), String(decoding: fieldValue, as: UTF8.self))
+        fieldName.removeAll(keepingCapacity: true)
+        fieldValue.removeAll(keepingCapacity: true)
+        lastWasValue = false
+    }
+
+    private func headComplete() -> Int32 {
+        if lastWasValue || !fieldName.isEmpty {
+            commitField()
+        }
+        let major = Int(parser.pointee.http_major)
+        let minor = Int(parser.pointee.http_minor)
+        guard major == 1 else {
+            pendingError = HTTPParseError(
+                status: .versionNotSupported, detail: "HTTP/\(major).\(minor) is not supported; use HTTP/1.1")
+            return -1
+        }
+        if let problem = framingProblem() {
+            pendingError = problem
+            return -1
+        }
+        if parser.pointee.content_length != UInt64.max, parser.pointee.content_length > UInt64(limits.maxBodyBytes) {
+            pendingError = HTTPParseError(
+                status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")
+            return -1
+        }
+        phase = .body
+        head = (
+            Self.method(chp_method(parser)), major, minor,
+            http_should_keep_alive(parser) != 0, chp_upgrade(parser) != 0
+        )
+        return 0
+    }
+
+    /// Rejects the header combinations that let two parties disagree on where a message ends.
+    private func framingProblem() -> HTTPParseError? {
+        var lengthCount = 0
+        var codings: [String] = []
+        for field in headers.fields {
+            if field.name.asciiCaseInsensitiveEquals("Content-Length") {
+                lengthCount += 1
+            } else if field.name.asciiCaseInsensitiveEquals("Transfer-Encoding") {
+                codings.append(field.value)
+            }
+        }
+        guard lengthCount > 0 || !codings.isEmpty else { return nil }
+        if lengthCount > 1 {
+            return HTTPParseError(status: .badRequest, detail: "more than one Content-Length header")
+        }
+        if lengthCount > 0 && !codings.isEmpty {
+            return HTTPParseError(status: .badRequest, detail: "both Content-Length and Transfer-Encoding are present")
+        }
+        let tokens = codings.flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }
+        if let unknown = tokens.first(where: { !String($0).asciiCaseInsensitiveEquals("chunked") }) {
+            return HTTPParseError(status: .notImplemented, detail: "transfer coding '\(unknown)' is not supported")
+        }
+        if tokens.count > 1 {
+            return HTTPParseError(status: .badRequest, detail: "chunked is applied more than once")
+        }
+        return nil
+    }
+
+    private func bodyBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        if body.count + length > limits.maxBodyBytes {
+            pendingError = HTTPParseError(
+                status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")
+            return 1
+        }
+        body.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        return 0
+    }
+
+    private func messageComplete() -> Int32 {
+        guard let head else { return 1 }
+        finished.append(
+            HTTPRequest(
+                method: head.method, target: String(decoding: url, as: UTF8.self),
+                versionMajor: head.major, versionMinor: head.minor, headers: headers, body: body,
+                keepAlive: head.keepAlive, isUpgrade: head.upgrade))
+        self.head = nil
+        body = []
+        phase = .idle
+        // Stop here so `parse` learns exactly where the next message starts.
+        http_parser_pause(parser, 1)
+        return 0
+    }
+
+    // MARK: - Mapping
+
+    private static func method(_ raw: UInt32) -> HTTPMethod {
+        switch raw {
+        case HTTP_GET.rawValue: .get
+        case HTTP_HEAD.rawValue: .head
+        case HTTP_POST.rawValue: .post
+        case HTTP_PUT.rawValue: .put
+        case HTTP_PATCH.rawValue: .patch
+        case HTTP_DELETE.rawValue: .delete
+        case HTTP_OPTIONS.rawValue: .options
+        default: .other(String(cString: http_method_str(http_method(rawValue: raw))))
+        }
+    }
+
+    private static func error(forParserErrno errno: UInt32) -> HTTPParseError {
+        let description = String(cString: http_errno_description(http_errno(rawValue: errno)))
+        switch errno {
+        case HPE_HEADER_OVERFLOW.rawValue:
+            return HTTPParseError(status: .headerFieldsTooLarge, detail: description)
+        case HPE_INVALID_METHOD.rawValue:
+            return HTTPParseError(status: .notImplemented, detail: "unknown or unsupported method")
+        case HPE_INVALID_VERSION.rawValue:
+            return HTTPParseError(status: .badRequest, detail: description)
+        case HPE_INVALID_TRANSFER_ENCODING.rawValue:
+            return HTTPParseError(status: .notImplemented, detail: description)
+        default:
+            return HTTPParseError(status: .badRequest, detail: description)
+        }
+    }
+}
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var s = self
+        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
+        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
+        return s
+    }
+}

@@ -1,0 +1,55 @@
+/// An HTTP status code with its reason phrase.
+public struct HTTPStatus: Sendable, Hashable {
+    public let code: Int
+    public let reason: String
+
+    public init(code: Int, reason: String) {
+        self.code = code
+        self.reason = reason
+    }
+
+    public static let ok = HTTPStatus(code: 200, reason: "OK")
+    public static let created = HTTPStatus(code: 201, reason: "Created")
+    public static let accepted = HTTPStatus(code: 202, reason: "Accepted")
+    public static let noContent = HTTPStatus(code: 204, reason: "No Content")
+    public static let switchingProtocols = HTTPStatus(code: 101, reason: "Switching Protocols")
+    public static let notModified = HTTPStatus(code: 304, reason: "Not Modified")
+    public static let badRequest = HTTPStatus(code: 400, reason: "Bad Request")
+    public static let unauthorized = HTTPStatus(code: 401, reason: "Unauthorized")
+    public static let forbidden = HTTPStatus(code: 403, reason: "Forbidden")
+    public static let notFound = HTTPStatus(code: 404, reason: "Not Found")
+    public static let methodNotAllowed = HTTPStatus(code: 405, reason: "Method Not Allowed")
+    public static let requestTimeout = HTTPStatus(code: 408, reason: "Request Timeout")
+    public static let conflict = HTTPStatus(code: 409, reason: "Conflict")
+    public static let payloadTooLarge = HTTPStatus(code: 413, reason: "Payload Too Large")
+    public static let unsupportedMediaType = HTTPStatus(code: 415, reason: "Unsupported Media Type")
+    public static let unprocessableContent = HTTPStatus(code: 422, reason: "Unprocessable Content")
+    public static let tooManyRequests = HTTPStatus(code: 429, reason: "Too Many Requests")
+    public static let headerFieldsTooLarge = HTTPStatus(code: 431, reason: "Request Header Fields Too Large")
+    public static let internalServerError = HTTPStatus(code: 500, reason: "Internal Server Error")
+    public static let notImplemented = HTTPStatus(code: 501, reason: "Not Implemented")
+    public static let serviceUnavailable = HTTPStatus(code: 503, reason: "Service Unavailable")
+    public static let versionNotSupported = HTTPStatus(code: 505, reason: "HTTP Version Not Supported")
+
+    /// The short machine-readable name used as `error` in JSON error bodies.
+    public var errorName: String {
+        switch code {
+        case 400: "bad_request"
+        case 401: "unauthorized"
+        case 403: "forbidden"
+        case 404: "not_found"
+        case 405: "method_not_allowed"
+        case 408: "request_timeout"
+        case 409: "conflict"
+        case 413: "payload_too_large"
+        case 415: "unsupported_media_type"
+        case 422: "unprocessable_content"
+        case 429: "too_many_requests"
+        case 431: "header_too_large"
+        case 501: "not_implemented"
+        case 503: "over_capacity"
+        case 505: "version_not_supported"
+        default: "error"
+        }
+    }
+}

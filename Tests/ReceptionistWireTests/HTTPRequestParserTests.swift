@@ -1,0 +1,179 @@
+import Testing
+@testable import ReceptionistWire
+
+/// Feeds `text` to a fresh parser in the given pieces and returns everything it produced.
+private func parse(_ pieces: [[UInt8]], limits: HTTPParserLimits = HTTPParserLimits()) -> HTTPRequestParser.Output {
+    let parser = HTTPRequestParser(limits: limits)
+    var all = HTTPRequestParser.Output()
+    for piece in pieces {
+        let output = parser.parse(piece)
+        all.requests += output.requests
+        if let error = output.error, all.error == nil { all.error = error }
+        if let rest = output.upgradeRemainder { all.upgradeRemainder = rest }
+    }
+    return all
+}
+
+private func parse(_ text: String, limits: HTTPParserLimits = HTTPParserLimits()) -> HTTPRequestParser.Output {
+    parse([Array(text.utf8)], limits: limits)
+}
+
+private let validRequests: [String] = [
+    "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    "GET /healthz?x=1&y=%20 HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nX-Long: \(String(repeating: "v", count: 300))\r\n\r\n",
+    "POST /api/things HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\nContent-Type: application/json\r\n\r\n{\"a\":[1,2]}",
+    "PUT /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: t\r\n\r\n",
+    "HEAD /index.html HTTP/1.0\r\n\r\n",
+    "DELETE /a/b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+]
+
+@Suite struct HTTPRequestParserTests {
+    @Test func parsesASimpleGet() throws {
+        let output = parse("GET /healthz?verbose=1 HTTP/1.1\r\nHost: example\r\nX-A: 1\r\n\r\n")
+        #expect(output.error == nil)
+        let request = try #require(output.requests.first)
+        #expect(request.method == .get)
+        #expect(request.target == "/healthz?verbose=1")
+        #expect(request.rawPath == "/healthz")
+        #expect(request.query == "verbose=1")
+        #expect(request.headers["host"] == "example")
+        #expect(request.headers["X-A"] == "1")
+        #expect(request.keepAlive)
+        #expect(request.versionMinor == 1)
+    }
+
+    @Test(arguments: validRequests)
+    func everySplitParsesTheSame(_ text: String) throws {
+        let bytes = Array(text.utf8)
+        let whole = parse([bytes])
+        #expect(whole.error == nil)
+        #expect(whole.requests.count == 1)
+        for cut in 1..<bytes.count {
+            let split = parse([Array(bytes[..<cut]), Array(bytes[cut...])])
+            #expect(split.error == nil, "cut at \(cut)")
+            #expect(split.requests == whole.requests, "cut at \(cut)")
+        }
+        let byteByByte = parse(bytes.map { [$0] })
+        #expect(byteByByte.requests == whole.requests)
+    }
+
+    @Test func chunkedAndLengthBodiesAreDecoded() throws {
+        #expect(parse(validRequests[2]).requests.first?.body == Array("{\"a\":[1,2]}".utf8))
+        #expect(parse(validRequests[3]).requests.first?.body == Array("hello world".utf8))
+    }
+
+    @Test func pipelinedRequestsComeBackInOrder() {
+        let all = validRequests.joined()
+        let output = parse(all)
+        #expect(output.error == nil)
+        #expect(output.requests.map(\.target) == ["/", "/healthz?x=1&y=%20", "/api/things", "/x", "/index.html", "/a/b"])
+        let bytes = Array(all.utf8)
+        for cut in stride(from: 1, to: bytes.count, by: 7) {
+            #expect(parse([Array(bytes[..<cut]), Array(bytes[cut...])]).requests.map(\.target) == output.requests.map(\.target))
+        }
+    }
+
+    @Test func keepAliveFollowsVersionAndConnection() {
+        let output = parse(
+            "GET /a HTTP/1.0\r\n\r\n")
+        #expect(output.requests.first?.keepAlive == false)
+        #expect(parse("GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").requests.first?.keepAlive == true)
+        #expect(parse("GET /a HTTP/1.1\r\nConnection: close\r\n\r\n").requests.first?.keepAlive == false)
+    }
+
+    @Test func headLimitYields431() {
+        let limits = HTTPParserLimits(maxHeadBytes: 256, maxBodyBytes: 1024)
+        let big = "GET / HTTP/1.1\r\nHost: a\r\nX: \(String(repeating: "a", count: 400))\r\n\r\n"
+        #expect(parse(big, limits: limits).error?.status == .headerFieldsTooLarge)
+        let longURL = "GET /\(String(repeating: "u", count: 400)) HTTP/1.1\r\n\r\n"
+        #expect(parse(longURL, limits: limits).error?.status == .headerFieldsTooLarge)
+        let many = "GET / HTTP/1.1\r\n" + String(repeating: "A: b\r\n", count: 60) + "\r\n"
+        #expect(parse(many, limits: limits).error?.status == .headerFieldsTooLarge)
+        // Split byte by byte, the limit still trips.
+        #expect(parse(Array(big.utf8).map { [$0] }, limits: limits).error?.status == .headerFieldsTooLarge)
+        #expect(parse("GET / HTTP/1.1\r\nHost: a\r\n\r\n", limits: limits).error == nil)
+    }
+
+    @Test func bodyLimitYields413() {
+        let limits = HTTPParserLimits(maxHeadBytes: 1024, maxBodyBytes: 10)
+        #expect(parse("POST / HTTP/1.1\r\nContent-Length: 11\r\n\r\n", limits: limits).error?.status == .payloadTooLarge)
+        let chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nabcdef\r\n6\r\nghijkl\r\n0\r\n\r\n"
+        #expect(parse(chunked, limits: limits).error?.status == .payloadTooLarge)
+        #expect(parse("POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\n0123456789", limits: limits).requests.count == 1)
+    }
+
+    @Test(arguments: [
+        "GET\r\n\r\n",
+        "GET / HTTP/1.1 extra\r\n\r\n",
+        "GET /  HTTP/1.1\r\n\r\n",
+        "GET / HTTX/1.1\r\n\r\n",
+        " / HTTP/1.1\r\n\r\n",
+        "GET / HTTP/1.1\r\nBad Header: x\r\n\r\n",
+        "GET / HTTP/1.1\r\nNoColon\r\n\r\n",
+        "\u{1}GET / HTTP/1.1\r\n\r\n",
+    ])
+    func malformedRequestsAreRejected(_ text: String) {
+        let output = parse(text)
+        #expect(output.error != nil, "accepted: \(text.debugDescription)")
+        #expect(output.requests.isEmpty)
+    }
+
+    @Test(arguments: ["zz", "-1", "1x", "ffffffffffffffffff"])
+    func badChunkSizesYield400(_ size: String) {
+        let text = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\(size)\r\nabc\r\n0\r\n\r\n"
+        #expect(parse(text).error?.status.code == 400 || parse(text).error?.status == .payloadTooLarge)
+        #expect(parse(text).requests.isEmpty)
+    }
+
+    @Test func smugglingShapesAreRejected() {
+        let both = "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        #expect(parse(both).error?.status == .badRequest)
+        let bothReversed = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n"
+        #expect(parse(bothReversed).error?.status == .badRequest)
+        let twoLengths = "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"
+        #expect(parse(twoLengths).error?.status == .badRequest)
+        let sameTwice = "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello"
+        #expect(parse(sameTwice).error?.status == .badRequest)
+        let badLength = "POST / HTTP/1.1\r\nContent-Length: 5x\r\n\r\nhello"
+        #expect(parse(badLength).error?.status == .badRequest)
+        let gzip = "POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n"
+        #expect(parse(gzip).error?.status == .notImplemented)
+        let doubleChunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n"
+        #expect(parse(doubleChunked).error?.status == .badRequest)
+    }
+
+    @Test func versionsOtherThan1xYield505() {
+        #expect(parse("GET / HTTP/2.0\r\n\r\n").error?.status == .versionNotSupported)
+        #expect(parse("GET / HTTP/0.9\r\n\r\n").error?.status == .versionNotSupported)
+    }
+
+    @Test func unknownMethodYields501() {
+        #expect(parse("BREW /pot HTTP/1.1\r\n\r\n").error?.status == .notImplemented)
+    }
+
+    @Test func anErrorIsFinal() {
+        let parser = HTTPRequestParser()
+        #expect(parser.parse(Array("GET / HTTP/2.0\r\n\r\n".utf8)).error != nil)
+        let after = parser.parse(Array("GET / HTTP/1.1\r\n\r\n".utf8))
+        #expect(after.requests.isEmpty)
+        #expect(after.error?.status == .versionNotSupported)
+    }
+
+    @Test func phaseTracksTheMessage() {
+        let parser = HTTPRequestParser()
+        #expect(parser.phase == .idle)
+        _ = parser.parse(Array("GET / HT".utf8))
+        #expect(parser.phase == .head)
+        _ = parser.parse(Array("TP/1.1\r\nContent-Length: 3\r\n\r\nab".utf8))
+        #expect(parser.phase == .body)
+        _ = parser.parse(Array("c".utf8))
+        #expect(parser.phase == .idle)
+    }
+
+    @Test func upgradeHandsBackTheRest() {
+        let text = "GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n\u{81}\u{80}rest"
+        let output = parse(text)
+        #expect(output.requests.first?.isUpgrade == true)
+        #expect(output.upgradeRemainder == Array("\u{81}\u{80}rest".utf8))
+    }
+}
