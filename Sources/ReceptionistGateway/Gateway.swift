@@ -1,0 +1,159 @@
+import Glibc
+import Logging
+import ReceptionistLoop
+import ReceptionistWire
+
+/// The running gateway: one loop, one listener, its sessions, and the drain on SIGTERM.
+///
+/// Create and `run` it on the thread that will be the loop thread; it returns when the gateway
+/// has drained and every handle is closed.
+public final class Gateway {
+    public let config: GatewayConfig
+    public let logger: Logger
+    let loop: EventLoop
+    let dateCache = DateCache()
+    private(set) var router: Router!
+
+    private var listener: TCPListener?
+    private var sessions: [ObjectIdentifier: HTTPSession] = [:]
+    /// Sessions that count against `maxConnections` (refused ones do not).
+    private var servingCount = 0
+    private var refused: Set<ObjectIdentifier> = []
+    private var signals: [SignalWatcher] = []
+    private var sweepTimer: LoopTimer?
+    private var drainTimer: LoopTimer?
+    private(set) var isDraining = false
+    private var acceptErrorsLogged = 0
+
+    /// Binds the listening socket. Loop thread (the calling thread becomes it).
+    public init(config: GatewayConfig, logger: Logger) throws {
+        self.config = config
+        self.logger = logger
+        loop = try EventLoop()
+        let files = StaticFiles(directory: config.publicDirectory)
+        if files.isEmpty {
+            logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
+        }
+        router = Router(staticFiles: files) { [unowned self] in !self.isDraining }
+        let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
+        listener.onConnection = { [unowned self] connection in self.accepted(connection) }
+        listener.onAcceptError = { [unowned self] error in self.acceptFailed(error) }
+        self.listener = listener
+        for number in [SIGINT, SIGTERM] {
+            signals.append(try SignalWatcher(loop: loop, signal: number) { [unowned self] number in
+                self.signalled(number)
+            })
+        }
+        let interval = Self.sweepInterval(config)
+        let sweep = LoopTimer(loop: loop) { [unowned self] in self.sweep() }
+        sweep.start(delayMilliseconds: interval, repeatMilliseconds: interval)
+        sweepTimer = sweep
+    }
+
+    /// The port actually bound (useful with port 0).
+    public var port: Int { listener?.localPort ?? 0 }
+
+    /// The URL clients use.
+    public var url: String {
+        let host = config.host.contains(":") ? "[\(config.host)]" : config.host
+        return "http://\(host):\(port)"
+    }
+
+    /// The loop's mailbox: the door other threads use.
+    public var mailbox: Mailbox { loop.mailbox }
+
+    /// Serves until drained. Loop thread only.
+    public func run() {
+        loop.run()
+        logger.info("stopped")
+    }
+
+    // MARK: Connections
+
+    private func accepted(_ connection: TCPConnection) {
+        let session = HTTPSession(connection: connection, gateway: self)
+        let id = ObjectIdentifier(session)
+        sessions[id] = session
+        if servingCount >= config.maxConnections {
+            refused.insert(id)
+            session.refuseOverCapacity()
+            logger.debug("connection refused: at capacity", metadata: ["max": "\(config.maxConnections)"])
+            return
+        }
+        servingCount += 1
+        session.start()
+    }
+
+    private func acceptFailed(_ error: LoopError) {
+        // libuv sheds the pending connection itself; logging every failure would flood the log.
+        acceptErrorsLogged += 1
+        if acceptErrorsLogged <= 10 || acceptErrorsLogged % 1000 == 0 {
+            logger.error("accept failed", metadata: ["error": "\(error)", "count": "\(acceptErrorsLogged)"])
+        }
+    }
+
+    func sessionDidClose(_ session: HTTPSession) {
+        let id = ObjectIdentifier(session)
+        guard sessions.removeValue(forKey: id) != nil else { return }
+        if refused.remove(id) == nil {
+            servingCount -= 1
+        }
+        if isDraining && sessions.isEmpty {
+            finish()
+        }
+    }
+
+    private func sweep() {
+        let now = loop.nowMilliseconds
+        for session in Array(sessions.values) {
+            session.sweep(now: now)
+        }
+    }
+
+    private static func sweepInterval(_ config: GatewayConfig) -> UInt64 {
+        let shortest = min(config.idleTimeoutSeconds, config.headTimeoutSeconds, config.lingerSeconds)
+        return UInt64(max(10, min(1000, shortest * 1000 / 10)))
+    }
+
+    // MARK: Drain
+
+    private func signalled(_ number: Int32) {
+        if isDraining {
+            logger.warning("second signal: closing every connection now", metadata: ["signal": "\(number)"])
+            for session in Array(sessions.values) { session.connection.close() }
+            return
+        }
+        beginDrain(reason: number == SIGTERM ? "SIGTERM" : "SIGINT")
+    }
+
+    /// Stops accepting, lets requests in flight finish, then stops the loop.
+    public func beginDrain(reason: String) {
+        guard !isDraining else { return }
+        isDraining = true
+        logger.info("draining", metadata: ["reason": "\(reason)", "connections": "\(sessions.count)"])
+        listener?.close()
+        listener = nil
+        for session in Array(sessions.values) {
+            session.drain()
+        }
+        let timer = LoopTimer(loop: loop) { [unowned self] in
+            self.logger.warning("drain timeout: closing remaining connections", metadata: ["count": "\(self.sessions.count)"])
+            for session in Array(self.sessions.values) { session.connection.close() }
+        }
+        timer.start(delayMilliseconds: UInt64(config.drainTimeoutSeconds * 1000))
+        drainTimer = timer
+        if sessions.isEmpty {
+            finish()
+        }
+    }
+
+    private func finish() {
+        sweepTimer?.close()
+        sweepTimer = nil
+        drainTimer?.close()
+        drainTimer = nil
+        for watcher in signals { watcher.close() }
+        signals.removeAll()
+        loop.mailbox.shutDown()
+    }
+}

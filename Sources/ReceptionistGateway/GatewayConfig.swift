@@ -1,0 +1,24 @@
+import ReceptionistWire
+
+/// Everything the gateway is told at start-up. Durations are in seconds, sizes in bytes.
+public struct GatewayConfig: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// The static directory, read once at start-up.
+    public var publicDirectory = "Public"
+    public var parserLimits = HTTPParserLimits()
+    /// A keep-alive connection with no request in progress is closed after this long.
+    public var idleTimeoutSeconds = 60.0
+    /// A request head must arrive completely within this long of its first byte.
+    public var headTimeoutSeconds = 10.0
+    /// Connections beyond this get a 503 and are closed.
+    public var maxConnections = 10_000
+    /// How long a drain may take before the remaining connections are closed.
+    public var drainTimeoutSeconds = 10.0
+    /// A closed-for-writing connection is read out for at most this long before it is closed.
+    public var lingerSeconds = 2.0
+    /// Per-connection outbound bytes past which the gateway stops reading that connection's requests.
+    public var maxQueuedBytes = 1024 * 1024
+
+    public init() {}
+}

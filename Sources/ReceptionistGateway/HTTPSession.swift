@@ -1,0 +1,154 @@
+import Logging
+import ReceptionistLoop
+import ReceptionistWire
+
+/// One HTTP/1.1 connection: parses requests, asks the router, writes replies in order.
+///
+/// Decisions about keep-alive, closing and timeouts come from `HTTPSessionState`; this type acts.
+///
+/// Loop thread only.
+final class HTTPSession: TCPConnectionDelegate {
+    let connection: TCPConnection
+    private let parser: HTTPRequestParser
+    private var state: HTTPSessionState
+    private unowned let gateway: Gateway
+
+    init(connection: TCPConnection, gateway: Gateway) {
+        self.connection = connection
+        self.gateway = gateway
+        parser = HTTPRequestParser(limits: gateway.config.parserLimits)
+        state = HTTPSessionState(
+            now: connection.loop.nowMilliseconds,
+            idleTimeoutMilliseconds: UInt64(gateway.config.idleTimeoutSeconds * 1000),
+            headTimeoutMilliseconds: UInt64(gateway.config.headTimeoutSeconds * 1000))
+        connection.highWaterBytes = gateway.config.maxQueuedBytes
+        connection.delegate = self
+    }
+
+    func start() {
+        connection.startReading()
+    }
+
+    // MARK: TCPConnectionDelegate
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        guard !state.closing || state.phase != .idle else { return }
+        let output = parser.parse(bytes)
+        state.received(phase: parser.phase, now: connection.loop.nowMilliseconds)
+        for request in output.requests {
+            answer(request)
+            if state.closing { break }
+        }
+        if let error = output.error {
+            state.failed()
+            gateway.logger.debug("rejected request", metadata: ["status": "\(error.status.code)", "detail": "\(error.detail)"])
+            send(Reply(.error(error)), headOnly: false, keepAlive: false)
+            connection.closeAfterFlush()
+            return
+        }
+        if output.upgradeRemainder != nil {
+            // No protocol switch is offered here; the answer above was the last on this stream.
+            state.failed()
+            connection.closeAfterFlush()
+            return
+        }
+        if state.afterResponse() == .close {
+            connection.closeAfterFlush()
+        }
+    }
+
+    func connectionDidReadEOF(_ connection: TCPConnection) {
+        // The peer sent everything it will send; whatever is queued still goes out.
+        connection.closeAfterFlush()
+    }
+
+    func connectionDidDrain(_ connection: TCPConnection) {
+        connection.startReading()
+    }
+
+    func connectionDidClose(_ connection: TCPConnection) {
+        gateway.sessionDidClose(self)
+    }
+
+    // MARK: Acting
+
+    private func answer(_ request: HTTPRequest) {
+        let reply = gateway.router.reply(to: request)
+        let keepAlive = state.requestCompleted(
+            keepAlive: request.keepAlive && !request.isUpgrade && !reply.closesConnection)
+        gateway.logger.debug(
+            "\(request.method.name) \(request.target) \(reply.response.status.code)",
+            metadata: ["peer": "\(connection.peerAddress ?? "?")"])
+        send(reply, headOnly: request.method == .head, keepAlive: keepAlive)
+    }
+
+    private func send(_ reply: Reply, headOnly: Bool, keepAlive: Bool) {
+        let date = gateway.dateCache.current
+        let length = reply.contentLength
+        let result: TCPConnection.WriteResult
+        if headOnly || length == 0 {
+            result = connection.write(
+                HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length))
+        } else if let shared = reply.sharedBody, length > HTTPResponseEncoder.inlineBodyLimit {
+            // A large shared body goes out as its own buffer in the same writev, never copied.
+            connection.write(
+                HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length))
+            result = connection.write(shared)
+        } else {
+            let head: [UInt8]
+            if let shared = reply.sharedBody {
+                head = shared.withUnsafeBytes {
+                    HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: $0)
+                }
+            } else {
+                head = reply.response.body.withUnsafeBytes {
+                    HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: $0)
+                }
+            }
+            result = connection.write(head)
+        }
+        // Policy for a full outbound queue: stop reading requests until the client catches up.
+        if result == .backpressure {
+            connection.stopReading()
+        }
+    }
+
+    /// The gateway is draining.
+    func drain() {
+        if state.drain() == .close {
+            connection.closeAfterFlush()
+        }
+    }
+
+    /// Periodic check of timeouts and lingering.
+    func sweep(now: UInt64) {
+        switch connection.state {
+        case .lingering:
+            if let since = connection.lingeringSince, now &- since >= UInt64(gateway.config.lingerSeconds * 1000) {
+                connection.close()
+            }
+            return
+        case .closing, .closed:
+            return
+        case .open:
+            break
+        }
+        switch state.deadline(now: now) {
+        case .none:
+            break
+        case .close:
+            connection.closeAfterFlush()
+        case .timeOut:
+            state.failed()
+            send(Reply(.error(.requestTimeout, "the request did not arrive in time")), headOnly: false, keepAlive: false)
+            connection.closeAfterFlush()
+        }
+    }
+
+    /// Refuses the connection because the gateway is full.
+    func refuseOverCapacity() {
+        state.failed()
+        send(Reply(.error(.serviceUnavailable, "too many connections")), headOnly: false, keepAlive: false)
+        connection.closeAfterFlush()
+    }
+}

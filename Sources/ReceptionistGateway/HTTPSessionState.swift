@@ -1,0 +1,73 @@
+import ReceptionistWire
+
+/// Decides what an HTTP connection does next; `HTTPSession` carries the decisions out.
+///
+/// Time is injected (loop milliseconds) so every timeout is testable without waiting.
+struct HTTPSessionState {
+    enum Action: Equatable {
+        case none
+        /// Close after what is queued has been sent.
+        case close
+        /// Answer 408 and close: the request did not arrive in time.
+        case timeOut
+    }
+
+    let idleTimeoutMilliseconds: UInt64
+    let headTimeoutMilliseconds: UInt64
+
+    private(set) var phase: HTTPRequestParser.Phase = .idle
+    private var phaseSince: UInt64
+    private var lastActivity: UInt64
+    /// No more requests will be answered after the current one (client asked, error, or drain).
+    private(set) var closing = false
+
+    init(now: UInt64, idleTimeoutMilliseconds: UInt64, headTimeoutMilliseconds: UInt64) {
+        self.idleTimeoutMilliseconds = idleTimeoutMilliseconds
+        self.headTimeoutMilliseconds = headTimeoutMilliseconds
+        phaseSince = now
+        lastActivity = now
+    }
+
+    /// Bytes were parsed; the parser is now in `phase`.
+    mutating func received(phase newPhase: HTTPRequestParser.Phase, now: UInt64) {
+        if newPhase != phase {
+            phase = newPhase
+            phaseSince = now
+        }
+        lastActivity = now
+    }
+
+    /// A request is complete. Returns whether its response may keep the connection open.
+    mutating func requestCompleted(keepAlive: Bool) -> Bool {
+        if !keepAlive { closing = true }
+        return !closing
+    }
+
+    /// The stream failed; answer and close.
+    mutating func failed() {
+        closing = true
+    }
+
+    /// The gateway is draining: finish the request in progress, if any, then close.
+    mutating func drain() -> Action {
+        closing = true
+        return phase == .idle ? .close : .none
+    }
+
+    /// After a response has been queued: whether the connection is done.
+    func afterResponse() -> Action {
+        closing && phase == .idle ? .close : .none
+    }
+
+    /// Called periodically by the gateway's sweep.
+    func deadline(now: UInt64) -> Action {
+        switch phase {
+        case .idle:
+            return now &- lastActivity >= idleTimeoutMilliseconds ? .close : .none
+        case .head:
+            return now &- phaseSince >= headTimeoutMilliseconds ? .timeOut : .none
+        case .body:
+            return now &- lastActivity >= idleTimeoutMilliseconds ? .timeOut : .none
+        }
+    }
+}

@@ -1,0 +1,78 @@
+import ArgumentParser
+import Glibc
+
+/// Turns `RECEPTIONIST_<OPTION>` environment variables into command-line options.
+///
+/// The option list is read from the command's own declarations, so a new option gets its
+/// environment variable without being listed twice.
+enum EnvironmentArguments {
+    struct Option: Equatable {
+        let name: String
+        let isFlag: Bool
+        var variable: String { "RECEPTIONIST_" + name.uppercased().replacingDashes() }
+    }
+
+    static func current() -> [String: String] {
+        var result: [String: String] = [:]
+        var pointer = environ
+        while let entry = pointer.pointee {
+            let text = String(cString: entry)
+            if let equals = text.firstIndex(of: "=") {
+                result[String(text[..<equals])] = String(text[text.index(after: equals)...])
+            }
+            pointer += 1
+        }
+        return result
+    }
+
+    /// The long options a command declares, from its property wrappers.
+    static func options(of command: some ParsableArguments) -> [Option] {
+        Mirror(reflecting: command).children.compactMap { child in
+            guard var label = child.label else { return nil }
+            if label.hasPrefix("_") { label.removeFirst() }
+            let typeName = String(describing: type(of: child.value))
+            let isFlag = typeName.hasPrefix("Flag<")
+            guard isFlag || typeName.hasPrefix("Option<") else { return nil }
+            return Option(name: kebab(label), isFlag: isFlag)
+        }
+    }
+
+    /// Appends an option for every variable that is set and whose option is not already given.
+    static func merge(arguments: [String], environment: [String: String], options: [Option]) -> [String] {
+        var result = arguments
+        for option in options {
+            guard let value = environment[option.variable] else { continue }
+            let flag = "--" + option.name
+            let given = arguments.contains { $0 == flag || $0.hasPrefix(flag + "=") || $0 == "--no-" + option.name }
+            guard !given else { continue }
+            if option.isFlag {
+                switch value.lowercased() {
+                case "1", "true", "yes", "on": result.append(flag)
+                case "0", "false", "no", "off", "": break
+                default: result.append(flag)
+                }
+            } else {
+                result.append(flag + "=" + value)
+            }
+        }
+        return result
+    }
+
+    private static func kebab(_ name: String) -> String {
+        var out = ""
+        for character in name {
+            if character.isUppercase {
+                out += "-" + character.lowercased()
+            } else {
+                out.append(character)
+            }
+        }
+        return out
+    }
+}
+
+extension String {
+    fileprivate func replacingDashes() -> String {
+        String(map { $0 == "-" ? "_" : $0 })
+    }
+}

@@ -1,0 +1,26 @@
+import ArgumentParser
+
+/// The `receptionist` command line.
+@main
+struct ReceptionistCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "receptionist",
+        abstract: "A real-time push gateway: live model state over WebSocket, SSE and HTTP.",
+        discussion: """
+            Every option can also be set through the environment as RECEPTIONIST_<OPTION>, \
+            for example RECEPTIONIST_PORT=9000 or RECEPTIONIST_MAX_HEAD_BYTES=8192. \
+            A flag given on the command line wins over the environment.
+            """,
+        subcommands: [ServeCommand.self],
+        defaultSubcommand: ServeCommand.self
+    )
+
+    static func main() {
+        let arguments = EnvironmentArguments.merge(
+            arguments: Array(CommandLine.arguments.dropFirst()),
+            environment: EnvironmentArguments.current(),
+            options: EnvironmentArguments.options(of: ServeCommand())
+        )
+        main(arguments)
+    }
+}

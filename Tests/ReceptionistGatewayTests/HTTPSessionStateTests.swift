@@ -1,0 +1,69 @@
+@testable import ReceptionistGateway
+import Testing
+
+@Suite struct HTTPSessionStateTests {
+    private func fresh(now: UInt64 = 0) -> HTTPSessionState {
+        HTTPSessionState(now: now, idleTimeoutMilliseconds: 60_000, headTimeoutMilliseconds: 10_000)
+    }
+
+    @Test func idleConnectionClosesAfterIdleTimeout() {
+        let state = fresh()
+        #expect(state.deadline(now: 59_999) == .none)
+        #expect(state.deadline(now: 60_000) == .close)
+    }
+
+    @Test func slowHeadTimesOutFromItsFirstByteNotItsLast() {
+        var state = fresh()
+        state.received(phase: .head, now: 1_000)
+        // Trickling bytes keeps the connection active but does not extend the head deadline.
+        for t in stride(from: UInt64(1_500), to: 11_000, by: 500) {
+            state.received(phase: .head, now: t)
+        }
+        #expect(state.deadline(now: 10_999) == .none)
+        #expect(state.deadline(now: 11_000) == .timeOut)
+    }
+
+    @Test func bodyTimesOutOnlyWhenItStalls() {
+        var state = fresh()
+        state.received(phase: .body, now: 0)
+        state.received(phase: .body, now: 50_000)
+        #expect(state.deadline(now: 100_000) == .none)
+        #expect(state.deadline(now: 110_000) == .timeOut)
+    }
+
+    @Test func completedRequestResetsTheIdleClock() {
+        var state = fresh()
+        state.received(phase: .head, now: 100)
+        let keepAlive = state.requestCompleted(keepAlive: true)
+        #expect(keepAlive)
+        state.received(phase: .idle, now: 5_000)
+        #expect(state.afterResponse() == .none)
+        #expect(state.deadline(now: 64_999) == .none)
+        #expect(state.deadline(now: 65_000) == .close)
+    }
+
+    @Test func connectionCloseEndsAfterTheResponse() {
+        var state = fresh()
+        state.received(phase: .idle, now: 10)
+        let keepAlive = state.requestCompleted(keepAlive: false)
+        #expect(keepAlive == false)
+        #expect(state.afterResponse() == .close)
+    }
+
+    @Test func drainClosesIdleAtOnceAndWaitsForRequestsInFlight() {
+        var idle = fresh()
+        let idleAction = idle.drain()
+        #expect(idleAction == .close)
+
+        var busy = fresh()
+        busy.received(phase: .head, now: 10)
+        let busyAction = busy.drain()
+        #expect(busyAction == .none)
+        #expect(busy.afterResponse() == .none)
+        busy.received(phase: .idle, now: 20)
+        // The request in flight is answered with `Connection: close`.
+        let keepAlive = busy.requestCompleted(keepAlive: true)
+        #expect(keepAlive == false)
+        #expect(busy.afterResponse() == .close)
+    }
+}

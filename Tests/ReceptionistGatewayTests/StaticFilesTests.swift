@@ -1,0 +1,75 @@
+import Foundation
+@testable import ReceptionistGateway
+import ReceptionistWire
+import Testing
+
+@Suite struct StaticFilesTests {
+    /// A public directory with a nested file, a symlink inside and a symlink out.
+    private func makeTree() throws -> (root: URL, files: StaticFiles) {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("static-\(UUID().uuidString)")
+        let root = base.appendingPathComponent("public")
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("css"), withIntermediateDirectories: true)
+        try "<h1>hi</h1>".write(to: root.appendingPathComponent("index.html"), atomically: true, encoding: .utf8)
+        try "body{}".write(to: root.appendingPathComponent("css/site.css"), atomically: true, encoding: .utf8)
+        try "secret".write(to: base.appendingPathComponent("secret.txt"), atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(
+            at: root.appendingPathComponent("out.txt"), withDestinationURL: base.appendingPathComponent("secret.txt"))
+        try FileManager.default.createSymbolicLink(
+            at: root.appendingPathComponent("outdir"), withDestinationURL: base)
+        try FileManager.default.createSymbolicLink(
+            at: root.appendingPathComponent("alias.css"), withDestinationURL: root.appendingPathComponent("css/site.css"))
+        return (root, StaticFiles(directory: root.path))
+    }
+
+    private func get(_ files: StaticFiles, _ target: String, headers: [(String, String)] = []) -> Reply {
+        var request = HTTPRequest(method: .get, target: target)
+        for (name, value) in headers { request.headers.add(name, value) }
+        return files.reply(for: request)
+    }
+
+    @Test func servesFilesWithTypesAndTags() throws {
+        let (_, files) = try makeTree()
+        let index = get(files, "/")
+        #expect(index.response.status == .ok)
+        #expect(index.response.headers["Content-Type"] == "text/html; charset=utf-8")
+        #expect(index.sharedBody?.array == Array("<h1>hi</h1>".utf8))
+        #expect(index.response.headers["Cache-Control"] == "no-cache")
+        let css = get(files, "/css/site.css?v=2")
+        #expect(css.response.headers["Content-Type"] == "text/css; charset=utf-8")
+        #expect(get(files, "/alias.css").response.status == .ok)
+        #expect(get(files, "/index.html").response.headers["ETag"] == index.response.headers["ETag"])
+    }
+
+    @Test func ifNoneMatchAnswers304() throws {
+        let (_, files) = try makeTree()
+        let tag = try #require(get(files, "/").response.headers["ETag"])
+        for condition in [tag, "W/\(tag)", "\"nope\", \(tag)", "*"] {
+            let reply = get(files, "/", headers: [("If-None-Match", condition)])
+            #expect(reply.response.status == .notModified, "\(condition)")
+            #expect(reply.sharedBody == nil)
+            #expect(reply.response.headers["ETag"] == tag)
+        }
+        #expect(get(files, "/", headers: [("If-None-Match", "\"other\"")]).response.status == .ok)
+    }
+
+    @Test(arguments: ["/../secret.txt", "/%2e%2e/secret.txt", "/css/%2E%2E/%2e%2e/secret.txt", "/a%00b", "/css%2f..%2f..%2fsecret.txt"])
+    func traversalIsRefused(_ target: String) throws {
+        let (_, files) = try makeTree()
+        let reply = get(files, target)
+        #expect(reply.response.status == .badRequest)
+        #expect(reply.closesConnection)
+    }
+
+    @Test(arguments: ["/out.txt", "/outdir/secret.txt", "/missing.html"])
+    func symlinksOutAreNotServed(_ target: String) throws {
+        let (_, files) = try makeTree()
+        #expect(get(files, target).response.status == .notFound)
+    }
+
+    @Test func contentTypes() {
+        #expect(ContentType.forPath("a/b.js") == "text/javascript; charset=utf-8")
+        #expect(ContentType.forPath("x.PNG") == "image/png")
+        #expect(ContentType.forPath("noext") == "application/octet-stream")
+        #expect(ContentType.forPath("dir.d/file") == "application/octet-stream")
+    }
+}
