@@ -1,0 +1,225 @@
+"""Start-up, configuration, connection timeouts and caps, graceful drain, logging."""
+
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (
+    HOST,
+    RawConnection,
+    assert_json_error,
+    http_client_request,
+    http_request,
+    server_binary,
+    wait_for,
+    wait_until_refused,
+)
+
+EXIT_TIMEOUT = 15.0
+
+
+# ---- Start-up and configuration ----------------------------------------
+
+def test_startup_announces_real_port_on_stdout(start_server):
+    server = start_server()
+    assert server.port > 0
+    assert server.announcement == f"Receptionist listening on http://{HOST}:{server.port}"
+    assert http_client_request(server.port, "GET", "/healthz").status == 200
+    server.send_signal(signal.SIGTERM)
+    assert server.wait_exit(EXIT_TIMEOUT) == 0
+    assert server.stdout_after_announcement() == b"", "stdout must hold exactly one line"
+
+
+def test_serve_help_documents_options_and_defaults():
+    result = subprocess.run([str(server_binary()), "serve", "--help"],
+                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    text = (result.stdout + result.stderr).decode("utf-8", "replace")
+    for option in ["--host", "--port", "--public", "--max-head-bytes", "--max-body-bytes",
+                   "--idle-timeout", "--head-timeout", "--max-connections",
+                   "--drain-timeout", "--log-level"]:
+        assert option in text, f"{option} missing from help:\n{text}"
+    for default in ["127.0.0.1", "8080", "Public", "16384", "1048576", "10000"]:
+        assert default in text, f"default {default} missing from help:\n{text}"
+
+
+def test_env_var_sets_max_body_bytes(start_server):
+    server = start_server(env={"RECEPTIONIST_MAX_BODY_BYTES": "100"})
+    with RawConnection(server.port) as conn:
+        conn.send(http_request("POST", "/healthz", body=b"a" * 100))
+        assert_json_error(conn.read_response(), 405, "method_not_allowed")
+        conn.send(http_request("POST", "/healthz", body=b"a" * 200))
+        resp = conn.read_response()
+        assert_json_error(resp, 413, "payload_too_large")
+        assert resp.connection() == "close"
+        conn.expect_closed()
+
+
+def test_env_vars_set_port_and_public_dir(start_server, tmp_path):
+    public = tmp_path / "from-env"
+    public.mkdir()
+    (public / "index.html").write_bytes(b"<p>configured through the environment</p>")
+    server = start_server(env={"RECEPTIONIST_PORT": "0", "RECEPTIONIST_PUBLIC": str(public)})
+    assert "--port" not in server.argv and "--public" not in server.argv
+    resp = http_client_request(server.port, "GET", "/")
+    assert resp.status == 200
+    assert resp.body == b"<p>configured through the environment</p>"
+
+
+# ---- Timeouts and connection cap ---------------------------------------
+
+def test_head_timeout_stops_slowloris_while_others_are_served(start_server):
+    head_timeout = 1.0
+    server = start_server("--head-timeout", "1", "--idle-timeout", "30")
+    trickle = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"z" * 500
+    started = time.monotonic()
+    with RawConnection(server.port) as slow:
+        for index, byte in enumerate(trickle):
+            try:
+                slow.send(bytes([byte]))
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            if index == 2:
+                other = http_client_request(server.port, "GET", "/healthz", timeout=2)
+                assert other.status == 200
+                assert not slow.readable(0), "slow client was cut off before others were served"
+            if slow.readable(0.2):  # also paces the trickle at one byte per 0.2 s
+                break
+            assert time.monotonic() - started < head_timeout + 3, "slow head never timed out"
+        resp = slow.read_response()
+        elapsed = time.monotonic() - started
+        assert_json_error(resp, 408, "request_timeout")
+        assert resp.connection() == "close"
+        slow.expect_closed()
+    assert head_timeout * 0.5 <= elapsed <= head_timeout + 3, elapsed
+    assert http_client_request(server.port, "GET", "/healthz").status == 200
+
+
+def test_idle_keep_alive_connection_is_closed(start_server):
+    idle_timeout = 0.5
+    server = start_server("--idle-timeout", str(idle_timeout))
+    with RawConnection(server.port) as conn:
+        conn.send(http_request("GET", "/healthz"))
+        resp = conn.read_response()
+        assert resp.status == 200 and resp.connection() == "keep-alive"
+        idle_since = time.monotonic()
+        conn.expect_closed(timeout=idle_timeout + 3)
+        elapsed = time.monotonic() - idle_since
+    assert elapsed >= idle_timeout * 0.5, f"closed after {elapsed:.2f}s, before the idle timeout"
+    assert http_client_request(server.port, "GET", "/healthz").status == 200
+
+
+def test_activity_keeps_connection_past_idle_timeout(start_server):
+    server = start_server("--idle-timeout", "1")
+    started = time.monotonic()
+    with RawConnection(server.port) as conn:
+        while time.monotonic() - started < 2.5:
+            conn.send(http_request("GET", "/readyz"))
+            assert conn.read_response().status == 200
+            # Paces the requests; an early close here means activity did not reset the idle timer.
+            assert not conn.readable(0.2), "active connection closed by the idle timeout"
+
+
+def test_connection_cap_rejects_extra_connection(start_server):
+    server = start_server("--max-connections", "2")
+    first, second = RawConnection(server.port), RawConnection(server.port)
+    try:
+        for conn in (first, second):
+            conn.send(http_request("GET", "/healthz"))
+            assert conn.read_response().status == 200
+        with RawConnection(server.port) as extra:
+            if not extra.readable(2.0):
+                extra.send(http_request("GET", "/healthz"))
+            resp = extra.read_response()
+            assert_json_error(resp, 503, "over_capacity")
+            assert resp.connection() == "close"
+            extra.expect_closed()
+        second.send(http_request("GET", "/readyz"))
+        assert second.read_response().status == 200, "existing connections keep working"
+        first.close()
+
+        def served_after_slot_freed():
+            try:
+                with RawConnection(server.port) as probe:
+                    probe.send(http_request("GET", "/healthz"))
+                    return probe.read_response().status == 200
+            except (AssertionError, OSError):  # turned away while the slot is still held
+                return False
+
+        wait_for(served_after_slot_freed, 5.0, "a freed connection slot was never reused")
+    finally:
+        first.close()
+        second.close()
+
+
+# ---- Graceful drain ----------------------------------------------------
+
+IN_FLIGHT = {
+    # request split into the bytes sent before the signal and the bytes sent after it
+    "partial-request-line": (b"GET /rea", b"dyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
+    "partial-head": (b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n", b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("partial, rest", list(IN_FLIGHT.values()), ids=list(IN_FLIGHT))
+def test_sigterm_completes_in_flight_request(start_server, partial, rest):
+    server = start_server("--drain-timeout", "10")
+    with RawConnection(server.port) as conn:
+        # The complete request in front proves the server has read this segment,
+        # so the partial request is known to have started before the signal.
+        conn.send(http_request("GET", "/healthz") + partial)
+        assert conn.read_response().status == 200
+        server.send_signal(signal.SIGTERM)
+        wait_until_refused(server.port, timeout=5.0)
+        assert server.proc.poll() is None, "exited without finishing the in-flight request"
+        conn.send(rest)
+        resp = conn.read_response()
+        assert resp.status == 503, resp.body
+        assert resp.media_type() == "application/json"
+        assert resp.json() == {"status": "draining"}
+        assert resp.connection() == "close"
+        conn.expect_closed()
+    assert server.wait_exit(EXIT_TIMEOUT) == 0
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_drain_closes_idle_keep_alive_connection(start_server, sig):
+    server = start_server("--drain-timeout", "10")
+    with RawConnection(server.port) as conn:
+        conn.send(http_request("GET", "/readyz"))
+        resp = conn.read_response()
+        assert resp.json() == {"status": "ready"} and resp.connection() == "keep-alive"
+        server.send_signal(sig)
+        conn.expect_closed(timeout=5.0)
+    wait_until_refused(server.port, timeout=5.0)
+    assert server.wait_exit(EXIT_TIMEOUT) == 0
+
+
+def test_sigterm_without_connections_exits_promptly(start_server):
+    server = start_server()
+    server.send_signal(signal.SIGTERM)
+    assert server.wait_exit(5.0) == 0
+    wait_until_refused(server.port, timeout=1.0)
+
+
+# ---- Logging -----------------------------------------------------------
+
+def test_debug_log_level_logs_each_request_to_stderr(start_server):
+    server = start_server("--log-level", "debug")
+    counts = {"/healthz": 2, "/log-probe-alpha": 3, "/log-probe-beta": 1}
+
+    def lines_mentioning(path):
+        return sum(path in line for line in server.stderr_text().splitlines())
+
+    baseline = {path: lines_mentioning(path) for path in counts}
+    for path, times in counts.items():
+        for _ in range(times):
+            assert http_client_request(server.port, "GET", path).status in (200, 404)
+    for path, times in counts.items():
+        wait_for(lambda: lines_mentioning(path) - baseline[path] >= times, 5.0,
+                 f"expected {times} stderr log lines mentioning {path}:\n{server.stderr_text()}")
+    server.send_signal(signal.SIGTERM)
+    assert server.wait_exit(EXIT_TIMEOUT) == 0
+    assert server.stdout_after_announcement() == b"", "logs must not go to stdout"
