@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a make target needs, only those that are missing.
+# Usage: scripts/install-deps.sh build|test|bench
+set -euo pipefail
+
+packages=(libuv1-dev libhttp-parser-dev libssl-dev pkg-config)
+case "${1:-build}" in
+  build) ;;
+  test) packages+=(curl python3 python3-venv) ;;
+  bench) packages+=(curl wrk nginx-light) ;;
+  *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+esac
+
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
