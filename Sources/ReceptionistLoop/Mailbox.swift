@@ -1,4 +1,5 @@
 import CLibUV
+import ReceptionistSync
 
 
 /// The one thread-safe door into the loop: a lock-guarded queue of closures plus `uv_async_send`.
