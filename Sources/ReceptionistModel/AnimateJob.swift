@@ -1,0 +1,123 @@
+import ReceptionistJSON
+import ReceptionistSync
+
+/// Recolors the models of a store at `rate` change sets per second, spread over the job threads.
+///
+/// The job owns no thread: the runner's ticker asks it how much work is due and hands the slices
+/// to the pool, so HTTP mutations keep running beside it on the same threads.
+///
+/// Any thread.
+public final class AnimateJob: Sendable {
+    public let id: String
+    public let store: ModelStore
+
+    private struct State {
+        var rate: Double
+        var state: JobState = .running
+        var baseline = Clock.monotonicSeconds()
+        var issued = 0.0
+        var committed = 0
+        var slicesInFlight = 0
+        var modelIDs: [String] = []
+        var modelIDsVersion: UInt64 = .max
+        var seed: UInt64
+    }
+
+    private let state: PThreadLock<State>
+
+    init(id: String, store: ModelStore, rate: Double, seed: UInt64) {
+        self.id = id
+        self.store = store
+        state = PThreadLock(State(rate: rate, seed: seed | 1))
+    }
+
+    public var info: JobInfo {
+        state.withLock {
+            JobInfo(id: id, kind: "animate", store: store.name, rate: $0.rate, state: $0.state, changes: $0.committed)
+        }
+    }
+
+    public var isRunning: Bool { state.withLock { $0.state == .running } }
+
+    public func setRate(_ rate: Double) {
+        state.withLock { state in
+            state.rate = rate
+            state.baseline = Clock.monotonicSeconds()
+            state.issued = 0
+        }
+    }
+
+    /// Stops at a change-set boundary: slices check before every commit.
+    public func stop() {
+        state.withLock { state in
+            if state.state == .running { state.state = .stopped }
+        }
+    }
+
+    /// The slices due now, each a number of change sets, at most `maxSlices` of them in flight.
+    func dueSlices(now: Double, threads: Int) -> [Int] {
+        state.withLock { state in
+            guard state.state == .running else { return [] }
+            let due = Int((now - state.baseline) * state.rate - state.issued)
+            let room = max(0, threads * 2 - state.slicesInFlight)
+            guard due >= 1, room > 0 else {
+                // Behind by more than a second's work: forget the backlog rather than queue it.
+                if due > Int(max(state.rate, 1)) && room == 0 { state.issued += Double(due) }
+                return []
+            }
+            state.issued += Double(due)
+            let count = min(room, threads, due)
+            let each = due / count
+            var slices = [Int](repeating: each, count: count)
+            slices[0] += due - each * count
+            state.slicesInFlight += count
+            return slices
+        }
+    }
+
+    /// Commits `count` recolors on the calling job thread.
+    func run(slice count: Int) {
+        defer { state.withLock { $0.slicesInFlight -= 1 } }
+        for _ in 0..<count {
+            guard let (model, color) = nextRecolor() else { return }
+            do {
+                try store.commit([.set(model: model, keyPath: "color", value: .string(color))])
+                state.withLock { $0.committed += 1 }
+            } catch .noSuchModel {
+                // Deleted under us; the next pick refreshes the list.
+                state.withLock { $0.modelIDsVersion = .max }
+            } catch {
+                state.withLock { $0.state = .failed(error.description) }
+                return
+            }
+        }
+    }
+
+    private func nextRecolor() -> (String, String)? {
+        let version = store.version
+        return state.withLock { state -> (String, String)? in
+            guard state.state == .running else { return nil }
+            if state.modelIDsVersion == .max || state.modelIDs.isEmpty && state.modelIDsVersion != version {
+                state.modelIDs = store.modelIDs.sorted()
+                state.modelIDsVersion = version
+            }
+            guard !state.modelIDs.isEmpty else { return nil }
+            // xorshift64: cheap, good enough for picking tiles and colors.
+            state.seed ^= state.seed << 13
+            state.seed ^= state.seed >> 7
+            state.seed ^= state.seed << 17
+            let model = state.modelIDs[Int(state.seed % UInt64(state.modelIDs.count))]
+            return (model, Self.hexColor(UInt32(truncatingIfNeeded: state.seed >> 20) & 0xFF_FFFF))
+        }
+    }
+
+    /// `#rrggbb` for the low 24 bits of `rgb`.
+    public static func hexColor(_ rgb: UInt32) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = [UInt8(ascii: "#")]
+        for shift in stride(from: 20, through: 0, by: -4) {
+            out.append(digits[Int((rgb >> UInt32(shift)) & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

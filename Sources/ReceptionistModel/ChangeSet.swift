@@ -1,0 +1,16 @@
+/// Everything one commit changed, under one version. Observers always see a change set whole.
+public struct ChangeSet: Sendable, Hashable {
+    public let store: String
+    /// The store's version after this commit; each commit adds exactly one.
+    public let version: UInt64
+    /// Wall-clock time of the commit, in microseconds since the Unix epoch.
+    public let committedAtMicroseconds: UInt64
+    public var changes: [ModelChange]
+
+    public init(store: String, version: UInt64, committedAtMicroseconds: UInt64, changes: [ModelChange]) {
+        self.store = store
+        self.version = version
+        self.committedAtMicroseconds = committedAtMicroseconds
+        self.changes = changes
+    }
+}

@@ -1,0 +1,124 @@
+import ReceptionistSync
+
+/// A fixed pool of job threads that run store mutations, and the periodic jobs (such as
+/// `animate`) that feed them.
+///
+/// Invariants:
+/// - The pool never grows: `threads` workers take work from one queue in order.
+/// - The queue is bounded (`maxQueuedWork`): `submit` refuses work past it rather than grow.
+/// - Periodic jobs never own a thread; a ticker thread asks each for its due slices every
+///   `tickSeconds` and queues them, so one-shot work interleaves with them.
+///
+/// Any thread.
+public final class JobRunner: Sendable {
+    public let threads: Int
+    public let maxQueuedWork: Int
+    public let tickSeconds: Double
+
+    private struct Queue {
+        var work: [@Sendable () -> Void] = []
+        var head = 0
+        var shuttingDown = false
+        var count: Int { work.count - head }
+    }
+
+    private struct Jobs {
+        var byID: [String: AnimateJob] = [:]
+        var nextID = 1
+        var stopping = false
+    }
+
+    private let queue = ConditionLock(Queue())
+    private let jobs = ConditionLock(Jobs())
+    private let workers = PThreadLock<[WorkerThread]>([])
+
+    public init(threads: Int, maxQueuedWork: Int = 65_536, tickSeconds: Double = 0.005) {
+        self.threads = max(1, threads)
+        self.maxQueuedWork = maxQueuedWork
+        self.tickSeconds = tickSeconds
+        var started: [WorkerThread] = []
+        for _ in 0..<self.threads {
+            started.append(WorkerThread.start { [queue] in Self.work(queue) })
+        }
+        started.append(WorkerThread.start { [weak self] in self?.tick() })
+        workers.withLock { $0 = started }
+    }
+
+    /// Queues one-shot work for a job thread. Returns false when the queue is full or shut down.
+    public func submit(_ work: @escaping @Sendable () -> Void) -> Bool {
+        let accepted = queue.withLock { queue in
+            guard !queue.shuttingDown, queue.count < maxQueuedWork else { return false }
+            queue.work.append(work)
+            return true
+        }
+        if accepted { queue.broadcast() }
+        return accepted
+    }
+
+    private static func work(_ queue: ConditionLock<Queue>) {
+        while true {
+            let next: (@Sendable () -> Void)? = queue.wait(
+                until: { $0.count > 0 || $0.shuttingDown },
+                then: { queue in
+                    guard queue.count > 0 else { return nil }
+                    let item = queue.work[queue.head]
+                    queue.head += 1
+                    if queue.head > 1024 && queue.head * 2 > queue.work.count {
+                        queue.work.removeFirst(queue.head)
+                        queue.head = 0
+                    }
+                    return item
+                })
+            guard let next else { return }
+            next()
+        }
+    }
+
+    // MARK: Periodic jobs
+
+    /// Starts recoloring `store` at `rate` change sets per second.
+    public func startAnimate(store: ModelStore, rate: Double) -> AnimateJob {
+        jobs.withLock { jobs in
+            let id = "job-\(jobs.nextID)"
+            jobs.nextID += 1
+            let job = AnimateJob(id: id, store: store, rate: rate, seed: UInt64(jobs.nextID) &* 0x9E37_79B9_7F4A_7C15)
+            jobs.byID[id] = job
+            return job
+        }
+    }
+
+    public func job(_ id: String) -> AnimateJob? {
+        jobs.withLock { $0.byID[id] }
+    }
+
+    /// Every job, oldest first.
+    public var allJobs: [AnimateJob] {
+        jobs.withLock { $0.byID.values.sorted { $0.id.count == $1.id.count ? $0.id < $1.id : $0.id.count < $1.id.count } }
+    }
+
+    private func tick() {
+        while true {
+            let stop: Bool = jobs.wait(seconds: tickSeconds, until: { $0.stopping }, then: { jobs, stopping in stopping })
+            if stop { return }
+            let now = Clock.monotonicSeconds()
+            for job in allJobs where job.isRunning {
+                for slice in job.dueSlices(now: now, threads: threads) {
+                    if !submit({ job.run(slice: slice) }) {
+                        job.run(slice: 0)  // give the slice's place back
+                    }
+                }
+            }
+        }
+    }
+
+    /// Stops every job at a change-set boundary, lets queued work finish, and joins the threads.
+    public func shutDown() {
+        for job in allJobs { job.stop() }
+        jobs.withLock { $0.stopping = true }
+        jobs.broadcast()
+        queue.withLock { $0.shuttingDown = true }
+        queue.broadcast()
+        for worker in workers.withLock({ $0 }) { worker.join() }
+        workers.withLock { $0 = [] }
+    }
+}

@@ -1,0 +1,24 @@
+import ReceptionistJSON
+
+/// One committed change to one place in one model.
+public struct ModelChange: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        case created, updated, deleted
+    }
+
+    public let model: String
+    public let keyPath: ModelKeyPath
+    public let kind: Kind
+    /// The value before the change; nil where there was none or the observer did not ask for it.
+    public var oldValue: JSONValue?
+    /// The value after the change; nil where it was removed or the observer did not ask for it.
+    public var newValue: JSONValue?
+
+    public init(model: String, keyPath: ModelKeyPath, oldValue: JSONValue?, newValue: JSONValue?) {
+        self.model = model
+        self.keyPath = keyPath
+        self.oldValue = oldValue
+        self.newValue = newValue
+        kind = oldValue == nil ? .created : (newValue == nil ? .deleted : .updated)
+    }
+}

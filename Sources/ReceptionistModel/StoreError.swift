@@ -1,0 +1,25 @@
+/// Why a commit or lookup failed. A failed commit changed nothing.
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    case noSuchStore(String)
+    case storeExists(String)
+    case invalidStoreName(String)
+    case noSuchModel(String)
+    case invalidModelID(String)
+    case notAnObject(String)
+    case emptyCommit
+    /// A commit from inside an observer of the same store would notify out of version order.
+    case reentrantCommit
+
+    public var description: String {
+        switch self {
+        case .noSuchStore(let name): "no store named '\(name)'"
+        case .storeExists(let name): "a store named '\(name)' already exists"
+        case .invalidStoreName(let name): "'\(name)' is not a valid store name: use 1 to 64 of A-Z a-z 0-9 _ . -"
+        case .noSuchModel(let id): "no model '\(id)'"
+        case .invalidModelID(let id): "'\(id)' is not a valid model id: use 1 to 128 characters without '/'"
+        case .notAnObject(let what): "\(what) must be a JSON object"
+        case .emptyCommit: "a change set needs at least one change"
+        case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"
+        }
+    }
+}

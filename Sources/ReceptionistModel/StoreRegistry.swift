@@ -1,0 +1,45 @@
+import ReceptionistSync
+
+/// The gateway's stores by name. Any thread.
+public final class StoreRegistry: Sendable {
+    private let stores = PThreadLock<[String: ModelStore]>([:])
+    public let historyLimit: Int
+
+    public init(historyLimit: Int = 1000) {
+        self.historyLimit = historyLimit
+    }
+
+    @discardableResult
+    public func create(_ name: String) throws(StoreError) -> ModelStore {
+        guard Self.isValidName(name) else { throw .invalidStoreName(name) }
+        let store = ModelStore(name: name, historyLimit: historyLimit)
+        let created = stores.withLock { stores in
+            guard stores[name] == nil else { return false }
+            stores[name] = store
+            return true
+        }
+        guard created else { throw .storeExists(name) }
+        return store
+    }
+
+    public func store(_ name: String) -> ModelStore? {
+        stores.withLock { $0[name] }
+    }
+
+    /// Every store, sorted by name.
+    public var all: [ModelStore] {
+        stores.withLock { $0.values.sorted { $0.name < $1.name } }
+    }
+
+    static func isValidName(_ name: String) -> Bool {
+        (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "-"):
+                true
+            default:
+                false
+            }
+        }
+    }
+}

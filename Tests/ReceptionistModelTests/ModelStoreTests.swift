@@ -1,0 +1,124 @@
+import Dispatch
+import ReceptionistJSON
+@testable import ReceptionistModel
+import ReceptionistSync
+import Testing
+
+@Suite struct ModelStoreTests {
+    @Test func commitsProduceChangesWithVersions() throws {
+        let store = ModelStore(name: "s")
+        let first = try store.commit([.put(model: "m", value: ["color": "#000000", "style": ["border": ["width": 1]]])])
+        #expect(first.version == 1)
+        #expect(first.changes == [ModelChange(model: "m", keyPath: .whole, oldValue: nil, newValue: ["color": "#000000", "style": ["border": ["width": 1]]])])
+        #expect(first.changes[0].kind == .created)
+
+        let second = try store.commit([.set(model: "m", keyPath: "style.border.width", value: 2)])
+        #expect(second.version == 2)
+        #expect(second.changes == [ModelChange(model: "m", keyPath: "style.border.width", oldValue: 1, newValue: 2)])
+
+        let third = try store.commit([.patch(model: "m", patch: ["color": "#ffffff", "style": nil])])
+        #expect(third.version == 3)
+        #expect(Set(third.changes) == [
+            ModelChange(model: "m", keyPath: "color", oldValue: "#000000", newValue: "#ffffff"),
+            ModelChange(model: "m", keyPath: "style", oldValue: ["border": ["width": 2]], newValue: nil),
+        ])
+        #expect(store.model("m")?.value == ["color": "#ffffff"])
+
+        let deletion = try store.commit([.delete(model: "m")])
+        #expect(deletion.changes.first?.kind == .deleted)
+        #expect(store.model("m") == nil)
+        #expect(store.version == 4)
+    }
+
+    @Test func aFailedCommitChangesNothing() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "a", value: ["x": 1]), .put(model: "b", value: ["x": 1])])
+        let before = store.snapshot()
+        let attempts: [[StoreOperation]] = [
+            [.set(model: "a", keyPath: "x", value: 2), .delete(model: "missing")],
+            [.put(model: "c", value: ["x": 1]), .patch(model: "a", patch: [1])],
+            [.delete(model: "a"), .put(model: "b", value: "not an object")],
+            [.set(model: "a", keyPath: .whole, value: 3)],
+            [.put(model: "bad/id", value: [:])],
+            [],
+        ]
+        for operations in attempts {
+            #expect(throws: StoreError.self) { try store.commit(operations) }
+            let after = store.snapshot()
+            #expect(after.version == before.version)
+            #expect(after.models == before.models)
+        }
+    }
+
+    @Test func historyServesRecentChangeSetsOnly() throws {
+        let store = ModelStore(name: "s", historyLimit: 3)
+        try store.commit([.put(model: "m", value: ["n": 0])])
+        for n in 1...5 {
+            try store.commit([.set(model: "m", keyPath: "n", value: .number(Double(n)))])
+        }
+        #expect(store.changes(since: 6) == [])
+        #expect(store.changes(since: 3)?.map(\.version) == [4, 5, 6])
+        #expect(store.changes(since: 2) == nil)
+    }
+
+    @Test(.timeLimit(.minutes(3)))
+    func concurrentCommitsHaveGaplessVersionsAndAtomicSnapshots() throws {
+        let threads = 8
+        let perThread = Int(100_000 * stressScale)
+        let store = ModelStore(name: "s")
+        try store.commit((0..<64).map { .put(model: "m\($0)", value: ["color": 0, "twin": 0]) })
+
+        // Every observer call must see versions strictly rising by one.
+        let seen = PThreadLock((last: UInt64(1), gaps: 0, halves: 0))
+        let token = store.observe(options: .both) { changeSet in
+            seen.withLock { seen in
+                if changeSet.version != seen.last + 1 { seen.gaps += 1 }
+                seen.last = changeSet.version
+                // Pairs committed together arrive together.
+                if changeSet.changes.count != 2 { seen.halves += 1 }
+            }
+        }
+        let group = DispatchGroup()
+        for t in 0..<threads {
+            DispatchQueue.global().async(group: group) {
+                for i in 0..<perThread {
+                    let model = "m\((t * 7 + i) % 64)"
+                    let value = JSONValue.number(Double(t * perThread + i))
+                    try! store.commit([.set(model: model, keyPath: "color", value: value),
+                                       .set(model: model, keyPath: "twin", value: value)])
+                }
+            }
+        }
+        // Meanwhile snapshots are always consistent: both halves of a pair always match.
+        var inconsistent = 0
+        while group.wait(timeout: .now() + 0.001) == .timedOut {
+            let snapshot = store.snapshot()
+            for model in snapshot.models.values where model["color"] != model["twin"] {
+                inconsistent += 1
+            }
+        }
+        withExtendedLifetime(token) {}
+        #expect(inconsistent == 0)
+        #expect(store.version == UInt64(1 + threads * perThread))
+        let result = seen.withLock { $0 }
+        #expect(result.gaps == 0)
+        #expect(result.halves == 0)
+        #expect(result.last == store.version)
+    }
+
+    @Test func commitFromInsideAnObserverIsRefused() throws {
+        let store = ModelStore(name: "s")
+        let outcome = PThreadLock<StoreError?>(nil)
+        let token = store.observe { _ in
+            do throws(StoreError) {
+                try store.commit([.put(model: "other", value: [:])])
+            } catch {
+                outcome.withLock { $0 = error }
+            }
+        }
+        try store.commit([.put(model: "m", value: [:])])
+        #expect(outcome.withLock { $0 } == .reentrantCommit)
+        #expect(store.version == 1)
+        token.cancel()
+    }
+}
