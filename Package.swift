@@ -14,6 +14,7 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "receptionist", targets: ["receptionist"]),
+        .executable(name: "receptionist-bench", targets: ["receptionist-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -26,15 +27,21 @@ let package = Package(
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
+        // Locks and threads shared by the loop and the model; no IO.
+        .target(name: "ReceptionistSync", swiftSettings: strict),
+        // JSON values and their text codec: pure.
+        .target(name: "ReceptionistJSON", swiftSettings: strict),
         // Pure codecs: bytes in, values out. No IO, no clock, no threads.
-        .target(name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL"], swiftSettings: strict),
+        .target(name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL", "ReceptionistJSON"], swiftSettings: strict),
+        // Model stores, observation, receptionists and job threads. No IO, no libuv.
+        .target(name: "ReceptionistModel", dependencies: ["ReceptionistJSON", "ReceptionistSync"], swiftSettings: strict),
         // The only module that imports libuv.
-        .target(name: "ReceptionistLoop", dependencies: ["CLibUV"], swiftSettings: strict),
+        .target(name: "ReceptionistLoop", dependencies: ["CLibUV", "ReceptionistSync"], swiftSettings: strict),
         // Wiring: routes, sessions, static files, configuration.
         .target(
             name: "ReceptionistGateway",
             dependencies: [
-                "ReceptionistWire", "ReceptionistLoop",
+                "ReceptionistWire", "ReceptionistLoop", "ReceptionistModel", "ReceptionistJSON",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -48,8 +55,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // Load generators for `make bench`, on the same loop module.
+        .executableTarget(
+            name: "receptionist-bench",
+            dependencies: [
+                "ReceptionistGateway", "ReceptionistLoop", "ReceptionistModel", "ReceptionistSync", "ReceptionistJSON",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
 
         .testTarget(name: "ReceptionistWireTests", dependencies: ["ReceptionistWire"], swiftSettings: strict),
+        .testTarget(name: "ReceptionistJSONTests", dependencies: ["ReceptionistJSON"], swiftSettings: strict),
+        .testTarget(
+            name: "ReceptionistModelTests", dependencies: ["ReceptionistModel", "ReceptionistJSON", "ReceptionistSync"],
+            swiftSettings: strict),
         .testTarget(name: "ReceptionistLoopTests", dependencies: ["ReceptionistLoop"], swiftSettings: strict),
         .testTarget(
             name: "ReceptionistGatewayTests",

@@ -1,6 +1,8 @@
 import Glibc
 import Logging
+import ReceptionistJSON
 import ReceptionistLoop
+import ReceptionistModel
 import ReceptionistWire
 
 /// The running gateway: one loop, one listener, its sessions, and the drain on SIGTERM.
@@ -13,6 +15,10 @@ public final class Gateway {
     let loop: EventLoop
     let dateCache = DateCache()
     private(set) var router: Router!
+    /// The model stores; any thread.
+    public let stores: StoreRegistry
+    /// The job threads; any thread.
+    public let jobs: JobRunner
 
     private var listener: TCPListener?
     private var sessions: [ObjectIdentifier: HTTPSession] = [:]
@@ -30,11 +36,13 @@ public final class Gateway {
         self.config = config
         self.logger = logger
         loop = try EventLoop()
+        stores = StoreRegistry(historyLimit: config.historyLimit)
+        jobs = JobRunner(threads: config.jobThreads)
         let files = StaticFiles(directory: config.publicDirectory)
         if files.isEmpty {
             logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
         }
-        router = Router(staticFiles: files) { [unowned self] in !self.isDraining }
+        router = Router(staticFiles: files, stores: stores, jobs: jobs) { [unowned self] in !self.isDraining }
         let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
         listener.onConnection = { [unowned self] connection in self.accepted(connection) }
         listener.onAcceptError = { [unowned self] error in self.acceptFailed(error) }
@@ -48,6 +56,21 @@ public final class Gateway {
         let sweep = LoopTimer(loop: loop) { [unowned self] in self.sweep() }
         sweep.start(delayMilliseconds: interval, repeatMilliseconds: interval)
         sweepTimer = sweep
+        if config.demo {
+            try startDemo()
+        }
+    }
+
+    /// The `tiles` store: 64 models `tile-0` … `tile-63`, recolored by an `animate` job.
+    private func startDemo() throws {
+        let tiles = try stores.create("tiles")
+        let operations: [StoreOperation] = (0..<64).map { index in
+            let color = AnimateJob.hexColor(UInt32(truncatingIfNeeded: (index &* 2_654_435_761) >> 8) & 0xFF_FFFF)
+            return .put(model: "tile-\(index)", value: ["color": .string(color), "label": .string("Tile \(index)")])
+        }
+        try tiles.commit(operations)
+        let job = jobs.startAnimate(store: tiles, rate: config.demoRate)
+        logger.info("demo store ready", metadata: ["store": "tiles", "models": "64", "job": "\(job.id)", "rate": "\(config.demoRate)"])
     }
 
     /// The port actually bound (useful with port 0).
@@ -148,6 +171,8 @@ public final class Gateway {
     }
 
     private func finish() {
+        // Jobs stop at a change-set boundary; work already queued finishes first.
+        jobs.shutDown()
         sweepTimer?.close()
         sweepTimer = nil
         drainTimer?.close()

@@ -19,6 +19,13 @@ public struct GatewayConfig: Sendable {
     public var lingerSeconds = 2.0
     /// Per-connection outbound bytes past which the gateway stops reading that connection's requests.
     public var maxQueuedBytes = 1024 * 1024
+    /// Worker threads for store mutations and jobs.
+    public var jobThreads = 2
+    /// Change sets each store keeps for resuming subscribers.
+    public var historyLimit = 1000
+    /// Create the `tiles` demo store and animate it at `demoRate` change sets per second.
+    public var demo = false
+    public var demoRate = 30.0
 
     public init() {}
 }

@@ -12,6 +12,8 @@ final class HTTPSession: TCPConnectionDelegate {
     private let parser: HTTPRequestParser
     private var state: HTTPSessionState
     private unowned let gateway: Gateway
+    /// Replies owed, in request order; a reply from a job thread waits here for those before it.
+    private var slots: [ResponseSlot] = []
 
     init(connection: TCPConnection, gateway: Gateway) {
         self.connection = connection
@@ -40,21 +42,18 @@ final class HTTPSession: TCPConnectionDelegate {
             if state.closing { break }
         }
         if let error = output.error {
-            state.failed()
+            // Answered after the replies already owed; nothing after it on this stream is trusted.
             gateway.logger.debug("rejected request", metadata: ["status": "\(error.status.code)", "detail": "\(error.detail)"])
-            send(Reply(.error(error)), headOnly: false, keepAlive: false)
-            connection.closeAfterFlush()
-            return
-        }
-        if output.upgradeRemainder != nil {
-            // No protocol switch is offered here; the answer above was the last on this stream.
+            let slot = ResponseSlot(method: .get, target: "-", keepAlive: false)
+            slot.fill(Reply(.error(error)))
+            slots.append(slot)
             state.failed()
-            connection.closeAfterFlush()
-            return
+            writeReadyReplies()
+        } else if output.upgradeRemainder != nil {
+            // No protocol switch is offered here; the answer above is the last on this stream.
+            state.failed()
         }
-        if state.afterResponse() == .close {
-            connection.closeAfterFlush()
-        }
+        closeIfDone()
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
@@ -73,13 +72,51 @@ final class HTTPSession: TCPConnectionDelegate {
     // MARK: Acting
 
     private func answer(_ request: HTTPRequest) {
-        let reply = gateway.router.reply(to: request)
-        let keepAlive = state.requestCompleted(
-            keepAlive: request.keepAlive && !request.isUpgrade && !reply.closesConnection)
-        gateway.logger.debug(
-            "\(request.method.name) \(request.target) \(reply.response.status.code)",
-            metadata: ["peer": "\(connection.peerAddress ?? "?")"])
-        send(reply, headOnly: request.method == .head, keepAlive: keepAlive)
+        let slot = ResponseSlot(
+            method: request.method, target: request.target,
+            keepAlive: state.requestCompleted(keepAlive: request.keepAlive && !request.isUpgrade))
+        slots.append(slot)
+        switch gateway.router.route(request) {
+        case .reply(let reply):
+            slot.fill(reply)
+        case .work(let work):
+            let owner = LoopBound((self, slot), loop: connection.loop)
+            let mailbox = gateway.mailbox
+            let accepted = gateway.jobs.submit {
+                let reply = work()
+                // If the loop has shut down the connection is gone too; the reply has no reader.
+                _ = mailbox.post {
+                    let (session, slot) = owner.value
+                    slot.fill(reply)
+                    session.writeReadyReplies()
+                    session.closeIfDone()
+                }
+            }
+            if !accepted {
+                slot.fill(.error(.serviceUnavailable, "the job queue is full; retry later"))
+            }
+        }
+        writeReadyReplies()
+    }
+
+    /// Writes replies from the front of the queue while they are ready.
+    private func writeReadyReplies() {
+        while let slot = slots.first, let reply = slot.reply {
+            slots.removeFirst()
+            guard connection.state == .open else { continue }
+            let keepAlive = slot.keepAlive && !reply.closesConnection
+            if !keepAlive { state.failed() }
+            gateway.logger.debug(
+                "\(slot.method.name) \(slot.target) \(reply.response.status.code)",
+                metadata: ["peer": "\(connection.peerAddress ?? "?")"])
+            send(reply, headOnly: slot.method == .head, keepAlive: keepAlive && !(state.closing && slots.isEmpty))
+        }
+    }
+
+    private func closeIfDone() {
+        if slots.isEmpty && state.afterResponse() == .close {
+            connection.closeAfterFlush()
+        }
     }
 
     private func send(_ reply: Reply, headOnly: Bool, keepAlive: Bool) {
@@ -115,7 +152,7 @@ final class HTTPSession: TCPConnectionDelegate {
 
     /// The gateway is draining.
     func drain() {
-        if state.drain() == .close {
+        if state.drain() == .close && slots.isEmpty {
             connection.closeAfterFlush()
         }
     }
@@ -133,6 +170,8 @@ final class HTTPSession: TCPConnectionDelegate {
         case .open:
             break
         }
+        // A request waiting on a job thread is not idle.
+        guard slots.isEmpty else { return }
         switch state.deadline(now: now) {
         case .none:
             break

@@ -43,9 +43,10 @@ struct HTTPSessionState {
         return !closing
     }
 
-    /// The stream failed; answer and close.
+    /// Nothing more will be read from this stream: answer what is owed and close.
     mutating func failed() {
         closing = true
+        phase = .idle
     }
 
     /// The gateway is draining: finish the request in progress, if any, then close.

@@ -2,7 +2,7 @@ import ReceptionistLoop
 import ReceptionistWire
 
 /// A handler's answer: a response, and optionally a body that is shared rather than copied.
-struct Reply {
+struct Reply: Sendable {
     var response: HTTPResponse
     /// When set, sent as the body instead of `response.body` (static files keep theirs in memory).
     var sharedBody: SharedBytes?

@@ -41,8 +41,22 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a graceful shutdown may take before remaining connections are closed.")
     var drainTimeout = 10.0
 
+    @Option(help: "Worker threads for store mutations and jobs (default: the number of cores).")
+    var jobThreads = ServeCommand.cores
+
+    @Option(help: "Change sets each store keeps so reconnecting subscribers can resume.")
+    var history = 1000
+
+    @Flag(help: "Create the 'tiles' demo store (64 models) and animate it.")
+    var demo = false
+
+    @Option(help: "Change sets per second for the demo's animate job.")
+    var demoRate = 30.0
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
+
+    static var cores: Int { max(1, Int(sysconf(Int32(_SC_NPROCESSORS_ONLN)))) }
 
     func validate() throws {
         guard (1...65_535).contains(maxHeadBytes) else { throw ValidationError("--max-head-bytes must be 1...65535") }
@@ -53,6 +67,9 @@ struct ServeCommand: ParsableCommand {
         }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         guard maxQueuedBytes > 0 else { throw ValidationError("--max-queued-bytes must be positive") }
+        guard (1...256).contains(jobThreads) else { throw ValidationError("--job-threads must be 1...256") }
+        guard history >= 0 else { throw ValidationError("--history must not be negative") }
+        guard demoRate > 0 else { throw ValidationError("--demo-rate must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -77,6 +94,10 @@ struct ServeCommand: ParsableCommand {
         config.maxConnections = maxConnections
         config.maxQueuedBytes = maxQueuedBytes
         config.drainTimeoutSeconds = drainTimeout
+        config.jobThreads = jobThreads
+        config.historyLimit = history
+        config.demo = demo
+        config.demoRate = demoRate
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

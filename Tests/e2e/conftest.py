@@ -440,3 +440,64 @@ def wait_for(condition, timeout: float, message: str, interval: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"{message} (waited {timeout}s)")
         time.sleep(interval)
+
+
+# ---- JSON API ----------------------------------------------------------
+
+_NO_PAYLOAD = object()
+
+
+def api(port: int, method: str, path: str, payload=_NO_PAYLOAD, body: bytes | None = None,
+        timeout: float = IO_TIMEOUT) -> Response:
+    """One API request; `payload` is sent JSON-encoded, `body` verbatim (for malformed JSON)."""
+    headers = {}
+    if payload is not _NO_PAYLOAD:
+        body = json.dumps(payload).encode("utf-8")
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    return http_client_request(port, method, path, headers=headers, body=body, timeout=timeout)
+
+
+def json_ok(resp: Response, status: int = 200):
+    """Check a successful JSON response and return its decoded body."""
+    assert resp.status == status, f"expected {status}, got {resp.status}: {resp.body[:300]!r}"
+    assert_standard_headers(resp)
+    assert resp.media_type() == "application/json", resp.header("Content-Type")
+    assert int(resp.header("Content-Length")) == len(resp.body)
+    return resp.json()
+
+
+def assert_allow(resp: Response, method: str, expected: set[str]) -> None:
+    """A 405 answer whose Allow header lists `expected` but not the rejected method."""
+    assert_json_error(resp, 405, "method_not_allowed")
+    allowed = {m.strip().upper() for m in (resp.header("Allow") or "").split(",") if m.strip()}
+    assert expected <= allowed, f"Allow {resp.header('Allow')!r} lacks {expected - allowed}"
+    assert method not in allowed, f"Allow {resp.header('Allow')!r} lists the rejected {method}"
+
+
+def store_snapshot(port: int, store: str) -> dict:
+    """GET /api/stores/{store}: {"store", "version", "models"}."""
+    return json_ok(api(port, "GET", f"/api/stores/{store}"))
+
+
+def store_version(port: int, store: str) -> int:
+    return store_snapshot(port, store)["version"]
+
+
+def wait_version_above(port: int, store: str, floor: int, timeout: float = 10.0) -> int:
+    """Poll until the store's version exceeds `floor`; returns the version seen."""
+    return wait_for(lambda: (v := store_version(port, store)) > floor and v, timeout,
+                    f"store {store!r} never moved past version {floor}")
+
+
+def wait_version_settled(port: int, store: str, gap: float = 0.3, timeout: float = 10.0) -> int:
+    """Poll until two reads `gap` seconds apart show the same version; returns it."""
+    def settled():
+        before = store_version(port, store)
+        deadline = time.monotonic() + gap
+        while time.monotonic() < deadline:
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
+        after = store_version(port, store)
+        return (after,) if after == before else None
+
+    return wait_for(settled, timeout, f"store {store!r} version kept moving")[0]

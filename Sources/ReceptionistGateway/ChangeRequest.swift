@@ -1,0 +1,38 @@
+import ReceptionistJSON
+import ReceptionistModel
+
+/// Decodes the body of `POST /api/stores/{store}/changes` into store operations.
+///
+/// `{"changes": [{"op": "put"|"patch"|"set"|"delete", "model": "...", "path": "a.b", "value": ...}]}`
+enum ChangeRequest {
+    static func operations(from body: JSONValue) -> Result<[StoreOperation], ReplyError> {
+        guard case .array(let items)? = body["changes"] else {
+            return .failure(ReplyError(.error(.badRequest, "expected {\"changes\": [...]}")))
+        }
+        guard !items.isEmpty else { return .failure(ReplyError(.error(.emptyCommit))) }
+        var operations: [StoreOperation] = []
+        for (index, item) in items.enumerated() {
+            func bad(_ detail: String) -> Result<[StoreOperation], ReplyError> {
+                .failure(ReplyError(.error(.badRequest, "changes[\(index)]: \(detail)")))
+            }
+            guard let op = item["op"]?.stringValue else { return bad("missing \"op\"") }
+            guard let model = item["model"]?.stringValue else { return bad("missing \"model\"") }
+            switch op {
+            case "put", "patch":
+                guard let value = item["value"] else { return bad("missing \"value\"") }
+                operations.append(op == "put" ? .put(model: model, value: value) : .patch(model: model, patch: value))
+            case "set":
+                guard let text = item["path"]?.stringValue, let keyPath = ModelKeyPath(parsing: text) else {
+                    return bad("missing or malformed \"path\"")
+                }
+                guard let value = item["value"] else { return bad("missing \"value\"") }
+                operations.append(.set(model: model, keyPath: keyPath, value: value == .null ? nil : value))
+            case "delete":
+                operations.append(.delete(model: model))
+            default:
+                return bad("unknown op '\(op)'; use put, patch, set or delete")
+            }
+        }
+        return .success(operations)
+    }
+}

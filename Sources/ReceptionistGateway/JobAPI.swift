@@ -1,0 +1,78 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+/// `/api/jobs/...`: start, list, retune and stop jobs.
+struct JobAPI {
+    let stores: StoreRegistry
+    let jobs: JobRunner
+    static let maxRate = 10_000_000.0
+
+    /// `segments` follow `/api/jobs`.
+    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>) -> RouteResult {
+        let method = request.method
+        let path = Array(segments)
+        switch path.count {
+        case 0:
+            switch method {
+            case .get, .head: return .reply(.json(.ok, ["jobs": .array(jobs.allJobs.map { Self.json($0.info) })]))
+            case .post: return .reply(start(request))
+            default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
+            }
+        case 1:
+            guard let job = jobs.job(path[0]) else { return .reply(.error(.notFound, "no job '\(path[0])'")) }
+            switch method {
+            case .get, .head: return .reply(.json(.ok, Self.json(job.info)))
+            case .patch: return .reply(retune(job, request))
+            case .delete:
+                job.stop()
+                return .reply(.json(.ok, Self.json(job.info)))
+            default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, PATCH, DELETE"))
+            }
+        default:
+            return .reply(.error(.notFound, "no such resource"))
+        }
+    }
+
+    private func start(_ request: HTTPRequest) -> Reply {
+        let body: JSONValue
+        switch Reply.parseJSONBody(request) {
+        case .success(let value): body = value
+        case .failure(let failure): return failure.reply
+        }
+        guard body["kind"]?.stringValue == "animate" else { return .error(.badRequest, "\"kind\" must be \"animate\"") }
+        guard let name = body["store"]?.stringValue else { return .error(.badRequest, "missing \"store\"") }
+        guard let rate = Self.rate(body["rate"] ?? 30) else { return badRate() }
+        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        return .json(.created, Self.json(jobs.startAnimate(store: store, rate: rate).info))
+    }
+
+    private func retune(_ job: AnimateJob, _ request: HTTPRequest) -> Reply {
+        switch Reply.parseJSONBody(request) {
+        case .success(let body):
+            guard let value = body["rate"], let rate = Self.rate(value) else { return badRate() }
+            job.setRate(rate)
+            return .json(.ok, Self.json(job.info))
+        case .failure(let failure):
+            return failure.reply
+        }
+    }
+
+    private func badRate() -> Reply {
+        .error(.badRequest, "\"rate\" must be a number of changes per second above 0 and at most \(Int(Self.maxRate))")
+    }
+
+    private static func rate(_ value: JSONValue) -> Double? {
+        guard let rate = value.numberValue, rate > 0, rate <= maxRate else { return nil }
+        return rate
+    }
+
+    static func json(_ info: JobInfo) -> JSONValue {
+        var object: [String: JSONValue] = [
+            "id": .string(info.id), "kind": .string(info.kind), "store": .string(info.store),
+            "rate": .number(info.rate), "state": .string(info.state.name), "changes": .number(Double(info.changes)),
+        ]
+        if case .failed(let reason) = info.state { object["error"] = .string(reason) }
+        return .object(object)
+    }
+}

@@ -1,0 +1,50 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+extension Reply {
+    /// A JSON reply from a value.
+    static func json(_ status: HTTPStatus, _ value: JSONValue) -> Reply {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        return Reply(HTTPResponse(status: status, headers: headers, body: JSONWriter.encode(value)))
+    }
+
+    static func error(_ status: HTTPStatus, _ detail: String, allow: String? = nil) -> Reply {
+        var headers = HTTPHeaders()
+        if let allow { headers.add("Allow", allow) }
+        return Reply(.error(status, detail, headers: headers))
+    }
+
+    static func methodNotAllowed(_ method: HTTPMethod, allow: String) -> Reply {
+        error(.methodNotAllowed, "\(method.name) is not allowed here", allow: allow)
+    }
+
+    /// The status a store error answers with.
+    static func error(_ storeError: StoreError) -> Reply {
+        let status: HTTPStatus
+        switch storeError {
+        case .noSuchStore, .noSuchModel: status = .notFound
+        case .storeExists: status = .conflict
+        case .invalidStoreName, .invalidModelID, .notAnObject, .emptyCommit: status = .badRequest
+        case .reentrantCommit: status = .internalServerError
+        }
+        return error(status, storeError.description)
+    }
+
+    /// Parses a request body as JSON, or explains why it is not.
+    static func parseJSONBody(_ request: HTTPRequest) -> Result<JSONValue, ReplyError> {
+        guard !request.body.isEmpty else { return .failure(ReplyError(.error(.badRequest, "a JSON body is required"))) }
+        do {
+            return .success(try JSONParser.parse(request.body))
+        } catch {
+            return .failure(ReplyError(.error(.badRequest, "invalid JSON: \(error)")))
+        }
+    }
+}
+
+/// A reply that ends a handler early.
+struct ReplyError: Error {
+    let reply: Reply
+    init(_ reply: Reply) { self.reply = reply }
+}

@@ -1,0 +1,120 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+/// `/api/stores/...`: reads and atomic commits. Every store read or write runs on a job thread;
+/// its reply comes after the commit and carries the new version.
+struct StoreAPI {
+    let stores: StoreRegistry
+
+    /// `segments` follow `/api/stores`.
+    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>) -> RouteResult {
+        let method = request.method
+        let path = Array(segments)
+        switch path.count {
+        case 0:
+            switch method {
+            case .get, .head: return .reply(list())
+            case .post: return .work { create(request) }
+            default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
+            }
+        case 1:
+            guard method == .get || method == .head else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD")) }
+            return .work { snapshot(path[0]) }
+        case 2 where path[1] == "changes":
+            guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
+            return .work { commitChanges(path[0], request) }
+        case 3 where path[1] == "models":
+            let (name, id) = (path[0], path[2])
+            switch method {
+            case .get, .head: return .work { model(name, id) }
+            case .put: return .work { put(name, id, request) }
+            case .patch: return .work { patch(name, id, request) }
+            case .delete: return .work { commit(name, id, [.delete(model: id)]) }
+            default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, PUT, PATCH, DELETE"))
+            }
+        default:
+            return .reply(.error(.notFound, "no such resource"))
+        }
+    }
+
+    private func list() -> Reply {
+        let entries: [JSONValue] = stores.all.map { store in
+            let snapshot = store.snapshot()
+            return ["name": .string(store.name), "version": .number(Double(snapshot.version)), "models": .number(Double(snapshot.models.count))]
+        }
+        return .json(.ok, ["stores": .array(entries)])
+    }
+
+    private func create(_ request: HTTPRequest) -> Reply {
+        let body: JSONValue
+        switch Reply.parseJSONBody(request) {
+        case .success(let value): body = value
+        case .failure(let failure): return failure.reply
+        }
+        guard let name = body["name"]?.stringValue else { return .error(.badRequest, "expected {\"name\": \"...\"}") }
+        do {
+            let store = try stores.create(name)
+            return .json(.created, ["name": .string(store.name), "version": 0])
+        } catch {
+            return .error(error)
+        }
+    }
+
+    private func snapshot(_ name: String) -> Reply {
+        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        let snapshot = store.snapshot()
+        return .json(.ok, ["store": .string(name), "version": .number(Double(snapshot.version)), "models": .object(snapshot.models)])
+    }
+
+    private func model(_ name: String, _ id: String) -> Reply {
+        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        guard let (value, version) = store.model(id) else { return .error(.noSuchModel(id)) }
+        return .json(.ok, ["store": .string(name), "id": .string(id), "version": .number(Double(version)), "value": value])
+    }
+
+    private func put(_ name: String, _ id: String, _ request: HTTPRequest) -> Reply {
+        switch Reply.parseJSONBody(request) {
+        case .success(let value): return commit(name, id, [.put(model: id, value: value)])
+        case .failure(let failure): return failure.reply
+        }
+    }
+
+    private func patch(_ name: String, _ id: String, _ request: HTTPRequest) -> Reply {
+        switch Reply.parseJSONBody(request) {
+        case .success(let value): return commit(name, id, [.patch(model: id, patch: value)])
+        case .failure(let failure): return failure.reply
+        }
+    }
+
+    private func commit(_ name: String, _ id: String, _ operations: [StoreOperation]) -> Reply {
+        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        do {
+            let changeSet = try store.commit(operations)
+            let created = changeSet.changes.first?.kind == .created && changeSet.changes.first?.keyPath == .whole
+            return .json(created ? .created : .ok, ["store": .string(name), "id": .string(id), "version": .number(Double(changeSet.version))])
+        } catch {
+            return .error(error)
+        }
+    }
+
+    private func commitChanges(_ name: String, _ request: HTTPRequest) -> Reply {
+        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        let body: JSONValue
+        switch Reply.parseJSONBody(request) {
+        case .success(let value): body = value
+        case .failure(let failure): return failure.reply
+        }
+        let operations: [StoreOperation]
+        switch ChangeRequest.operations(from: body) {
+        case .success(let parsed): operations = parsed
+        case .failure(let failure): return failure.reply
+        }
+        do {
+            let changeSet = try store.commit(operations)
+            return .json(.ok, ["store": .string(name), "version": .number(Double(changeSet.version)), "changes": .number(Double(changeSet.changes.count))])
+        } catch {
+            return .error(error)
+        }
+    }
+}
