@@ -7,7 +7,7 @@ PORT ?= 8080
 # Every test run is bounded; a hang fails instead of stalling CI.
 TEST_TIMEOUT ?= 1200
 
-.PHONY: all build release run test unit-test e2e-test bench clean
+.PHONY: all build release run test unit-test tsan-test e2e-test bench bench-http bench-model clean
 
 all: build
 
@@ -20,29 +20,43 @@ release:
 	$(SWIFT) build -c release
 
 run: release
-	.build/release/receptionist serve --host $(HOST) --port $(PORT) --public Public
+	.build/release/receptionist serve --host $(HOST) --port $(PORT) --public Public --demo
 
 $(VENV)/.installed: Tests/e2e/requirements.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/e2e/requirements.txt
 	touch $@
 
-test: unit-test e2e-test
+test: unit-test tsan-test e2e-test
 
 unit-test:
 	@scripts/install-deps.sh test
 	$(SWIFT) build --build-tests
 	timeout $(TEST_TIMEOUT) $(SWIFT) test
 
+# The concurrency suites again under ThreadSanitizer, in a build folder of their own; any report
+# fails the run. The stress tests run at a tenth of their size there (TSan is ~10x slower).
+tsan-test:
+	@scripts/install-deps.sh test
+	RECEPTIONIST_STRESS_SCALE=0.1 timeout $(TEST_TIMEOUT) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan \
+		--filter 'ReceptionistModelTests|MailboxTests'
+
 e2e-test: $(VENV)/.installed
 	@scripts/install-deps.sh test
 	$(SWIFT) build --product receptionist
 	RECEPTIONIST_BIN=.build/debug/receptionist timeout $(TEST_TIMEOUT) $(PYTHON) -m pytest Tests/e2e
 
-bench:
+bench: bench-model bench-http
+
+bench-model:
+	@scripts/install-deps.sh build
+	$(SWIFT) build -c release --product receptionist-bench
+	.build/release/receptionist-bench model
+
+bench-http:
 	@scripts/install-deps.sh bench
 	$(SWIFT) build -c release --product receptionist
 	bench/http.sh
 
 clean:
-	rm -rf .build $(VENV)
+	rm -rf .build .build-tsan $(VENV)

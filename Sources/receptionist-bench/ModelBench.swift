@@ -1,0 +1,121 @@
+import ArgumentParser
+import Glibc
+import ReceptionistGateway
+import ReceptionistJSON
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistSync
+
+/// Commits from job threads into one store while a receptionist bounces the changes onto a real
+/// loop, and reports commit throughput, deliveries and loop wake-ups per delivery.
+struct ModelBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "model",
+        abstract: "Committed changes per second and receptionist deliveries onto the loop.")
+
+    @Option(help: "Seconds of committing per configuration.")
+    var seconds = 2.0
+
+    @Option(parsing: .upToNextOption, help: "Committing thread counts to measure.")
+    var threads: [Int] = [1, 2, 4]
+
+    @Option(parsing: .upToNextOption, help: "Changes per change set to measure.")
+    var changesPerSet: [Int] = [1, 16]
+
+    @Option(help: "Models in the store.")
+    var models = 64
+
+    func run() throws {
+        let loop = LoopThread()
+        print("| policy | threads | changes/set | change sets/s | changes/s | deliveries/s | sets/delivery | loop wake-ups/delivery |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for policy in [Receptionist.Policy.coalesce, .each] {
+            for size in changesPerSet {
+                for count in threads {
+                    let result = try measure(policy: policy, threads: count, changesPerSet: size, loop: loop)
+                    print(result.row)
+                }
+            }
+        }
+        loop.stop()
+    }
+
+    struct Result {
+        let policy: Receptionist.Policy
+        let threads: Int
+        let changesPerSet: Int
+        let seconds: Double
+        let changeSets: Int
+        let deliveries: Int
+        let wakeups: Int
+
+        var row: String {
+            let name = policy == .each ? "each" : "coalesce"
+            let sets = Double(changeSets) / seconds
+            return "| \(name) | \(threads) | \(changesPerSet) | \(Format.count(sets)) | \(Format.count(sets * Double(changesPerSet))) "
+                + "| \(Format.count(Double(deliveries) / seconds)) | \(Format.ratio(Double(changeSets) / Double(max(1, deliveries)))) "
+                + "| \(Format.ratio(Double(wakeups) / Double(max(1, deliveries)))) |"
+        }
+    }
+
+    /// What the loop side has applied: touched only by the task on the loop thread, read after.
+    final class Applied: Sendable {
+        private let state = PThreadLock((version: UInt64(0), deliveries: 0, changeSets: 0))
+        func record(version: UInt64, changeSets: Int) {
+            state.withLock { $0 = ($0.version < version ? version : $0.version, $0.deliveries + 1, $0.changeSets + changeSets) }
+        }
+        var version: UInt64 { state.withLock { $0.version } }
+        var deliveries: Int { state.withLock { $0.deliveries } }
+    }
+
+    func measure(policy: Receptionist.Policy, threads: Int, changesPerSet: Int, loop: LoopThread) throws -> Result {
+        let store = ModelStore(name: "bench", historyLimit: 1000)
+        try store.commit((0..<models).map { .put(model: "m\($0)", value: ["color": "#000000", "label": .string("m\($0)")]) })
+        let applied = Applied()
+        let before = loop.mailbox.statistics
+        // The task is what the gateway would do on the loop: apply the delivery to its view of the models.
+        let receptionist = Receptionist(store: store, policy: policy, target: loop.context) { delivery in
+            applied.record(version: delivery.version, changeSets: delivery.changeSetCount)
+        }
+        let stop = PThreadLock(false)
+        let committed = PThreadLock(0)
+        let start = Format.now()
+        let workers = (0..<threads).map { t in
+            WorkerThread.start { [models] in
+                var i = 0
+                var operations: [StoreOperation] = []
+                while !stop.withLock({ $0 }) {
+                    for _ in 0..<64 {
+                        operations.removeAll(keepingCapacity: true)
+                        for c in 0..<changesPerSet {
+                            let model = "m\((t &* 7919 &+ i &* 31 &+ c) % models)"
+                            operations.append(.set(model: model, keyPath: "color", value: .number(Double(i))))
+                        }
+                        try! store.commit(operations)
+                        i += 1
+                    }
+                }
+                committed.withLock { $0 += i }
+            }
+        }
+        let deadline = start + seconds
+        while Format.now() < deadline { usleep(10_000) }
+        stop.withLock { $0 = true }
+        for worker in workers { worker.join() }
+        let elapsed = Format.now() - start
+        let finalVersion = store.version
+        // Bounded wait for the loop to apply the last delivery.
+        let settleBy = Format.now() + 30
+        while applied.version < finalVersion && Format.now() < settleBy { usleep(1_000) }
+        guard applied.version == finalVersion else {
+            throw ValidationError("the receptionist did not deliver version \(finalVersion) (reached \(applied.version))")
+        }
+        receptionist.cancel()
+        let after = loop.mailbox.statistics
+        return Result(
+            policy: policy, threads: threads, changesPerSet: changesPerSet, seconds: elapsed,
+            changeSets: committed.withLock { $0 }, deliveries: applied.deliveries,
+            wakeups: after.wakeups - before.wakeups)
+    }
+}
+
