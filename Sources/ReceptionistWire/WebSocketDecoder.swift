@@ -1,0 +1,303 @@
+/// An incremental WebSocket frame decoder and message assembler (RFC 6455 sections 5 and 8).
+///
+/// Bytes go in split anywhere, even one at a time; whole messages come out. The frame header is
+/// read a byte at a time (it is at most 14 bytes) and each rule is checked on the byte that
+/// decides it, so a violation is reported as early as the stream allows and every split of the
+/// same bytes gives the same messages and the same error. Payloads are handled in bulk: each
+/// byte is copied once, from the input into the message, and unmasked there in place.
+///
+/// The first violation fails the decoder for good: the stream can no longer be trusted, and the
+/// connection must be closed with the error's code. The peer's close frame ends the stream too,
+/// since nothing may follow it (RFC 6455 section 5.5.1); bytes after it are ignored.
+public struct WebSocketDecoder: Sendable {
+    public enum Role: Sendable {
+        /// We are the server: client frames MUST be masked.
+        case server
+        /// We are the client: server frames MUST NOT be masked.
+        case client
+    }
+
+    public let role: Role
+    /// The largest data message accepted, counting the payloads of all its fragments.
+    public let maxMessageBytes: Int
+
+    private enum Stage: Sendable {
+        case header, payload, failed, closed
+    }
+
+    private var stage = Stage.header
+
+    // The frame being read.
+    private var headerCount = 0
+    private var headerLength = 2
+    private var extendedLengthBytes = 0
+    private var fin = false
+    private var opcode = WebSocketOpcode.continuation
+    private var masked = false
+    private var maskKey: UInt32 = 0
+    private var wireLength: UInt64 = 0
+    private var payloadLength = 0
+    private var received = 0
+
+    // The data message being assembled; `messageKind` is set from its first frame to its last.
+    private var messageKind: WebSocketOpcode?
+    private var message: [UInt8] = []
+    private var utf8 = UTF8Validator()
+    // A control frame's payload, kept apart so it can arrive in the middle of a message.
+    private var control: [UInt8] = []
+
+    public init(role: Role = .server, maxMessageBytes: Int = 64 * 1024) {
+        precondition(maxMessageBytes >= 0, "maxMessageBytes must not be negative")
+        self.role = role
+        self.maxMessageBytes = maxMessageBytes
+    }
+
+    /// Feeds the next bytes of the stream and returns the messages they complete, in order.
+    ///
+    /// With an error come the messages completed before it. After the error, or after the peer's
+    /// close frame, the decoder returns nothing more.
+    public mutating func decode(_ bytes: UnsafeRawBufferPointer) -> (messages: [WebSocketMessage], error: WebSocketError?) {
+        var messages: [WebSocketMessage] = []
+        let count = bytes.count
+        var index = 0
+        while index < count {
+            switch stage {
+            case .failed, .closed:
+                return (messages, nil)
+            case .header:
+                let byte = bytes[index]
+                index += 1
+                if let error = readHeader(byte) {
+                    return fail(error, messages)
+                }
+                if headerCount == headerLength, let error = beginPayload(into: &messages) {
+                    return fail(error, messages)
+                }
+            case .payload:
+                let take = min(count - index, payloadLength - received)
+                let chunk = UnsafeRawBufferPointer(rebasing: bytes[index..<(index + take)])
+                index += take
+                if let error = readPayload(chunk, into: &messages) {
+                    return fail(error, messages)
+                }
+            }
+        }
+        return (messages, nil)
+    }
+
+    /// Convenience for tests and callers holding an array.
+    public mutating func decode(_ bytes: [UInt8]) -> (messages: [WebSocketMessage], error: WebSocketError?) {
+        bytes.withUnsafeBytes { decode($0) }
+    }
+
+    private mutating func fail(
+        _ error: WebSocketError, _ messages: [WebSocketMessage]
+    ) -> (messages: [WebSocketMessage], error: WebSocketError?) {
+        stage = .failed
+        message = []
+        control = []
+        return (messages, error)
+    }
+
+    // MARK: - Header
+
+    /// Takes the next header byte and checks whatever it decides.
+    private mutating func readHeader(_ byte: UInt8) -> WebSocketError? {
+        let position = headerCount
+        headerCount += 1
+        switch position {
+        case 0:
+            // No extension is ever negotiated, so no reserved bit may be set.
+            guard byte & 0x70 == 0 else { return .protocolError("reserved bits set") }
+            guard let kind = WebSocketOpcode(rawValue: byte & 0x0F) else { return .protocolError("reserved opcode") }
+            fin = byte & 0x80 != 0
+            if kind.isControl {
+                guard fin else { return .protocolError("fragmented control frame") }
+            } else if kind == .continuation {
+                guard messageKind != nil else { return .protocolError("continuation without a message") }
+            } else {
+                guard messageKind == nil else { return .protocolError("new message inside a fragmented one") }
+            }
+            opcode = kind
+            maskKey = 0
+            wireLength = 0
+        case 1:
+            masked = byte & 0x80 != 0
+            switch role {
+            case .server: guard masked else { return .protocolError("client frame not masked") }
+            case .client: guard !masked else { return .protocolError("server frame masked") }
+            }
+            let short = byte & 0x7F
+            extendedLengthBytes = short == 127 ? 8 : short == 126 ? 2 : 0
+            headerLength = 2 + extendedLengthBytes + (masked ? 4 : 0)
+            if extendedLengthBytes == 0 {
+                wireLength = UInt64(short)
+                return checkLength()
+            }
+        case 2..<(2 + extendedLengthBytes):
+            if position == 2 && extendedLengthBytes == 8 && byte & 0x80 != 0 {
+                return .protocolError("64-bit length with the top bit set")
+            }
+            wireLength = wireLength << 8 | UInt64(byte)
+            if position == 1 + extendedLengthBytes {
+                return checkLength()
+            }
+        default:
+            maskKey = maskKey << 8 | UInt32(byte)
+        }
+        return nil
+    }
+
+    /// Checks the payload length as soon as it is known, before any of the payload is buffered:
+    /// a control frame carries at most 125 bytes, and a data frame may not take its message over
+    /// the limit. Longer-than-needed length encodings are tolerated, as most receivers do; the
+    /// value is what counts.
+    private mutating func checkLength() -> WebSocketError? {
+        if opcode.isControl {
+            if wireLength > 125 { return .protocolError("control frame over 125 bytes") }
+        } else if wireLength > UInt64(maxMessageBytes - message.count) {
+            return .messageTooBig("message over \(maxMessageBytes) bytes")
+        }
+        payloadLength = Int(wireLength)
+        return nil
+    }
+
+    /// The header is complete: start the frame's payload, or finish an empty frame at once.
+    private mutating func beginPayload(into messages: inout [WebSocketMessage]) -> WebSocketError? {
+        if opcode == .text || opcode == .binary {
+            messageKind = opcode
+        }
+        received = 0
+        stage = .payload
+        return payloadLength == 0 ? finishFrame(into: &messages) : nil
+    }
+
+    // MARK: - Payload
+
+    private mutating func readPayload(_ chunk: UnsafeRawBufferPointer, into messages: inout [WebSocketMessage]) -> WebSocketError? {
+        if opcode.isControl {
+            let start = control.count
+            control.append(contentsOf: chunk)
+            Self.unmask(&control, from: start, key: masked ? maskKey : 0, offset: received)
+        } else if fin && opcode != .continuation && chunk.count == payloadLength {
+            // A whole unfragmented message in hand: build the value straight from the input.
+            if let error = deliverWhole(chunk, into: &messages) { return error }
+        } else if let error = appendToMessage(chunk) {
+            return error
+        }
+        received += chunk.count
+        return received == payloadLength ? finishFrame(into: &messages) : nil
+    }
+
+    /// Copies a slice of a data frame into the message, unmasks it there, and checks the text so
+    /// far so that invalid UTF-8 fails on the piece that carries it, not at the end of the message.
+    private mutating func appendToMessage(_ chunk: UnsafeRawBufferPointer) -> WebSocketError? {
+        let start = message.count
+        let needed = start + payloadLength - received
+        if message.capacity < needed {
+            // Grow at least geometrically: a message in many tiny fragments must not copy itself each time.
+            message.reserveCapacity(min(max(needed, message.capacity * 2), maxMessageBytes))
+        }
+        message.append(contentsOf: chunk)
+        Self.unmask(&message, from: start, key: masked ? maskKey : 0, offset: received)
+        guard messageKind == .text else { return nil }
+        var validator = utf8
+        let valid = message.withUnsafeBytes { validator.feed(UnsafeRawBufferPointer(rebasing: $0[start...])) }
+        utf8 = validator
+        return valid ? nil : .invalidPayload("invalid UTF-8 in text")
+    }
+
+    /// Unmasks what was just appended to `buffer` from `start`; `offset` is its place in the frame.
+    private static func unmask(_ buffer: inout [UInt8], from start: Int, key: UInt32, offset: Int) {
+        buffer.withUnsafeMutableBytes { bytes in
+            WebSocketMask.apply(key: key, offset: offset, to: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]))
+        }
+    }
+
+    /// Delivers a single-frame message whose payload is all in `chunk`: one copy into the
+    /// message's own storage, unmasked and checked there.
+    private mutating func deliverWhole(_ chunk: UnsafeRawBufferPointer, into messages: inout [WebSocketMessage]) -> WebSocketError? {
+        let key = masked ? maskKey : 0
+        let count = chunk.count
+        messageKind = nil
+        if opcode == .binary {
+            let payload = [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                let bytes = UnsafeMutableRawBufferPointer(buffer)
+                bytes.copyMemory(from: chunk)
+                WebSocketMask.apply(key: key, offset: 0, to: bytes)
+                initialized = count
+            }
+            messages.append(.binary(payload))
+            return nil
+        }
+        var validator = UTF8Validator()
+        let text = String(unsafeUninitializedCapacity: count) { buffer in
+            let bytes = UnsafeMutableRawBufferPointer(buffer)
+            bytes.copyMemory(from: chunk)
+            WebSocketMask.apply(key: key, offset: 0, to: bytes)
+            return validator.feed(UnsafeRawBufferPointer(bytes)) ? count : 0
+        }
+        guard validator.isValid else { return .invalidPayload("invalid UTF-8 in text") }
+        guard validator.isComplete else { return .invalidPayload("text ends inside a UTF-8 sequence") }
+        messages.append(.text(text))
+        return nil
+    }
+
+    // MARK: - End of frame
+
+    private mutating func finishFrame(into messages: inout [WebSocketMessage]) -> WebSocketError? {
+        stage = .header
+        headerCount = 0
+        headerLength = 2
+        switch opcode {
+        case .ping:
+            messages.append(.ping(control))
+            control = []
+        case .pong:
+            messages.append(.pong(control))
+            control = []
+        case .close:
+            let payload = control
+            control = []
+            switch Self.closeMessage(payload) {
+            case .success(let close):
+                messages.append(close)
+                stage = .closed
+            case .failure(let error):
+                return error
+            }
+        case .text, .binary, .continuation:
+            // Not final, or already delivered whole: wait for the next frame.
+            guard fin, let kind = messageKind else { return nil }
+            messageKind = nil
+            let payload = message
+            message = []
+            let wasComplete = utf8.isComplete
+            utf8.reset()
+            if kind == .binary {
+                messages.append(.binary(payload))
+            } else {
+                guard wasComplete else { return .invalidPayload("text ends inside a UTF-8 sequence") }
+                messages.append(.text(String(decoding: payload, as: UTF8.self)))
+            }
+        }
+        return nil
+    }
+
+    /// Validates a close frame's payload: empty, or a code that may be sent followed by UTF-8.
+    private static func closeMessage(_ payload: [UInt8]) -> Result<WebSocketMessage, WebSocketError> {
+        if payload.isEmpty {
+            return .success(.close(code: nil, reason: ""))
+        }
+        guard payload.count >= 2 else { return .failure(.protocolError("close payload of 1 byte")) }
+        let code = UInt16(payload[0]) << 8 | UInt16(payload[1])
+        guard WebSocketCloseCode.isValidOnTheWire(code) else {
+            return .failure(.protocolError("invalid close code \(code)"))
+        }
+        let reason = payload[2...]
+        guard reason.withUnsafeBytes({ UTF8Validator.isValid($0) }) else {
+            return .failure(.invalidPayload("close reason is not UTF-8"))
+        }
+        return .success(.close(code: code, reason: String(decoding: reason, as: UTF8.self)))
+    }
+}

@@ -1,0 +1,68 @@
+/// Builds WebSocket frames (RFC 6455 section 5.2), header and payload in one buffer so that a
+/// frame is one write.
+///
+/// Servers send unmasked frames; a client passes a mask key (which should be fresh and random
+/// per frame; choosing it is the caller's job since this module has no randomness).
+public enum WebSocketEncoder {
+    /// The most a close reason may take: a control payload is at most 125 bytes, 2 of them the code.
+    public static let maxCloseReasonBytes = 123
+
+    /// One frame. With a `maskKey` the payload is masked and the key sent.
+    ///
+    /// Control frames must be final and carry at most 125 bytes; that is the caller's promise.
+    public static func frame(
+        _ opcode: WebSocketOpcode, payload: some Collection<UInt8>, fin: Bool = true, maskKey: UInt32? = nil
+    ) -> [UInt8] {
+        let length = payload.count
+        assert(!opcode.isControl || (fin && length <= 125), "control frames are final and at most 125 bytes")
+        var out: [UInt8] = []
+        out.reserveCapacity(14 + length)
+        out.append((fin ? 0x80 : 0) | opcode.rawValue)
+        let maskBit: UInt8 = maskKey == nil ? 0 : 0x80
+        // The shortest length form: 7 bits, then 16, then 64.
+        if length <= 125 {
+            out.append(maskBit | UInt8(length))
+        } else if length <= 0xFFFF {
+            out.append(maskBit | 126)
+            out.append(UInt8(truncatingIfNeeded: length >> 8))
+            out.append(UInt8(truncatingIfNeeded: length))
+        } else {
+            out.append(maskBit | 127)
+            for shift in stride(from: 56, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift)))
+            }
+        }
+        if let maskKey {
+            for position in 0..<4 {
+                out.append(WebSocketMask.keyByte(maskKey, at: position))
+            }
+        }
+        let start = out.count
+        out.append(contentsOf: payload)
+        if let maskKey {
+            out.withUnsafeMutableBytes { bytes in
+                WebSocketMask.apply(key: maskKey, offset: 0, to: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]))
+            }
+        }
+        return out
+    }
+
+    /// A final text frame for a UTF-8 string.
+    public static func text(_ text: String, maskKey: UInt32? = nil) -> [UInt8] {
+        frame(.text, payload: text.utf8, maskKey: maskKey)
+    }
+
+    /// A close frame with `code` and `reason`, the reason cut to 123 bytes at a code point boundary
+    /// so that the payload stays valid UTF-8.
+    public static func close(code: UInt16, reason: String, maskKey: UInt32? = nil) -> [UInt8] {
+        var payload: [UInt8] = [UInt8(code >> 8), UInt8(code & 0xFF)]
+        let utf8 = Array(reason.utf8)
+        var end = min(utf8.count, maxCloseReasonBytes)
+        // Back off over continuation bytes (10xxxxxx) so the cut falls before a lead byte.
+        while end < utf8.count && end > 0 && utf8[end] & 0xC0 == 0x80 {
+            end -= 1
+        }
+        payload.append(contentsOf: utf8[..<end])
+        return frame(.close, payload: payload, maskKey: maskKey)
+    }
+}
