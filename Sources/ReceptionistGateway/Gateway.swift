@@ -15,13 +15,17 @@ public final class Gateway {
     let loop: EventLoop
     let dateCache = DateCache()
     private(set) var router: Router!
+    /// Store feeds and topics; loop thread only.
+    private(set) var hub: PushHub!
     /// The model stores; any thread.
     public let stores: StoreRegistry
     /// The job threads; any thread.
     public let jobs: JobRunner
 
     private var listener: TCPListener?
-    private var sessions: [ObjectIdentifier: HTTPSession] = [:]
+    /// Every connection's current session, keyed by the connection (a session that upgrades to
+    /// WebSocket or SSE replaces itself under the same key).
+    private var sessions: [ObjectIdentifier: any GatewaySession] = [:]
     /// Sessions that count against `maxConnections` (refused ones do not).
     private var servingCount = 0
     private var refused: Set<ObjectIdentifier> = []
@@ -42,7 +46,10 @@ public final class Gateway {
         if files.isEmpty {
             logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
         }
-        router = Router(staticFiles: files, stores: stores, jobs: jobs) { [unowned self] in !self.isDraining }
+        hub = PushHub(stores: stores, loop: loop, historyLimit: config.historyLimit)
+        router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, enableEcho: config.enableEcho) { [unowned self] in
+            !self.isDraining
+        }
         let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
         listener.onConnection = { [unowned self] connection in self.accepted(connection) }
         listener.onAcceptError = { [unowned self] error in self.acceptFailed(error) }
@@ -95,7 +102,7 @@ public final class Gateway {
 
     private func accepted(_ connection: TCPConnection) {
         let session = HTTPSession(connection: connection, gateway: self)
-        let id = ObjectIdentifier(session)
+        let id = ObjectIdentifier(connection)
         sessions[id] = session
         if servingCount >= config.maxConnections {
             refused.insert(id)
@@ -115,8 +122,15 @@ public final class Gateway {
         }
     }
 
-    func sessionDidClose(_ session: HTTPSession) {
-        let id = ObjectIdentifier(session)
+    /// A session hands its connection to another protocol's session.
+    func replaceSession(of connection: TCPConnection, with session: any GatewaySession) {
+        let id = ObjectIdentifier(connection)
+        guard sessions[id] != nil else { return }
+        sessions[id] = session
+    }
+
+    func sessionDidClose(_ connection: TCPConnection) {
+        let id = ObjectIdentifier(connection)
         guard sessions.removeValue(forKey: id) != nil else { return }
         if refused.remove(id) == nil {
             servingCount -= 1
@@ -134,7 +148,9 @@ public final class Gateway {
     }
 
     private static func sweepInterval(_ config: GatewayConfig) -> UInt64 {
-        let shortest = min(config.idleTimeoutSeconds, config.headTimeoutSeconds, config.lingerSeconds)
+        let shortest = min(
+            config.idleTimeoutSeconds, config.headTimeoutSeconds, config.lingerSeconds,
+            config.pingIntervalSeconds, config.pingTimeoutSeconds, config.sseHeartbeatSeconds)
         return UInt64(max(10, min(1000, shortest * 1000 / 10)))
     }
 

@@ -26,6 +26,16 @@ public struct GatewayConfig: Sendable {
     /// Create the `tiles` demo store and animate it at `demoRate` change sets per second.
     public var demo = false
     public var demoRate = 30.0
+    /// The largest WebSocket message a client may send (all fragments together).
+    public var maxMessageBytes = 64 * 1024
+    /// A WebSocket peer quiet for this long is pinged.
+    public var pingIntervalSeconds = 30.0
+    /// A pinged peer that sends nothing for this long is closed.
+    public var pingTimeoutSeconds = 10.0
+    /// An SSE stream with nothing to send gets a heartbeat comment this often.
+    public var sseHeartbeatSeconds = 15.0
+    /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
+    public var enableEcho = false
 
     public init() {}
 }

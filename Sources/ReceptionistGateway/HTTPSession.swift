@@ -7,13 +7,20 @@ import ReceptionistWire
 /// Decisions about keep-alive, closing and timeouts come from `HTTPSessionState`; this type acts.
 ///
 /// Loop thread only.
-final class HTTPSession: TCPConnectionDelegate {
+final class HTTPSession: TCPConnectionDelegate, GatewaySession {
+    /// A protocol the connection switches to once the current request is answered.
+    private enum Handover {
+        case webSocket(WebSocketSession.Mode, response: [UInt8])
+        case stream(StreamTarget, since: UInt64?)
+    }
+
     let connection: TCPConnection
     private let parser: HTTPRequestParser
     private var state: HTTPSessionState
     private unowned let gateway: Gateway
     /// Replies owed, in request order; a reply from a job thread waits here for those before it.
     private var slots: [ResponseSlot] = []
+    private var handover: Handover?
 
     init(connection: TCPConnection, gateway: Gateway) {
         self.connection = connection
@@ -39,7 +46,11 @@ final class HTTPSession: TCPConnectionDelegate {
         state.received(phase: parser.phase, now: connection.loop.nowMilliseconds)
         for request in output.requests {
             answer(request)
-            if state.closing { break }
+            if state.closing || handover != nil { break }
+        }
+        if let handover {
+            hand(over: handover, remainder: output.upgradeRemainder ?? [])
+            return
         }
         if let error = output.error {
             // Answered after the replies already owed; nothing after it on this stream is trusted.
@@ -66,7 +77,7 @@ final class HTTPSession: TCPConnectionDelegate {
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
-        gateway.sessionDidClose(self)
+        gateway.sessionDidClose(connection)
     }
 
     // MARK: Acting
@@ -79,6 +90,24 @@ final class HTTPSession: TCPConnectionDelegate {
         switch gateway.router.route(request) {
         case .reply(let reply):
             slot.fill(reply)
+        case .upgrade(let mode):
+            guard slots.count == 1 else {
+                return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; upgrade on a fresh request"))
+            }
+            let supported = mode == .push ? ["receptionist.v1"] : []
+            switch WebSocketHandshake.accept(request, supported: supported) {
+            case .success(let accepted):
+                slots.removeAll()
+                handover = .webSocket(mode, response: accepted.response)
+            case .failure(let refusal):
+                slot.fill(Reply(.error(refusal.status, refusal.detail, headers: refusal.headers), closesConnection: true))
+            }
+        case .stream(let target, let since):
+            guard slots.count == 1 else {
+                return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
+            }
+            slots.removeAll()
+            handover = .stream(target, since: since)
         case .work(let work):
             let owner = LoopBound((self, slot), loop: connection.loop)
             let mailbox = gateway.mailbox
@@ -97,6 +126,26 @@ final class HTTPSession: TCPConnectionDelegate {
             }
         }
         writeReadyReplies()
+    }
+
+    private func fill(_ slot: ResponseSlot, _ reply: Reply) {
+        slot.fill(reply)
+        writeReadyReplies()
+    }
+
+    /// Gives the connection to a WebSocket or SSE session; this session is done with it.
+    private func hand(over handover: Handover, remainder: [UInt8]) {
+        switch handover {
+        case .webSocket(let mode, let response):
+            connection.write(response)
+            let session = WebSocketSession(connection: connection, gateway: gateway, mode: mode)
+            gateway.replaceSession(of: connection, with: session)
+            session.start(remainder: remainder)
+        case .stream(let target, let since):
+            let session = SSESession(connection: connection, gateway: gateway)
+            gateway.replaceSession(of: connection, with: session)
+            session.start(target, since: since, date: gateway.dateCache.current)
+        }
     }
 
     /// Writes replies from the front of the queue while they are ready.

@@ -6,6 +6,9 @@ final class Router {
     private let staticFiles: StaticFiles
     private let storeAPI: StoreAPI
     private let jobAPI: JobAPI
+    private let topicAPI: TopicAPI
+    private let hub: PushHub
+    private let enableEcho: Bool
     /// Whether the gateway accepts work (false while draining).
     private let isReady: () -> Bool
     // Constant answers are built once; copies share their storage.
@@ -13,10 +16,16 @@ final class Router {
     private let ready = Reply(.json(.ok, "{\"status\":\"ready\"}"))
     private let draining = Reply(.json(.serviceUnavailable, "{\"status\":\"draining\"}"))
 
-    init(staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, isReady: @escaping () -> Bool) {
+    init(
+        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub, enableEcho: Bool,
+        isReady: @escaping () -> Bool
+    ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(stores: stores)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
+        topicAPI = TopicAPI(hub: hub)
+        self.hub = hub
+        self.enableEcho = enableEcho
         self.isReady = isReady
     }
 
@@ -26,6 +35,10 @@ final class Router {
             return .reply(readOnly(request) { healthy })
         case "/readyz":
             return .reply(readOnly(request) { isReady() ? ready : draining })
+        case "/ws":
+            return upgrade(request, .push)
+        case "/ws/echo" where enableEcho:
+            return upgrade(request, .echo)
         default:
             break
         }
@@ -39,10 +52,22 @@ final class Router {
             return .reply(readOnly(request) { staticFiles.reply(for: request) })
         }
         switch segments.first {
+        case "stores" where segments.count == 3 && segments[2] == "events":
+            guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
+            guard isReady() else { return .reply(draining) }
+            return StreamRequest.route(request, target: .store(segments[1]), hub: hub)
         case "stores": return storeAPI.route(request, segments.dropFirst())
+        case "topics": return topicAPI.route(request, segments.dropFirst())
         case "jobs": return jobAPI.route(request, segments.dropFirst())
         default: return .reply(.error(.notFound, "no such API resource"))
         }
+    }
+
+    private func upgrade(_ request: HTTPRequest, _ mode: WebSocketSession.Mode) -> RouteResult {
+        guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
+        // A draining gateway takes no new streams; clients reconnect to another node.
+        guard isReady() else { return .reply(draining) }
+        return .upgrade(mode)
     }
 
     private func readOnly(_ request: HTTPRequest, _ body: () -> Reply) -> Reply {

@@ -8,15 +8,17 @@ import ReceptionistJSON
 ///
 /// Old values: a pending change keeps the old value of the first change at its exact path since
 /// the last delivery; when it replaced changes beneath it, it keeps the value just before itself.
-struct CoalescingBuffer {
+public struct CoalescingBuffer: Sendable {
     private var models: [String: [ModelChange]] = [:]
     private var order: [String] = []
-    private(set) var version: UInt64 = 0
-    private(set) var absorbed = 0
+    public private(set) var version: UInt64 = 0
+    public private(set) var absorbed = 0
 
-    var isEmpty: Bool { order.isEmpty }
+    public init() {}
 
-    mutating func absorb(_ changeSet: ChangeSet) {
+    public var isEmpty: Bool { order.isEmpty }
+
+    public mutating func absorb(_ changeSet: ChangeSet) {
         version = changeSet.version
         for change in changeSet.changes {
             absorb(change)
@@ -48,7 +50,7 @@ struct CoalescingBuffer {
     }
 
     /// Everything pending, in an order that converges, and empties the buffer.
-    mutating func take() -> [ModelChange] {
+    public mutating func take() -> [ModelChange] {
         var result: [ModelChange] = []
         for model in order {
             result += models[model] ?? []

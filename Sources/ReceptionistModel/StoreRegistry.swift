@@ -31,7 +31,7 @@ public final class StoreRegistry: Sendable {
         stores.withLock { $0.values.sorted { $0.name < $1.name } }
     }
 
-    static func isValidName(_ name: String) -> Bool {
+    public static func isValidName(_ name: String) -> Bool {
         (1...64).contains(name.utf8.count) && name.utf8.allSatisfy { byte in
             switch byte {
             case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),

@@ -53,6 +53,21 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Change sets per second for the demo's animate job.")
     var demoRate = 30.0
 
+    @Option(help: "Largest WebSocket message a client may send, in bytes (all fragments together); larger closes with 1009.")
+    var maxMessageBytes = 65_536
+
+    @Option(help: "Seconds a WebSocket peer may stay quiet before it is pinged.")
+    var pingInterval = 30.0
+
+    @Option(help: "Seconds a pinged WebSocket peer has to answer before it is closed.")
+    var pingTimeout = 10.0
+
+    @Option(help: "Seconds between heartbeat comments on an idle SSE stream.")
+    var sseHeartbeat = 15.0
+
+    @Flag(help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
+    var enableEcho = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -70,6 +85,9 @@ struct ServeCommand: ParsableCommand {
         guard (1...256).contains(jobThreads) else { throw ValidationError("--job-threads must be 1...256") }
         guard history >= 0 else { throw ValidationError("--history must not be negative") }
         guard demoRate > 0 else { throw ValidationError("--demo-rate must be positive") }
+        guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
+        guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
+        guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -98,6 +116,11 @@ struct ServeCommand: ParsableCommand {
         config.historyLimit = history
         config.demo = demo
         config.demoRate = demoRate
+        config.maxMessageBytes = maxMessageBytes
+        config.pingIntervalSeconds = pingInterval
+        config.pingTimeoutSeconds = pingTimeout
+        config.sseHeartbeatSeconds = sseHeartbeat
+        config.enableEcho = enableEcho
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

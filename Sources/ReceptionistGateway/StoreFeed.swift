@@ -1,0 +1,72 @@
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistWire
+
+/// The loop's side of one store: a receptionist that bounces every change set onto the loop, and
+/// the subscriptions it fans out to.
+///
+/// The receptionist runs the `each` policy, so every change set arrives in version order and none
+/// is lost (a loop that falls behind makes the committing jobs wait, never drops). Each change set
+/// is encoded once, into a `PushEvent` every subscriber shares.
+///
+/// Loop thread only.
+final class StoreFeed {
+    let store: ModelStore
+    private var receptionist: Receptionist?
+    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    /// The last snapshot sent, reused while the version stands (reconnect storms ask for the same one).
+    private var cachedSnapshot: (version: UInt64, reset: Bool, json: [UInt8])?
+    /// The newest version the receptionist has delivered to the loop.
+    private(set) var deliveredVersion: UInt64
+
+    init(store: ModelStore, loop: EventLoop, context: LoopExecutionContext) {
+        self.store = store
+        deliveredVersion = store.version
+        let feed = LoopBound(WeakFeed(self), loop: loop)
+        receptionist = Receptionist(store: store, policy: .each, target: context) { delivery in
+            feed.value.feed?.deliver(delivery)
+        }
+    }
+
+    deinit {
+        receptionist?.cancel()
+    }
+
+    var subscriberCount: Int { subscriptions.count }
+
+    func add(_ subscription: Subscription) {
+        subscriptions[ObjectIdentifier(subscription)] = subscription
+    }
+
+    func remove(_ subscription: Subscription) {
+        subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
+    }
+
+    /// A consistent snapshot as a `snapshot` message, and its version.
+    func snapshot(reset: Bool) -> (version: UInt64, json: [UInt8]) {
+        let version = store.version
+        if let cached = cachedSnapshot, cached.version == version, cached.reset == reset {
+            return (version, cached.json)
+        }
+        let snapshot = store.snapshot()
+        let json = PushEncoder.snapshot(snapshot, reset: reset)
+        cachedSnapshot = (snapshot.version, reset, json)
+        return (snapshot.version, json)
+    }
+
+    private func deliver(_ delivery: Receptionist.Delivery) {
+        for changeSet in delivery.changeSets {
+            deliveredVersion = changeSet.version
+            guard !subscriptions.isEmpty else { continue }
+            let event = PushEvent.changes(changeSet)
+            for subscription in subscriptions.values {
+                subscription.deliver(event)
+            }
+        }
+    }
+
+    private final class WeakFeed {
+        weak var feed: StoreFeed?
+        init(_ feed: StoreFeed) { self.feed = feed }
+    }
+}

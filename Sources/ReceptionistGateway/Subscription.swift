@@ -1,0 +1,63 @@
+import ReceptionistModel
+import ReceptionistWire
+
+/// One subscriber's place in one store or topic, and the slow-client policy for it.
+///
+/// Invariants:
+/// - `position` is the last version or sequence number the subscriber has been given (or that
+///   its snapshot or history replay already covered); an event at or below it is skipped, so the
+///   hand-over from snapshot or replay to the live stream neither doubles nor drops anything.
+/// - While the sink is over its limit, a store subscription conflates change sets into
+///   `conflation` (bounded by the store's size) instead of queueing them; `flushConflated` hands
+///   them over as one message once the sink has drained. A topic subscription is ended instead.
+///
+/// Loop thread only.
+final class Subscription {
+    let target: StreamTarget
+    unowned let sink: any PushSink
+    private(set) var position: UInt64
+    private var conflation: CoalescingBuffer?
+    private var conflatedFrom: UInt64 = 0
+    /// Change sets folded into conflated deliveries, for the metrics.
+    private(set) var conflatedChangeSets = 0
+
+    init(target: StreamTarget, sink: any PushSink, position: UInt64) {
+        self.target = target
+        self.sink = sink
+        self.position = position
+    }
+
+    /// Moves the position forward past a replay or snapshot the caller has sent.
+    func advance(to position: UInt64) {
+        if position > self.position { self.position = position }
+    }
+
+    func deliver(_ event: PushEvent) {
+        guard let id = event.id, id > position else { return }
+        if let changeSet = event.changeSet, conflation != nil || sink.isOverLimit {
+            if conflation == nil {
+                conflation = CoalescingBuffer()
+                conflatedFrom = position
+            }
+            conflation!.absorb(changeSet)
+            conflatedChangeSets += 1
+            position = id
+            return
+        }
+        if event.changeSet == nil && sink.isOverLimit {
+            sink.slowConsumer(self)
+            return
+        }
+        position = id
+        sink.send(event)
+    }
+
+    /// The sink drained: sends what was conflated, if anything, as one `changes` message.
+    func flushConflated() {
+        guard var buffer = conflation else { return }
+        conflation = nil
+        let changes = buffer.take()
+        let json = PushEncoder.conflated(store: target.name, version: position, from: conflatedFrom, changes: changes)
+        sink.send(PushEvent(name: "changes", id: position, json: json))
+    }
+}

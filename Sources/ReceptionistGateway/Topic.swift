@@ -1,0 +1,72 @@
+import Glibc
+import ReceptionistJSON
+import ReceptionistWire
+
+/// A named stream of published messages with sequence numbers 1, 2, 3 … and a history ring.
+///
+/// Invariants: sequence numbers are gapless; the ring holds the newest `historyLimit` messages,
+/// oldest first from `start`; a replay never skips a message silently: what has left the ring is
+/// reported as one gap.
+///
+/// Loop thread only.
+final class Topic {
+    let name: String
+    let historyLimit: Int
+    private(set) var seq: UInt64 = 0
+    private var ring: [PushEvent] = []
+    private var start = 0
+    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+
+    init(name: String, historyLimit: Int) {
+        self.name = name
+        self.historyLimit = max(0, historyLimit)
+    }
+
+    var subscriberCount: Int { subscriptions.count }
+
+    func add(_ subscription: Subscription) {
+        subscriptions[ObjectIdentifier(subscription)] = subscription
+    }
+
+    func remove(_ subscription: Subscription) {
+        subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
+    }
+
+    /// Sequences `data`, keeps it in the history and hands it to every subscriber. Returns its number.
+    func publish(_ data: JSONValue) -> UInt64 {
+        seq += 1
+        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: Self.microsecondsSinceEpoch(), data: data)
+        let event = PushEvent(name: "message", id: seq, json: json)
+        if historyLimit > 0 {
+            if ring.count < historyLimit {
+                ring.append(event)
+            } else {
+                ring[start] = event
+                start = (start + 1) % historyLimit
+            }
+        }
+        for subscription in subscriptions.values {
+            subscription.deliver(event)
+        }
+        return seq
+    }
+
+    /// The messages after `since` that are still kept, and the range of those that are not.
+    func replay(after since: UInt64) -> (gap: ClosedRange<UInt64>?, events: [PushEvent]) {
+        guard since < seq else { return (nil, []) }
+        let oldest = ring.isEmpty ? seq + 1 : ring[start].id!
+        let gap: ClosedRange<UInt64>? = since + 1 < oldest ? (since + 1)...(oldest - 1) : nil
+        var events: [PushEvent] = []
+        for i in 0..<ring.count {
+            let event = ring[(start + i) % ring.count]
+            if event.id! > since { events.append(event) }
+        }
+        return (gap, events)
+    }
+
+    static func microsecondsSinceEpoch() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
+    }
+}

@@ -1,0 +1,44 @@
+import ReceptionistJSON
+import ReceptionistWire
+
+/// `/api/topics/...`: publish and list. Topics live on the loop, so these answer at once; a publish
+/// is answered after the message is sequenced, in the history, and queued to every subscriber.
+///
+/// Loop thread only.
+struct TopicAPI {
+    let hub: PushHub
+
+    /// `segments` follow `/api/topics`.
+    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>) -> RouteResult {
+        let method = request.method
+        let path = Array(segments)
+        switch path.count {
+        case 0:
+            guard method == .get || method == .head else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD")) }
+            let topics: [JSONValue] = hub.topics.values.sorted { $0.name < $1.name }.map {
+                ["name": .string($0.name), "seq": .number(Double($0.seq)), "subscribers": .number(Double($0.subscriberCount))]
+            }
+            return .reply(.json(.ok, ["topics": .array(topics)]))
+        case 2 where path[1] == "messages":
+            guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
+            return .reply(publish(path[0], request))
+        case 2 where path[1] == "events":
+            guard method == .get else { return .reply(.methodNotAllowed(method, allow: "GET")) }
+            return StreamRequest.route(request, target: .topic(path[0]), hub: hub)
+        default:
+            return .reply(.error(.notFound, "no such resource"))
+        }
+    }
+
+    private func publish(_ name: String, _ request: HTTPRequest) -> Reply {
+        let data: JSONValue
+        switch Reply.parseJSONBody(request) {
+        case .success(let value): data = value
+        case .failure(let failure): return failure.reply
+        }
+        switch hub.publish(topic: name, data: data) {
+        case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(Double(seq))])
+        case .failure(let problem): return .error(.badRequest, problem.message)
+        }
+    }
+}

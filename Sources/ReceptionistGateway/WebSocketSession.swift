@@ -1,0 +1,195 @@
+import Logging
+import ReceptionistLoop
+import ReceptionistWire
+
+/// One upgraded connection speaking `receptionist.v1` (or echoing, on `/ws/echo`).
+///
+/// Frames are decoded by the pure `WebSocketDecoder`; deadlines come from `WebSocketSessionState`.
+/// After our close frame nothing else is sent: the peer's close answer, or the close timeout,
+/// ends the connection.
+///
+/// Loop thread only.
+final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
+    enum Mode {
+        case push
+        case echo
+    }
+
+    let connection: TCPConnection
+    private unowned let gateway: Gateway
+    private let mode: Mode
+    private var decoder: WebSocketDecoder
+    private var state: WebSocketSessionState
+    private var subscriptions: [StreamTarget: Subscription] = [:]
+    private let maxQueuedBytes: Int
+
+    init(connection: TCPConnection, gateway: Gateway, mode: Mode) {
+        self.connection = connection
+        self.gateway = gateway
+        self.mode = mode
+        let config = gateway.config
+        decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes)
+        state = WebSocketSessionState(
+            now: connection.loop.nowMilliseconds,
+            pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
+            pingTimeoutMilliseconds: UInt64(config.pingTimeoutSeconds * 1000),
+            closeTimeoutMilliseconds: UInt64(config.lingerSeconds * 1000))
+        maxQueuedBytes = config.maxQueuedBytes
+        connection.highWaterBytes = config.maxQueuedBytes
+    }
+
+    /// Takes the connection over from HTTP; `remainder` is what the client sent after its upgrade request.
+    func start(remainder: [UInt8]) {
+        connection.delegate = self
+        connection.startReading()
+        if !remainder.isEmpty {
+            remainder.withUnsafeBytes { received($0) }
+        }
+    }
+
+    // MARK: TCPConnectionDelegate
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        received(bytes)
+    }
+
+    func connectionDidReadEOF(_ connection: TCPConnection) {
+        // A peer that half-closes without a close frame gets nothing more.
+        connection.close()
+    }
+
+    func connectionDidDrain(_ connection: TCPConnection) {
+        for subscription in subscriptions.values {
+            subscription.flushConflated()
+        }
+    }
+
+    func connectionDidClose(_ connection: TCPConnection) {
+        for subscription in subscriptions.values {
+            gateway.hub.unsubscribe(subscription)
+        }
+        subscriptions.removeAll()
+        gateway.sessionDidClose(connection)
+    }
+
+    // MARK: Receiving
+
+    private func received(_ bytes: UnsafeRawBufferPointer) {
+        state.heard(now: connection.loop.nowMilliseconds)
+        let (messages, error) = decoder.decode(bytes)
+        for message in messages {
+            handle(message)
+            if connection.state != .open { return }
+        }
+        if let error {
+            gateway.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])
+            // Failing the connection (RFC 6455 section 7.1.7): the close frame, then the socket.
+            close(code: error.closeCode, reason: error.reason)
+            connection.closeAfterFlush()
+        }
+    }
+
+    private func handle(_ message: WebSocketMessage) {
+        switch message {
+        case .text(let text):
+            if mode == .echo {
+                write(WebSocketEncoder.text(text))
+            } else if !state.closeSent {
+                perform(ClientMessage.decode(Array(text.utf8)))
+            }
+        case .binary(let bytes):
+            if mode == .echo {
+                write(WebSocketEncoder.frame(.binary, payload: bytes))
+            } else {
+                sendError(ClientMessage.Problem("bad_message", "binary messages are not part of receptionist.v1; send JSON text"))
+            }
+        case .ping(let payload):
+            write(WebSocketEncoder.frame(.pong, payload: payload))
+        case .pong:
+            break
+        case .close(let code, _):
+            if state.sendingClose(now: connection.loop.nowMilliseconds) {
+                // Echo the peer's status code, as RFC 6455 section 5.5.1 asks.
+                if let code {
+                    connection.write(WebSocketEncoder.close(code: code, reason: ""))
+                } else {
+                    connection.write(WebSocketEncoder.frame(.close, payload: []))
+                }
+            }
+            connection.closeAfterFlush()
+        }
+    }
+
+    private func perform(_ decoded: Result<ClientMessage, ClientMessage.Problem>) {
+        switch decoded {
+        case .failure(let problem):
+            sendError(problem)
+        case .success(.subscribe(let target, let since)):
+            guard subscriptions[target] == nil else {
+                return sendError(ClientMessage.Problem("already_subscribed", "this connection already subscribes to \(target)"))
+            }
+            switch gateway.hub.subscribe(self, to: target, since: since) {
+            case .success(let subscription): subscriptions[target] = subscription
+            case .failure(let problem): sendError(problem)
+            }
+        case .success(.unsubscribe(let target)):
+            guard let subscription = subscriptions.removeValue(forKey: target) else {
+                return sendError(ClientMessage.Problem("not_subscribed", "this connection does not subscribe to \(target)"))
+            }
+            gateway.hub.unsubscribe(subscription)
+            write(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))
+        }
+    }
+
+    // MARK: Sending
+
+    private func write(_ bytes: [UInt8]) {
+        guard !state.closeSent else { return }
+        connection.write(bytes)
+    }
+
+    private func sendError(_ problem: ClientMessage.Problem) {
+        write(WebSocketEncoder.frame(.text, payload: PushEncoder.error(problem)))
+    }
+
+    /// Sends our close frame once; the peer's answer or the close timeout ends the connection.
+    func close(code: UInt16, reason: String) {
+        guard connection.state == .open, state.sendingClose(now: connection.loop.nowMilliseconds) else { return }
+        connection.write(WebSocketEncoder.close(code: code, reason: reason))
+    }
+
+    // MARK: PushSink
+
+    var isOverLimit: Bool { connection.queuedBytes > maxQueuedBytes }
+
+    func send(_ event: PushEvent) {
+        guard !state.closeSent else { return }
+        connection.write(event.webSocketFrame)
+    }
+
+    func slowConsumer(_ subscription: Subscription) {
+        gateway.logger.debug("slow consumer closed", metadata: ["target": "\(subscription.target)", "queued": "\(connection.queuedBytes)"])
+        close(code: WebSocketCloseCode.policyViolation, reason: "slow consumer")
+    }
+
+    // MARK: GatewaySession
+
+    func drain() {
+        close(code: WebSocketCloseCode.goingAway, reason: "going away")
+    }
+
+    func sweep(now: UInt64) {
+        guard connection.state == .open else {
+            if connection.state == .lingering, let since = connection.lingeringSince,
+               now &- since >= UInt64(gateway.config.lingerSeconds * 1000) {
+                connection.close()
+            }
+            return
+        }
+        switch state.tick(now: now) {
+        case .none: break
+        case .ping: connection.write(WebSocketEncoder.frame(.ping, payload: []))
+        case .abort: connection.close()
+        }
+    }
+}

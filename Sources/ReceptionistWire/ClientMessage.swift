@@ -1,0 +1,55 @@
+import ReceptionistJSON
+
+/// A message a subscriber sends over WebSocket (`docs/PROTOCOL.md`). A pure codec: text in, value out.
+public enum ClientMessage: Sendable, Equatable {
+    case subscribe(StreamTarget, since: UInt64?)
+    case unsubscribe(StreamTarget)
+
+    /// Why a message could not be understood; answered with an `error` message, never a close.
+    public struct Problem: Error, Sendable, Equatable {
+        /// The protocol's error code, such as `bad_message` or `unknown_type`.
+        public let code: String
+        public let message: String
+
+        public init(_ code: String, _ message: String) {
+            self.code = code
+            self.message = message
+        }
+    }
+
+    /// Decodes one text message (already valid UTF-8).
+    public static func decode(_ text: [UInt8]) -> Result<ClientMessage, Problem> {
+        let value: JSONValue
+        do {
+            value = try JSONParser.parse(text)
+        } catch {
+            return .failure(Problem("bad_message", "not JSON: \(error)"))
+        }
+        guard value.objectValue != nil else { return .failure(Problem("bad_message", "a message is a JSON object")) }
+        guard let type = value["type"]?.stringValue else {
+            return .failure(Problem("bad_message", "a message needs a string \"type\""))
+        }
+        switch type {
+        case "subscribe", "unsubscribe":
+            break
+        default:
+            return .failure(Problem("unknown_type", "unknown type '\(type)'; use subscribe or unsubscribe"))
+        }
+        let target: StreamTarget
+        switch (value["store"], value["topic"]) {
+        case (.string(let store)?, nil): target = .store(store)
+        case (nil, .string(let topic)?): target = .topic(topic)
+        default:
+            return .failure(Problem("bad_message", "name exactly one of \"store\" or \"topic\", as a string"))
+        }
+        if type == "unsubscribe" { return .success(.unsubscribe(target)) }
+        var since: UInt64?
+        if let raw = value["since"], raw != .null {
+            guard let number = raw.numberValue, number >= 0, number <= 9_007_199_254_740_991, number.rounded() == number else {
+                return .failure(Problem("bad_message", "\"since\" must be a whole number at least 0"))
+            }
+            since = UInt64(number)
+        }
+        return .success(.subscribe(target, since: since))
+    }
+}

@@ -1,0 +1,26 @@
+/// Server-Sent Events framing (the HTML standard's `text/event-stream`). Pure.
+public enum SSEEncoder {
+    /// One event. `data` must hold no line breaks (compact JSON never does); `id` is omitted when nil.
+    public static func event(_ name: String, id: UInt64?, data: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(data.count + name.utf8.count + 32)
+        out += "event: ".utf8
+        out += name.utf8
+        if let id {
+            out += "\nid: ".utf8
+            out += String(id).utf8
+        }
+        out += "\ndata: ".utf8
+        out += data
+        out += "\n\n".utf8
+        return out
+    }
+
+    /// A comment line, which keeps proxies and clients from timing the stream out.
+    public static let heartbeat: [UInt8] = Array(": heartbeat\n\n".utf8)
+
+    /// Tells `EventSource` how long to wait before reconnecting.
+    public static func retry(milliseconds: Int) -> [UInt8] {
+        Array("retry: \(milliseconds)\n\n".utf8)
+    }
+}
