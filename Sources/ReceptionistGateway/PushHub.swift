@@ -97,7 +97,7 @@ final class PushHub {
         let subscription = Subscription(target: .topic(topic.name), sink: sink, position: 0)
         // A number past the topic's last one belongs to an earlier life of the topic: not resumable.
         if let since, since <= topic.seq {
-            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: since, resumed: true)))
+            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: topic.seq, resumed: true)))
             subscription.advance(to: since)
             let (gap, events) = topic.replay(after: since)
             if let gap {

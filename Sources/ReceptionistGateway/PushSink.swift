@@ -4,7 +4,7 @@ import ReceptionistLoop
 ///
 /// Loop thread only.
 protocol PushSink: AnyObject {
-    /// Whether the connection's outbound queue is past `--max-queued-bytes`.
+    /// Whether the bytes the kernel has refused on this connection are past `--max-queued-bytes`.
     var isOverLimit: Bool { get }
     /// Queues a shared event in this transport's framing.
     func send(_ event: PushEvent)

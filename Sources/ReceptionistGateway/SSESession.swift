@@ -28,7 +28,6 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
     func start(_ target: StreamTarget, since: UInt64?, date: String) {
         connection.delegate = self
         connection.write(Self.head(date: date))
-        connection.write(SSEEncoder.retry(milliseconds: 1000))
         if case .success(let subscription) = gateway.hub.subscribe(self, to: target, since: since) {
             self.subscription = subscription
         } else {
@@ -61,7 +60,7 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     // MARK: PushSink
 
-    var isOverLimit: Bool { connection.queuedBytes > maxQueuedBytes }
+    var isOverLimit: Bool { connection.backlogBytes > maxQueuedBytes }
 
     func send(_ event: PushEvent) {
         connection.write(event.sseEvent)

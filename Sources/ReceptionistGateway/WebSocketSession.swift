@@ -84,7 +84,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
         if let error {
             gateway.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])
             // Failing the connection (RFC 6455 section 7.1.7): the close frame, then the socket.
-            close(code: error.closeCode, reason: error.reason)
+            close(code: error.closeCode, reason: Self.reason(for: error))
             connection.closeAfterFlush()
         }
     }
@@ -141,6 +141,16 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
         }
     }
 
+    /// The close reason `docs/PROTOCOL.md` documents for each code.
+    static func reason(for error: WebSocketError) -> String {
+        switch error.closeCode {
+        case WebSocketCloseCode.protocolError: "protocol error: \(error.reason)"
+        case WebSocketCloseCode.invalidPayload: "invalid UTF-8"
+        case WebSocketCloseCode.messageTooBig: "message too big"
+        default: error.reason
+        }
+    }
+
     // MARK: Sending
 
     private func write(_ bytes: [UInt8]) {
@@ -160,7 +170,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     // MARK: PushSink
 
-    var isOverLimit: Bool { connection.queuedBytes > maxQueuedBytes }
+    var isOverLimit: Bool { connection.backlogBytes > maxQueuedBytes }
 
     func send(_ event: PushEvent) {
         guard !state.closeSent else { return }

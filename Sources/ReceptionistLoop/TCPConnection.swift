@@ -44,8 +44,16 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// The peer sent EOF: nothing is left to read out before closing.
     private var peerFinished = false
 
+    /// Bytes written since the last flush: they have not been offered to the kernel yet.
+    private var unflushedBytes = 0
+
     /// Bytes accepted by `write` and not yet handed to the kernel.
     public var queuedBytes: Int { pendingBytes + (inFlight?.byteCount ?? 0) }
+
+    /// Bytes the kernel has already refused: what is queued, less what was written since the last
+    /// flush. A slow-client policy looks at this, not `queuedBytes`, so a burst written within one
+    /// loop iteration (a replay, a batch) never counts against a client that reads promptly.
+    public var backlogBytes: Int { queuedBytes - unflushedBytes }
 
     var stream: UnsafeMutablePointer<uv_stream_t> { raw.assumingMemoryBound(to: uv_stream_t.self) }
     var tcp: UnsafeMutablePointer<uv_tcp_t> { raw.assumingMemoryBound(to: uv_tcp_t.self) }
@@ -117,6 +125,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         guard bytes.count > 0 else { return .queued }
         pending.append((bytes, 0))
         pendingBytes += bytes.count
+        unflushedBytes += bytes.count
         scheduleFlush()
         if queuedBytes > highWaterBytes {
             overHighWater = true
@@ -146,6 +155,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     func flush() {
         flushScheduled = false
+        unflushedBytes = 0
         guard state == .open else { return }
         if inFlight == nil && !pending.isEmpty {
             writePending()
@@ -239,6 +249,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         state = .closing
         pending.removeAll()
         pendingBytes = 0
+        unflushedBytes = 0
     }
 
     override func didClose() {

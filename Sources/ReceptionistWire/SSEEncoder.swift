@@ -18,9 +18,4 @@ public enum SSEEncoder {
 
     /// A comment line, which keeps proxies and clients from timing the stream out.
     public static let heartbeat: [UInt8] = Array(": heartbeat\n\n".utf8)
-
-    /// Tells `EventSource` how long to wait before reconnecting.
-    public static func retry(milliseconds: Int) -> [UInt8] {
-        Array("retry: \(milliseconds)\n\n".utf8)
-    }
 }
