@@ -1,5 +1,5 @@
-import Glibc
 import ReceptionistJSON
+import ReceptionistModel
 import ReceptionistWire
 
 /// A named stream of published messages with sequence numbers 1, 2, 3 … and a history ring.
@@ -35,7 +35,7 @@ final class Topic {
     /// Sequences `data`, keeps it in the history and hands it to every subscriber. Returns its number.
     func publish(_ data: JSONValue) -> UInt64 {
         seq += 1
-        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: Self.microsecondsSinceEpoch(), data: data)
+        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: Clock.microsecondsSinceEpoch(), data: data)
         let event = PushEvent(name: "message", id: seq, json: json)
         if historyLimit > 0 {
             if ring.count < historyLimit {
@@ -62,11 +62,5 @@ final class Topic {
             if event.id! > since { events.append(event) }
         }
         return (gap, events)
-    }
-
-    static func microsecondsSinceEpoch() -> UInt64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
     }
 }
