@@ -60,6 +60,7 @@ let package = Package(
             name: "receptionist-bench",
             dependencies: [
                 "ReceptionistGateway", "ReceptionistLoop", "ReceptionistModel", "ReceptionistSync", "ReceptionistJSON",
+                "ReceptionistWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

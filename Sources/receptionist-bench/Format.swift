@@ -9,6 +9,13 @@ enum Format {
         return Double(time.tv_sec) + Double(time.tv_nsec) / 1_000_000_000
     }
 
+    /// Wall-clock microseconds since the Unix epoch, the clock of the gateway's `publishedAt`.
+    static func wallMicroseconds() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1_000
+    }
+
     /// `1234567` → `1.23M`.
     static func count(_ value: Double) -> String {
         switch value {

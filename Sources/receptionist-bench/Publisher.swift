@@ -1,0 +1,140 @@
+import ReceptionistLoop
+
+/// Publishes to one topic at a fixed rate over a few keep-alive connections for a fixed time, with
+/// ~100-byte JSON bodies, and counts what the gateway acknowledged.
+///
+/// The schedule is absolute (message n is due at n / rate seconds), so a publisher that fell
+/// behind catches up rather than drifting; it never has more than `window` requests unanswered on
+/// one connection, so when the gateway cannot keep up the achieved rate says so.
+///
+/// Loop thread only.
+final class Publisher {
+    struct Summary {
+        let seconds: Double
+        let sent: Int
+        let created: Int
+        let errors: Int
+        let failedConnections: Int
+
+        var json: String {
+            #"{"mode":"publish","seconds":\#(Format.fixed(seconds, 3)),"sent":\#(sent),"created":\#(created),"#
+                + #""errors":\#(errors),"failed_connections":\#(failedConnections),"#
+                + #""published_per_s":\#(Format.fixed(Double(created) / max(seconds, 0.001), 1))}"#
+        }
+    }
+
+    private let loop: EventLoop
+    private let host: String
+    private let port: Int
+    private let rate: Double
+    private let duration: Double
+    private let connectionCount: Int
+    private let window: Int
+    private let request: SharedBytes
+
+    private var connections: [PublisherConnection] = []
+    private var pendingConnects = 0
+    private var failedConnections = 0
+    private var timer: LoopTimer?
+    private var startedAt = 0.0
+    private var sent = 0
+    private var created = 0
+    private var errors = 0
+    private var next = 0
+    private var stoppedAt: Double?
+    private var completion: ((Summary) -> Void)?
+
+    init(loop: EventLoop, host: String, port: Int, topic: String, rate: Double, duration: Double,
+         connections: Int, window: Int = 32) {
+        self.loop = loop
+        self.host = host
+        self.port = port
+        self.rate = rate
+        self.duration = duration
+        connectionCount = max(1, connections)
+        self.window = window
+        // Padding brings the body to about 100 bytes, a typical small notification.
+        let body = #"{"kind":"bench","text":""# + String(repeating: "x", count: 72) + #""}"#
+        request = SharedBytes(
+            "POST /api/topics/\(topic)/messages HTTP/1.1\r\nHost: \(host):\(port)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+    }
+
+    /// Connects, publishes for `duration` seconds, waits (at most 5 s) for the last answers, then
+    /// closes its connections and calls `completion`.
+    func start(completion: @escaping (Summary) -> Void) {
+        self.completion = completion
+        pendingConnects = connectionCount
+        for _ in 0..<connectionCount {
+            TCPConnector.connect(loop: loop, host: host, port: port) { [unowned self] result in
+                pendingConnects -= 1
+                switch result {
+                case .success(let connection):
+                    connections.append(PublisherConnection(connection: connection, publisher: self))
+                case .failure:
+                    failedConnections += 1
+                }
+                if pendingConnects == 0 { begin() }
+            }
+        }
+    }
+
+    private func begin() {
+        guard !connections.isEmpty else {
+            finish()
+            return
+        }
+        startedAt = Format.now()
+        let timer = LoopTimer(loop: loop) { [unowned self] in tick() }
+        self.timer = timer
+        timer.start(delayMilliseconds: 0, repeatMilliseconds: 1)
+    }
+
+    private func tick() {
+        let now = Format.now()
+        if let stoppedAt {
+            if outstanding == 0 || now - stoppedAt > 5 { finish() }
+            return
+        }
+        let elapsed = now - startedAt
+        let due = Int(min(elapsed, duration) * rate)
+        while sent < due, let connection = available() {
+            connection.send(request)
+            sent += 1
+        }
+        if elapsed >= duration { stoppedAt = now }
+    }
+
+    /// The next open connection, round-robin, with room in its window.
+    private func available() -> PublisherConnection? {
+        for _ in 0..<connections.count {
+            let connection = connections[next % connections.count]
+            next += 1
+            if connection.isOpen && connection.outstanding < window { return connection }
+        }
+        return nil
+    }
+
+    private var outstanding: Int { connections.reduce(0) { $0 + ($1.isOpen ? $1.outstanding : 0) } }
+
+    private func finish() {
+        guard let completion else { return }
+        self.completion = nil
+        timer?.close()
+        timer = nil
+        for connection in connections { connection.close() }
+        let seconds = min(duration, max(0, (stoppedAt ?? Format.now()) - startedAt))
+        connections = []
+        completion(Summary(seconds: seconds, sent: sent, created: created, errors: errors, failedConnections: failedConnections))
+    }
+
+    // MARK: Reports from connections
+
+    func didAnswer(created: Bool) {
+        if created { self.created += 1 } else { errors += 1 }
+    }
+
+    func didLose(_ connection: PublisherConnection, unanswered: Int) {
+        errors += unanswered
+    }
+}

@@ -1,0 +1,79 @@
+import ReceptionistLoop
+
+/// One keep-alive HTTP connection of the publisher: writes whole POSTs (pipelined up to the
+/// publisher's window) and counts the responses by their heads and Content-Length.
+///
+/// Loop thread only.
+final class PublisherConnection: TCPConnectionDelegate {
+    private unowned let publisher: Publisher
+    private let connection: TCPConnection
+    private var buffer: [UInt8] = []
+    /// Requests written and not yet answered.
+    private(set) var outstanding = 0
+    private(set) var isOpen = true
+
+    init(connection: TCPConnection, publisher: Publisher) {
+        self.connection = connection
+        self.publisher = publisher
+        connection.delegate = self
+        connection.startReading()
+    }
+
+    func send(_ request: SharedBytes) {
+        outstanding += 1
+        connection.write(request)
+    }
+
+    func close() {
+        isOpen = false
+        connection.close()
+    }
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        buffer.append(contentsOf: bytes)
+        var consumed = 0
+        while let (length, created) = Self.response(in: buffer, from: consumed) {
+            consumed += length
+            outstanding -= 1
+            publisher.didAnswer(created: created)
+        }
+        if consumed > 0 { buffer.removeFirst(consumed) }
+    }
+
+    func connectionDidReadEOF(_ connection: TCPConnection) {
+        lost()
+    }
+
+    func connectionDidDrain(_ connection: TCPConnection) {}
+
+    func connectionDidClose(_ connection: TCPConnection) {
+        lost()
+    }
+
+    private func lost() {
+        guard isOpen else { return }
+        isOpen = false
+        publisher.didLose(self, unanswered: outstanding)
+        connection.close()
+    }
+
+    /// The length of the complete response starting at `start`, and whether it was a 201, if it is all here.
+    private static func response(in bytes: [UInt8], from start: Int) -> (Int, Bool)? {
+        guard bytes.count - start >= 4 else { return nil }
+        var end: Int?
+        for i in start...(bytes.count - 4)
+        where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            end = i
+            break
+        }
+        guard let end else { return nil }
+        let head = String(decoding: bytes[start..<end], as: UTF8.self).lowercased()
+        var bodyLength = 0
+        for line in head.split(separator: "\r\n") where line.hasPrefix("content-length:") {
+            bodyLength = Int(line.dropFirst("content-length:".count).drop { $0 == " " }.prefix { $0.isNumber }) ?? 0
+        }
+        let total = end + 4 - start + bodyLength
+        guard bytes.count - start >= total else { return nil }
+        return (total, head.hasPrefix("http/1.1 201"))
+    }
+}

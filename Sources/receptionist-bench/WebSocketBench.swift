@@ -1,0 +1,76 @@
+import ArgumentParser
+import Glibc
+import ReceptionistLoop
+
+/// Opens many WebSocket subscribers to one topic of a running gateway and measures the fan-out:
+/// deliveries and the latency from publish (the gateway's `publishedAt`) to receipt.
+///
+/// Prints one JSON line when done, with the histogram's buckets so that a script can merge the
+/// lines of several client processes (one process cannot hold more than its descriptor limit).
+struct WebSocketBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ws",
+        abstract: "WebSocket fan-out: subscribers per process, deliveries per second and latency.")
+
+    @Option(help: "The gateway's WebSocket endpoint, ws://HOST:PORT/PATH.")
+    var url = "ws://127.0.0.1:8080/ws"
+
+    @Option(help: "Subscriber connections this process opens.")
+    var connections = 1000
+
+    @Option(help: "Comma-separated local addresses to bind the connections to, round-robin (e.g. 127.0.0.2,127.0.0.3).")
+    var sourceHosts = ""
+
+    @Option(help: "Topic to subscribe to (and publish to).")
+    var topic = "bench"
+
+    @Option(help: "Messages per second to publish from this process once all are subscribed; 0 publishes nothing.")
+    var publishRate = 0.0
+
+    @Option(help: "Keep-alive connections the publisher uses.")
+    var publishConnections = 4
+
+    @Option(help: "Seconds to run once all are subscribed (publishing, if asked); 0 runs until SIGINT or SIGTERM.")
+    var duration = 10.0
+
+    @Option(help: "Seconds to wait for the last deliveries after publishing stops.")
+    var grace = 1.0
+
+    @Option(help: "Seconds allowed for all connections to subscribe before the run goes on with those that did.")
+    var connectTimeout = 60.0
+
+    func validate() throws {
+        guard connections >= 0 else { throw ValidationError("--connections must not be negative") }
+        _ = try Self.parse(url: url)
+    }
+
+    /// Host, port and path of a `ws://` URL with a literal address.
+    static func parse(url: String) throws -> (host: String, port: Int, path: String) {
+        guard url.hasPrefix("ws://") else { throw ValidationError("only ws:// URLs are supported") }
+        let rest = url.dropFirst("ws://".count)
+        let authority = rest.prefix { $0 != "/" }
+        let path = rest.dropFirst(authority.count)
+        guard let colon = authority.lastIndex(of: ":"), let port = Int(authority[authority.index(after: colon)...])
+        else { throw ValidationError("the URL needs a port: \(url)") }
+        let host = authority[..<colon].trimmingCharacters(in: ["[", "]"])
+        return (host, port, path.isEmpty ? "/" : String(path))
+    }
+
+    func run() throws {
+        let (host, port, path) = try Self.parse(url: url)
+        let loop = try EventLoop()
+        let sources = sourceHosts.split(separator: ",").map { String($0) }
+        let run = FanOutRun(
+            loop: loop, host: host, port: port, path: path, sourceHosts: sources, connections: connections, topic: topic)
+        let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
+        try session.start()
+        loop.run()
+        print(session.summary)
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in set: Set<Character>) -> String {
+        String(drop { set.contains($0) }.reversed().drop { set.contains($0) }.reversed())
+    }
+}
