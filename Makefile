@@ -7,7 +7,7 @@ PORT ?= 8080
 # Every test run is bounded; a hang fails instead of stalling CI.
 TEST_TIMEOUT ?= 1200
 
-.PHONY: all build release run test unit-test tsan-test e2e-test bench bench-http bench-model clean
+.PHONY: all build release run test unit-test tsan-test e2e-test bench bench-http bench-model bench-ws clean
 
 all: build
 
@@ -46,7 +46,7 @@ e2e-test: $(VENV)/.installed
 	$(SWIFT) build --product receptionist
 	RECEPTIONIST_BIN=.build/debug/receptionist timeout $(TEST_TIMEOUT) $(PYTHON) -m pytest Tests/e2e
 
-bench: bench-model bench-http
+bench: bench-model bench-http bench-ws
 
 bench-model:
 	@scripts/install-deps.sh build
@@ -57,6 +57,12 @@ bench-http:
 	@scripts/install-deps.sh bench
 	$(SWIFT) build -c release --product receptionist
 	bench/http.sh
+
+bench-ws:
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	$(SWIFT) build -c release --product receptionist-bench
+	bench/ws.sh
 
 clean:
 	rm -rf .build .build-tsan $(VENV)
