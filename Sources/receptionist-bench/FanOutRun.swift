@@ -34,6 +34,7 @@ final class FanOutRun {
     private var opening = 0
     private var clients: [FanOutClient] = []
     private var stopped = false
+    private var isOpening = false
 
     init(loop: EventLoop, host: String, port: Int, path: String, sourceHosts: [String], connections: Int,
          topic: String, maxOpening: Int = 256) {
@@ -63,6 +64,11 @@ final class FanOutRun {
     }
 
     private func openMore() {
+        // A connect that fails at once reports back into here; the outer loop carries on instead,
+        // so that a run of immediate failures cannot nest one call per connection.
+        guard !isOpening else { return }
+        isOpening = true
+        defer { isOpening = false }
         while !stopped && started < target && opening < maxOpening {
             let source = sourceHosts.isEmpty ? nil : sourceHosts[started % sourceHosts.count]
             started += 1
