@@ -1,5 +1,6 @@
 import ReceptionistLoop
 import ReceptionistWire
+import ReceptionistModel
 
 /// One WebSocket subscriber: the opening handshake, one topic subscription, then every server
 /// frame decoded and each `message` timed against its `publishedAt`.
@@ -113,7 +114,7 @@ final class FanOutClient: TCPConnectionDelegate {
     private func readFrames(_ bytes: UnsafeRawBufferPointer) {
         let (messages, error) = decoder.decode(bytes)
         // One clock read per socket read: every frame in it arrived at the same moment.
-        let now = Format.wallMicroseconds()
+        let now = Int64(Clock.microsecondsSinceEpoch())
         for message in messages {
             switch message {
             case .text(var text):

@@ -1,21 +1,5 @@
-import Glibc
-
-/// Number formatting and the clock for benchmark tables.
+/// Number formatting for benchmark tables.
 enum Format {
-    /// Monotonic seconds.
-    static func now() -> Double {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return Double(time.tv_sec) + Double(time.tv_nsec) / 1_000_000_000
-    }
-
-    /// Wall-clock microseconds since the Unix epoch, the clock of the gateway's `publishedAt`.
-    static func wallMicroseconds() -> Int64 {
-        var time = timespec()
-        clock_gettime(CLOCK_REALTIME, &time)
-        return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1_000
-    }
-
     /// `1234567` → `1.23M`.
     static func count(_ value: Double) -> String {
         switch value {

@@ -79,7 +79,7 @@ struct ModelBench: ParsableCommand {
         }
         let stop = PThreadLock(false)
         let committed = PThreadLock(0)
-        let start = Format.now()
+        let start = Clock.monotonicSeconds()
         let workers = (0..<threads).map { t in
             WorkerThread.start { [models] in
                 var i = 0
@@ -99,14 +99,14 @@ struct ModelBench: ParsableCommand {
             }
         }
         let deadline = start + seconds
-        while Format.now() < deadline { usleep(10_000) }
+        while Clock.monotonicSeconds() < deadline { usleep(10_000) }
         stop.withLock { $0 = true }
         for worker in workers { worker.join() }
-        let elapsed = Format.now() - start
+        let elapsed = Clock.monotonicSeconds() - start
         let finalVersion = store.version
         // Bounded wait for the loop to apply the last delivery.
-        let settleBy = Format.now() + 30
-        while applied.version < finalVersion && Format.now() < settleBy { usleep(1_000) }
+        let settleBy = Clock.monotonicSeconds() + 30
+        while applied.version < finalVersion && Clock.monotonicSeconds() < settleBy { usleep(1_000) }
         guard applied.version == finalVersion else {
             throw ValidationError("the receptionist did not deliver version \(finalVersion) (reached \(applied.version))")
         }

@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistModel
 
 /// Publishes to one topic at a fixed rate over a few keep-alive connections for a fixed time, with
 /// ~100-byte JSON bodies, and counts what the gateway acknowledged.
@@ -84,14 +85,14 @@ final class Publisher {
             finish()
             return
         }
-        startedAt = Format.now()
+        startedAt = Clock.monotonicSeconds()
         let timer = LoopTimer(loop: loop) { [unowned self] in tick() }
         self.timer = timer
         timer.start(delayMilliseconds: 0, repeatMilliseconds: 1)
     }
 
     private func tick() {
-        let now = Format.now()
+        let now = Clock.monotonicSeconds()
         if let stoppedAt {
             if outstanding == 0 || now - stoppedAt > 5 { finish() }
             return
@@ -123,7 +124,7 @@ final class Publisher {
         timer?.close()
         timer = nil
         for connection in connections { connection.close() }
-        let seconds = min(duration, max(0, (stoppedAt ?? Format.now()) - startedAt))
+        let seconds = min(duration, max(0, (stoppedAt ?? Clock.monotonicSeconds()) - startedAt))
         connections = []
         completion(Summary(seconds: seconds, sent: sent, created: created, errors: errors, failedConnections: failedConnections))
     }

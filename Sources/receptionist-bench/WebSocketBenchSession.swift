@@ -1,5 +1,6 @@
 import Glibc
 import ReceptionistLoop
+import ReceptionistModel
 
 /// The timeline of one `ws` process on its loop: subscribe everyone, optionally publish for the
 /// duration, wait out the grace period, then close everything so the loop returns.
@@ -37,7 +38,7 @@ final class WebSocketBenchSession {
             watcher.setKeepsLoopAlive(false)
             signals.append(watcher)
         }
-        startedAt = Format.now()
+        startedAt = Clock.monotonicSeconds()
         let timer = LoopTimer(loop: loop) { [unowned self] in
             report("subscribe timed out with \(run.subscribed) of \(run.target)")
             settled()
@@ -51,7 +52,7 @@ final class WebSocketBenchSession {
     private func settled() {
         guard timer != nil, !finished else { return }
         run.onSettled = nil
-        subscribeSeconds = Format.now() - startedAt
+        subscribeSeconds = Clock.monotonicSeconds() - startedAt
         timer?.close()
         timer = nil
         report("subscribed \(run.subscribed) of \(run.target) in \(Format.fixed(subscribeSeconds, 2)) s")
