@@ -16,30 +16,14 @@ for tool in wrk nginx taskset curl; do
 done
 nginx_bin=$(command -v nginx || echo /usr/sbin/nginx)
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. bench/common.sh
 
 # The same public directory for both servers: the viewer plus a 4 KiB file.
 mkdir -p "$work/public"
 cp -r Public/. "$work/public/"
 head -c 4096 /dev/urandom > "$work/public/4k.bin"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-wait_ready() {
-  for _ in $(seq 1 100); do
-    curl -fsS -o /dev/null "$1" 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "server at $1 did not come up" >&2
-  return 1
-}
 
 rport=$(free_port)
 taskset -c 0 "$binary" serve --host 127.0.0.1 --port "$rport" --public "$work/public" --log-level warning \

@@ -25,17 +25,9 @@ for tool in taskset curl python3 getconf; do
   command -v "$tool" >/dev/null || { echo "missing $tool (make bench-ws installs it)" >&2; exit 1; }
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+. bench/common.sh
 
 clock_ticks=$(getconf CLK_TCK)
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Stops a process we started: SIGTERM, then at most 20 s before SIGKILL.
 stop_process() {
