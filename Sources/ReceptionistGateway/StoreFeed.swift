@@ -16,12 +16,9 @@ final class StoreFeed {
     private var subscriptions: [ObjectIdentifier: Subscription] = [:]
     /// The last snapshot sent, reused while the version stands (reconnect storms ask for the same one).
     private var cachedSnapshot: (version: UInt64, reset: Bool, json: [UInt8])?
-    /// The newest version the receptionist has delivered to the loop.
-    private(set) var deliveredVersion: UInt64
 
     init(store: ModelStore, loop: EventLoop, context: LoopExecutionContext) {
         self.store = store
-        deliveredVersion = store.version
         let feed = LoopBound(WeakFeed(self), loop: loop)
         receptionist = Receptionist(store: store, policy: .each, target: context) { delivery in
             feed.value.feed?.deliver(delivery)
@@ -31,8 +28,6 @@ final class StoreFeed {
     deinit {
         receptionist?.cancel()
     }
-
-    var subscriberCount: Int { subscriptions.count }
 
     func add(_ subscription: Subscription) {
         subscriptions[ObjectIdentifier(subscription)] = subscription
@@ -55,9 +50,8 @@ final class StoreFeed {
     }
 
     private func deliver(_ delivery: Receptionist.Delivery) {
+        guard !subscriptions.isEmpty else { return }
         for changeSet in delivery.changeSets {
-            deliveredVersion = changeSet.version
-            guard !subscriptions.isEmpty else { continue }
             let event = PushEvent.changes(changeSet)
             for subscription in subscriptions.values {
                 subscription.deliver(event)

@@ -18,8 +18,6 @@ final class Subscription {
     private(set) var position: UInt64
     private var conflation: CoalescingBuffer?
     private var conflatedFrom: UInt64 = 0
-    /// Change sets folded into conflated deliveries, for the metrics.
-    private(set) var conflatedChangeSets = 0
 
     init(target: StreamTarget, sink: any PushSink, position: UInt64) {
         self.target = target
@@ -34,17 +32,18 @@ final class Subscription {
 
     func deliver(_ event: PushEvent) {
         guard let id = event.id, id > position else { return }
-        if let changeSet = event.changeSet, conflation != nil || sink.isOverLimit {
-            if conflation == nil {
-                conflation = CoalescingBuffer()
-                conflatedFrom = position
+        let overLimit = sink.isOverLimit
+        if let changeSet = event.changeSet {
+            if conflation != nil || overLimit {
+                if conflation == nil {
+                    conflation = CoalescingBuffer()
+                    conflatedFrom = position
+                }
+                conflation!.absorb(changeSet)
+                position = id
+                return
             }
-            conflation!.absorb(changeSet)
-            conflatedChangeSets += 1
-            position = id
-            return
-        }
-        if event.changeSet == nil && sink.isOverLimit {
+        } else if overLimit {
             sink.slowConsumer(self)
             return
         }
