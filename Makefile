@@ -58,11 +58,18 @@ bench-http:
 	$(SWIFT) build -c release --product receptionist
 	bench/http.sh
 
-bench-ws:
+# The peers for bench-ws that PyPI carries (socketify, a binding over uWebSockets) live apart from the tests' venv.
+.venv-bench/.installed: bench/peers/requirements.txt
+	@scripts/install-deps.sh bench
+	python3 -m venv .venv-bench
+	.venv-bench/bin/pip install --quiet --disable-pip-version-check -r bench/peers/requirements.txt
+	touch $@
+
+bench-ws: .venv-bench/.installed
 	@scripts/install-deps.sh bench
 	$(SWIFT) build -c release --product receptionist
 	$(SWIFT) build -c release --product receptionist-bench
 	bench/ws.sh
 
 clean:
-	rm -rf .build .build-tsan $(VENV)
+	rm -rf .build .build-tsan $(VENV) .venv-bench

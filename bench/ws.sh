@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# WebSocket fan-out: one topic published over HTTP at a fixed rate and pushed to every subscriber,
-# measured from the gateway's `publishedAt` to the moment a subscriber reads the frame. The
-# gateway is pinned to CPU 0; subscribers and the publisher share CPU 1. Each scenario gets a fresh
-# gateway, so CPU time and memory are its own.
+# WebSocket fan-out, side by side: Receptionist, nchan (nginx, one process) and socketify
+# (uWebSockets) on the same workload in one run. One topic is published over HTTP at a fixed rate
+# and pushed to every subscriber; latency runs from the publisher's `sentAt` in each body to the
+# moment a subscriber reads the frame. Each server is pinned to CPU 0; subscribers and the
+# publisher share CPU 1. Each scenario gets a fresh server, so CPU time and memory are its own.
 #
 # A process may hold at most 20,000 descriptors, so large runs spread subscribers over several
 # client processes, each binding its sockets to its own loopback source addresses.
 #
-# Builds nothing: expects release builds of receptionist and receptionist-bench.
-# Usage: bench/ws.sh [seconds] [rate with 1,000 subscribers] [rate with 10,000] [idle connections]
+# Builds nothing: expects release builds of receptionist and receptionist-bench, nginx with nchan,
+# and socketify in $SOCKETIFY_PYTHON's environment (make bench-ws provides all of them).
+# Usage: bench/ws.sh [seconds] [rate with 1,000 subscribers] [rate with 10,000] [idle connections] [full rate]
+# The full-speed run asks for [full rate] messages per second (default 100,000), more than any of
+# the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
+# then sets the pace, and the published rate shows what each server accepts.
+# BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
+# BENCH_SCENARIOS="small large full idle" the scenarios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,9 +23,13 @@ seconds=${1:-10}
 rate_small=${2:-200}
 rate_large=${3:-20}
 idle=${4:-19000}
-server=.build/release/receptionist
+rate_full=${5:-100000}
+servers=${BENCH_SERVERS:-receptionist nchan socketify}
+scenarios=${BENCH_SCENARIOS:-small large full idle}
+socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
+receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
-for binary in "$server" "$bench"; do
+for binary in "$receptionist" "$bench"; do
   [ -x "$binary" ] || { echo "build first: swift build -c release --product $(basename "$binary")" >&2; exit 1; }
 done
 for tool in taskset curl python3 getconf; do
@@ -42,72 +53,101 @@ stop_process() {
   wait "$pid" 2>/dev/null || true
 }
 
+# Starts server `kind` pinned to CPU 0 and sets port, server_pid (to stop), measured_pid (for CPU
+# and memory), publish_path and dialect.
 start_server() {
+  local kind=$1 out
   port=$(free_port)
-  taskset -c 0 "$server" serve --host 127.0.0.1 --port "$port" --log-level warning --max-connections 19800 \
-    > "$work/server.$port.out" 2>&1 &
+  out="$work/$kind.$port.out"
+  case "$kind" in
+    receptionist)
+      taskset -c 0 "$receptionist" serve --host 127.0.0.1 --port "$port" --log-level warning \
+        --max-connections 19800 > "$out" 2>&1 &
+      publish_path="/api/topics/bench/messages" dialect=receptionist ;;
+    nchan)
+      local dir="$work/nchan.$port"
+      mkdir -p "$dir"
+      sed -e "s|@PORT@|$port|g" -e "s|@DIR@|$dir|g" bench/peers/nchan.conf > "$dir/nginx.conf"
+      taskset -c 0 "$(command -v nginx || echo /usr/sbin/nginx)" -c "$dir/nginx.conf" -p "$dir" > "$out" 2>&1 &
+      publish_path="/pub" dialect=raw ;;
+    socketify)
+      taskset -c 0 "$socketify_python" bench/peers/socketify_server.py "$port" > "$out" 2>&1 &
+      publish_path="/pub" dialect=raw ;;
+    *) echo "unknown server $kind" >&2; exit 2 ;;
+  esac
   server_pid=$!
   pids+=("$server_pid")
-  for _ in $(seq 1 100); do
-    curl -fsS -o /dev/null "http://127.0.0.1:$port/healthz" 2>/dev/null && return 0
+  # Any HTTP answer, even a 404, means the server is up.
+  local up=0
+  for _ in $(seq 1 200); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null && { up=1; break; }
     sleep 0.05
   done
-  echo "the gateway did not come up; its output:" >&2
-  cat "$work/server.$port.out" >&2
-  exit 1
+  if [ "$up" -ne 1 ]; then
+    echo "$kind did not come up; its output:" >&2
+    cat "$out" >&2
+    exit 1
+  fi
+  # nginx's master only supervises: CPU and memory are measured on its one worker, which is
+  # stopped with the master.
+  if [ "$kind" = nchan ]; then
+    measured_pid=$(pgrep -P "$server_pid" | head -n 1)
+  else
+    measured_pid=$server_pid
+  fi
 }
 
-# utime + stime of the gateway, in clock ticks (fields 14 and 15; its name has no spaces).
-server_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
-server_rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$server_pid/status"; }
+# utime + stime of the server, in clock ticks (fields 14 and 15 of stat, counted from the end of
+# its command name, which may hold spaces).
+server_ticks() { sed 's/.*) //' "/proc/$measured_pid/stat" | awk '{print $12 + $13}'; }
+server_rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$measured_pid/status"; }
 
-subscribers() {
-  curl -fsS "http://127.0.0.1:$port/api/topics" | python3 -c '
-import json, sys
-topics = [t for t in json.load(sys.stdin)["topics"] if t["name"] == sys.argv[1]]
-print(topics[0].get("subscribers", 0) if topics else 0)' "$1"
-}
-
-# Starts `count` subscribers to `topic` over `processes` client processes, each binding to two
-# source addresses of its own from 127.0.0.`first_address` on, and waits (at most 120 s) until
-# the gateway counts them all.
+# Starts `count` subscribers over `processes` client processes, each binding to two source
+# addresses of its own from 127.0.0.`first_address` on, and waits (at most 120 s) until each
+# process says it has subscribed all of its connections.
 clients=()
 start_clients() {
-  local topic=$1 count=$2 processes=$3 first_address=$4
+  local tag=$1 count=$2 processes=$3 first_address=$4
   clients=()
   local per=$(( (count + processes - 1) / processes )) left=$count
   for i in $(seq 0 $((processes - 1))); do
     local n=$(( left < per ? left : per ))
     left=$((left - n))
     local a=$((first_address + 2 * i))
-    taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$n" \
-      --source-hosts "127.0.0.$a,127.0.0.$((a + 1))" --topic "$topic" --duration 0 --connect-timeout 100 \
-      > "$work/$topic.$i.json" 2> "$work/$topic.$i.err" &
+    taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$n" --dialect "$dialect" \
+      --source-hosts "127.0.0.$a,127.0.0.$((a + 1))" --topic bench --duration 0 --connect-timeout 100 \
+      > "$work/$tag.$i.json" 2> "$work/$tag.$i.err" &
     clients+=($!)
     pids+=($!)
   done
   for _ in $(seq 1 1200); do
-    [ "$(subscribers "$topic")" -ge "$count" ] && return 0
+    local holding=0
+    for i in $(seq 0 $((processes - 1))); do
+      grep -q "holding" "$work/$tag.$i.err" 2>/dev/null && holding=$((holding + 1))
+    done
+    [ "$holding" -eq "$processes" ] && break
     sleep 0.1
   done
-  echo "only $(subscribers "$topic") of $count subscribed to $topic; client output:" >&2
-  cat "$work/$topic".*.err >&2
-  exit 1
+  local subscribed
+  subscribed=$(cat "$work/$tag".*.err | sed -n 's/.*subscribed \([0-9]*\) of.*/\1/p' | awk '{s += $1} END {print s + 0}')
+  if [ "$subscribed" -lt "$count" ]; then
+    echo "only $subscribed of $count subscribed ($tag); client output:" >&2
+    cat "$work/$tag".*.err >&2
+    exit 1
+  fi
 }
 
 stop_clients() {
   for pid in "${clients[@]}"; do stop_process "$pid"; done
 }
 
-stop_server() { stop_process "$server_pid"; }
-
 # Prints one table row from the client summaries, the publisher's summary and the CPU ticks.
 row() {
   python3 - "$@" <<'PY'
 import glob, json, sys
-scenario, topic, work, count, processes, ticks, clock = sys.argv[1:8]
-lines = [json.loads(open(p).read().strip().splitlines()[-1]) for p in sorted(glob.glob(f"{work}/{topic}.[0-9]*.json"))]
-publisher = json.load(open(f"{work}/{topic}.publish.json"))
+kind, tag, work, count, processes, ticks, clock = sys.argv[1:8]
+lines = [json.loads(open(p).read().strip().splitlines()[-1]) for p in sorted(glob.glob(f"{work}/{tag}.[0-9]*.json"))]
+publisher = json.load(open(f"{work}/{tag}.publish.json"))
 delivered = sum(l["delivered"] for l in lines)
 first = min((l["first_delivery_us"] for l in lines if l["delivered"]), default=0)
 last = max((l["last_delivery_us"] for l in lines if l["delivered"]), default=0)
@@ -122,53 +162,60 @@ def pct(f):
         seen += merged[k]
         if seen >= rank: return k / 1000
     return 0.0
-expected = publisher["created"] * int(count)
+expected = publisher["accepted"] * int(count)
 cpu = int(ticks) / int(clock)
 per_million = cpu / (delivered / 1e6) if delivered else float("nan")
-lost = expected - delivered
-print(f"| {scenario} | {int(count):,} | {processes} | {publisher['published_per_s']:.0f} | "
+print(f"| {kind} | {int(count):,} | {publisher['published_per_s']:.0f} | "
       f"{delivered / span if span > 0 else 0:,.0f} | {pct(0.5):.2f} | {pct(0.99):.2f} | {pct(0.999):.2f} | "
-      f"{per_million:.2f} | – | {delivered:,} of {expected:,} |")
+      f"{per_million:.2f} | {delivered:,} of {expected:,} |")
 PY
 }
 
 fanout() {
-  local scenario=$1 topic=$2 count=$3 processes=$4 rate=$5 first_address=$6
-  start_server
-  start_clients "$topic" "$count" "$processes" "$first_address"
+  local kind=$1 count=$2 processes=$3 rate=$4 first_address=$5 tag="$1.$2.$4"
+  start_server "$kind"
+  start_clients "$tag" "$count" "$processes" "$first_address"
   local before after
   before=$(server_ticks)
-  taskset -c 1 timeout $((seconds + 30)) "$bench" publish --port "$port" --topic "$topic" --rate "$rate" \
-    --duration "$seconds" > "$work/$topic.publish.json"
+  taskset -c 1 timeout $((seconds + 30)) "$bench" publish --port "$port" --path "$publish_path" --rate "$rate" \
+    --duration "$seconds" > "$work/$tag.publish.json"
   sleep 1  # the last deliveries
   after=$(server_ticks)
   stop_clients
-  stop_server
-  row "$scenario" "$topic" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
+  stop_process "$server_pid"
+  row "$kind" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
 }
 
 idle_memory() {
-  local count=$1 processes=$2 first_address=$3
-  start_server
+  local kind=$1 count=$2 processes=$3 first_address=$4
+  start_server "$kind"
   sleep 1
   local before after
   before=$(server_rss_kib)
-  start_clients idle "$count" "$processes" "$first_address"
-  sleep 2  # let the gateway settle after the burst of handshakes
+  start_clients "$kind.idle" "$count" "$processes" "$first_address"
+  sleep 2  # let the server settle after the burst of handshakes
   after=$(server_rss_kib)
   stop_clients
-  stop_server
+  stop_process "$server_pid"
   python3 -c "
 import sys
 count, before, after = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
-print(f'| idle, subscribed | {count:,} | {sys.argv[4]} | – | – | – | – | – | – | {(after - before) * 1024 / count / 1024:.2f} ({before / 1024:.0f} → {after / 1024:.0f} MiB) | – |')
-" "$count" "$before" "$after" "$processes"
+print(f'| {sys.argv[4]} | {count:,} | {(after - before) * 1024 / count:,.0f} | {before / 1024:.0f} → {after / 1024:.0f} MiB |')
+" "$count" "$before" "$after" "$kind"
 }
 
-echo "WebSocket fan-out: gateway pinned to CPU 0, subscribers and publisher on CPU 1; ${seconds} s of publishing per run"
+has() { case " $scenarios " in *" $1 "*) return 0 ;; esac; return 1; }
+
+echo "WebSocket fan-out: each server pinned to CPU 0, subscribers and publisher on CPU 1; ${seconds} s of publishing per run"
 echo
-echo "| scenario | subscribers | client processes | published msg/s | delivered msg/s | p50 ms | p99 ms | p999 ms | gateway CPU-s per 1M delivered | gateway KiB per idle connection (RSS) | delivered of expected |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-fanout "fan-out" small 1000 1 "$rate_small" 2
-fanout "fan-out" large 10000 2 "$rate_large" 10
-idle_memory "$idle" 4 20
+echo "| server | subscribers | published msg/s | delivered msg/s | p50 ms | p99 ms | p999 ms | server CPU-s per 1M delivered | delivered of expected |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+if has small; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_small" 2; done; fi
+if has large; then for kind in $servers; do fanout "$kind" 10000 2 "$rate_large" 10; done; fi
+if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2; done; fi
+if has idle; then
+  echo
+  echo "| server | idle subscribed connections | server bytes of RSS per connection | RSS before → after |"
+  echo "|---|---:|---:|---|"
+  for kind in $servers; do idle_memory "$kind" "$idle" 4 20; done
+fi

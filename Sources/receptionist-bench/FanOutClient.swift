@@ -3,7 +3,7 @@ import ReceptionistWire
 import ReceptionistModel
 
 /// One WebSocket subscriber: the opening handshake, one topic subscription, then every server
-/// frame decoded and each `message` timed against its `publishedAt`.
+/// frame decoded and each one that carries a publisher's `sentAt` timed against it.
 ///
 /// Loop thread only.
 final class FanOutClient: TCPConnectionDelegate {
@@ -35,7 +35,7 @@ final class FanOutClient: TCPConnectionDelegate {
             Array(
                 ("GET \(run.path) HTTP/1.1\r\nHost: \(run.host):\(run.port)\r\nUpgrade: websocket\r\n"
                     + "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
-                    + "Sec-WebSocket-Protocol: receptionist.v1\r\n\r\n").utf8))
+                    + (run.subprotocol.map { "Sec-WebSocket-Protocol: \($0)\r\n" } ?? "") + "\r\n").utf8))
     }
 
     /// The run is over: close without counting it as a failure.
@@ -91,9 +91,14 @@ final class FanOutClient: TCPConnectionDelegate {
         }
         let rest = Array(head[(end + 4)...])
         head = []
-        stage = .subscribing
         run.clientDidConnect()
-        connection.write(WebSocketEncoder.text(run.subscribeMessage, maskKey: .random(in: .min ... .max)))
+        if let message = run.subscribeMessage {
+            stage = .subscribing
+            connection.write(WebSocketEncoder.text(message, maskKey: .random(in: .min ... .max)))
+        } else {
+            stage = .subscribed
+            run.clientDidSubscribe()
+        }
         if !rest.isEmpty {
             rest.withUnsafeBytes { readFrames($0) }
         }
@@ -133,18 +138,15 @@ final class FanOutClient: TCPConnectionDelegate {
         }
     }
 
-    private static let messagePrefix = Array(#"{"type":"message""#.utf8)
     private static let subscribedPrefix = Array(#"{"type":"subscribed""#.utf8)
-    private static let publishedAtKey = Array(#""publishedAt":"#.utf8)
+    private static let sentAtKey = Array(#""sentAt":"#.utf8)
 
     /// A byte scan instead of a JSON parse: the client must stay cheaper than the server it measures.
+    /// Any frame with the publisher's `sentAt` is a delivery: Receptionist's `message` carries the
+    /// body as `data`, and the peers send the body itself.
     private func handle(_ text: UnsafeBufferPointer<UInt8>, now: Int64) {
-        if Self.hasPrefix(text, Self.messagePrefix) {
-            guard let publishedAt = Self.number(after: Self.publishedAtKey, in: text) else {
-                fail("a message without publishedAt")
-                return
-            }
-            run.record(latency: now - publishedAt, at: now)
+        if let sentAt = Self.number(after: Self.sentAtKey, in: text) {
+            run.record(latency: now - sentAt, at: now)
         } else if stage == .subscribing && Self.hasPrefix(text, Self.subscribedPrefix) {
             stage = .subscribed
             run.clientDidSubscribe()

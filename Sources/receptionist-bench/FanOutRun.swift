@@ -11,7 +11,10 @@ final class FanOutRun {
     let path: String
     let sourceHosts: [String]
     let target: Int
-    let subscribeMessage: String
+    /// The message that subscribes, or nil where the URL itself subscribes.
+    let subscribeMessage: String?
+    /// The subprotocol offered in the handshake, if any.
+    let subprotocol: String?
     let maxMessageBytes = 64 * 1024
     /// Connections between connect and subscribed at any time: enough to keep the server's accept
     /// queue busy, few enough to stay inside its listen backlog.
@@ -37,7 +40,7 @@ final class FanOutRun {
     private var isOpening = false
 
     init(loop: EventLoop, host: String, port: Int, path: String, sourceHosts: [String], connections: Int,
-         topic: String, maxOpening: Int = 256) {
+         topic: String, dialect: Dialect, maxOpening: Int = 256) {
         self.loop = loop
         self.host = host
         self.port = port
@@ -45,7 +48,14 @@ final class FanOutRun {
         self.sourceHosts = sourceHosts
         self.target = connections
         self.maxOpening = maxOpening
-        subscribeMessage = #"{"type":"subscribe","topic":""# + topic + #""}"#
+        switch dialect {
+        case .receptionist:
+            subscribeMessage = #"{"type":"subscribe","topic":""# + topic + #""}"#
+            subprotocol = "receptionist.v1"
+        case .raw:
+            subscribeMessage = nil
+            subprotocol = nil
+        }
         clients.reserveCapacity(connections)
     }
 

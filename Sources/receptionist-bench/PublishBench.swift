@@ -18,6 +18,9 @@ struct PublishBench: ParsableCommand {
     @Option(help: "Topic to publish to.")
     var topic = "bench"
 
+    @Option(help: "Path to POST to; default /api/topics/TOPIC/messages (a peer's publish endpoint otherwise).")
+    var path = ""
+
     @Option(help: "Messages per second.")
     var rate = 100.0
 
@@ -34,7 +37,7 @@ struct PublishBench: ParsableCommand {
     func run() throws {
         let loop = try EventLoop()
         let publisher = Publisher(
-            loop: loop, host: host, port: port, topic: topic, rate: rate, duration: duration, connections: connections)
+            loop: loop, host: host, port: port, path: Publisher.path(path, topic: topic), rate: rate, duration: duration, connections: connections)
         let result = PublishResult()
         publisher.start { summary in
             result.summary = summary

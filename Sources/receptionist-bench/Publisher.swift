@@ -2,7 +2,8 @@ import ReceptionistLoop
 import ReceptionistModel
 
 /// Publishes to one topic at a fixed rate over a few keep-alive connections for a fixed time, with
-/// ~100-byte JSON bodies, and counts what the gateway acknowledged.
+/// ~100-byte JSON bodies that carry their send time (`sentAt`, wall-clock microseconds), and
+/// counts what the server acknowledged with a 2xx.
 ///
 /// The schedule is absolute (message n is due at n / rate seconds), so a publisher that fell
 /// behind catches up rather than drifting; it never has more than `window` requests unanswered on
@@ -13,14 +14,14 @@ final class Publisher {
     struct Summary {
         let seconds: Double
         let sent: Int
-        let created: Int
+        let accepted: Int
         let errors: Int
         let failedConnections: Int
 
         var json: String {
-            #"{"mode":"publish","seconds":\#(Format.fixed(seconds, 3)),"sent":\#(sent),"created":\#(created),"#
+            #"{"mode":"publish","seconds":\#(Format.fixed(seconds, 3)),"sent":\#(sent),"accepted":\#(accepted),"#
                 + #""errors":\#(errors),"failed_connections":\#(failedConnections),"#
-                + #""published_per_s":\#(Format.fixed(Double(created) / max(seconds, 0.001), 1))}"#
+                + #""published_per_s":\#(Format.fixed(Double(accepted) / max(seconds, 0.001), 1))}"#
         }
     }
 
@@ -31,7 +32,7 @@ final class Publisher {
     private let duration: Double
     private let connectionCount: Int
     private let window: Int
-    private let request: SharedBytes
+    private let head: String
 
     private var connections: [PublisherConnection] = []
     private var pendingConnects = 0
@@ -39,13 +40,13 @@ final class Publisher {
     private var timer: LoopTimer?
     private var startedAt = 0.0
     private var sent = 0
-    private var created = 0
+    private var accepted = 0
     private var errors = 0
     private var next = 0
     private var stoppedAt: Double?
     private var completion: ((Summary) -> Void)?
 
-    init(loop: EventLoop, host: String, port: Int, topic: String, rate: Double, duration: Double,
+    init(loop: EventLoop, host: String, port: Int, path: String, rate: Double, duration: Double,
          connections: Int, window: Int = 32) {
         self.loop = loop
         self.host = host
@@ -54,11 +55,18 @@ final class Publisher {
         self.duration = duration
         connectionCount = max(1, connections)
         self.window = window
-        // Padding brings the body to about 100 bytes, a typical small notification.
-        let body = #"{"kind":"bench","text":""# + String(repeating: "x", count: 72) + #""}"#
-        request = SharedBytes(
-            "POST /api/topics/\(topic)/messages HTTP/1.1\r\nHost: \(host):\(port)\r\n"
-                + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\n\r\n" + body)
+        head = "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+    }
+
+    /// `path`, or Receptionist's publish path for `topic` when it is empty.
+    static func path(_ path: String, topic: String) -> String {
+        path.isEmpty ? "/api/topics/\(topic)/messages" : path
+    }
+
+    /// One request, stamped now. Padding brings the body to about 100 bytes, a typical notification.
+    private func request() -> SharedBytes {
+        let body = #"{"sentAt":\#(Clock.microsecondsSinceEpoch()),"text":""# + String(repeating: "x", count: 64) + #""}"#
+        return SharedBytes(head + "Content-Length: \(body.utf8.count)\r\n\r\n" + body)
     }
 
     /// Connects, publishes for `duration` seconds, waits (at most 5 s) for the last answers, then
@@ -100,7 +108,7 @@ final class Publisher {
         let elapsed = now - startedAt
         let due = Int(min(elapsed, duration) * rate)
         while sent < due, let connection = available() {
-            connection.send(request)
+            connection.send(request())
             sent += 1
         }
         if elapsed >= duration { stoppedAt = now }
@@ -126,13 +134,13 @@ final class Publisher {
         for connection in connections { connection.close() }
         let seconds = min(duration, max(0, (stoppedAt ?? Clock.monotonicSeconds()) - startedAt))
         connections = []
-        completion(Summary(seconds: seconds, sent: sent, created: created, errors: errors, failedConnections: failedConnections))
+        completion(Summary(seconds: seconds, sent: sent, accepted: accepted, errors: errors, failedConnections: failedConnections))
     }
 
     // MARK: Reports from connections
 
-    func didAnswer(created: Bool) {
-        if created { self.created += 1 } else { errors += 1 }
+    func didAnswer(accepted: Bool) {
+        if accepted { self.accepted += 1 } else { errors += 1 }
     }
 
     func didLose(_ connection: PublisherConnection, unanswered: Int) {

@@ -32,10 +32,10 @@ final class PublisherConnection: TCPConnectionDelegate {
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
         buffer.append(contentsOf: bytes)
         var consumed = 0
-        while let (length, created) = Self.response(in: buffer, from: consumed) {
+        while let (length, accepted) = Self.response(in: buffer, from: consumed) {
             consumed += length
             outstanding -= 1
-            publisher.didAnswer(created: created)
+            publisher.didAnswer(accepted: accepted)
         }
         if consumed > 0 { buffer.removeFirst(consumed) }
     }
@@ -57,7 +57,7 @@ final class PublisherConnection: TCPConnectionDelegate {
         connection.close()
     }
 
-    /// The length of the complete response starting at `start`, and whether it was a 201, if it is all here.
+    /// The length of the complete response starting at `start`, and whether it was a 2xx, if it is all here.
     private static func response(in bytes: [UInt8], from start: Int) -> (Int, Bool)? {
         guard bytes.count - start >= 4 else { return nil }
         var end: Int?
@@ -74,6 +74,6 @@ final class PublisherConnection: TCPConnectionDelegate {
         }
         let total = end + 4 - start + bodyLength
         guard bytes.count - start >= total else { return nil }
-        return (total, head.hasPrefix("http/1.1 201"))
+        return (total, head.hasPrefix("http/1.1 2"))
     }
 }

@@ -3,7 +3,8 @@ import Glibc
 import ReceptionistLoop
 
 /// Opens many WebSocket subscribers to one topic of a running gateway and measures the fan-out:
-/// deliveries and the latency from publish (the gateway's `publishedAt`) to receipt.
+/// deliveries and the latency from publish (the publisher's `sentAt` in each body) to receipt.
+/// It speaks to Receptionist and, with `--dialect raw`, to peers such as nchan or uWebSockets.
 ///
 /// Prints one JSON line when done, with the histogram's buckets so that a script can merge the
 /// lines of several client processes (one process cannot hold more than its descriptor limit).
@@ -23,6 +24,12 @@ struct WebSocketBench: ParsableCommand {
 
     @Option(help: "Topic to subscribe to (and publish to).")
     var topic = "bench"
+
+    @Option(help: "How to subscribe: receptionist (subprotocol and subscribe message) or raw (the URL subscribes).")
+    var dialect = Dialect.receptionist
+
+    @Option(help: "Path the in-process publisher POSTs to; default /api/topics/TOPIC/messages.")
+    var publishPath = ""
 
     @Option(help: "Messages per second to publish from this process once all are subscribed; 0 publishes nothing.")
     var publishRate = 0.0
@@ -61,7 +68,8 @@ struct WebSocketBench: ParsableCommand {
         let loop = try EventLoop()
         let sources = sourceHosts.split(separator: ",").map { String($0) }
         let run = FanOutRun(
-            loop: loop, host: host, port: port, path: path, sourceHosts: sources, connections: connections, topic: topic)
+            loop: loop, host: host, port: port, path: path, sourceHosts: sources, connections: connections,
+            topic: topic, dialect: dialect)
         let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
         try session.start()
         loop.run()

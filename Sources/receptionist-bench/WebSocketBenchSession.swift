@@ -58,7 +58,8 @@ final class WebSocketBenchSession {
         report("subscribed \(run.subscribed) of \(run.target) in \(Format.fixed(subscribeSeconds, 2)) s")
         if options.publishRate > 0 {
             let publisher = Publisher(
-                loop: loop, host: host, port: port, topic: options.topic, rate: options.publishRate,
+                loop: loop, host: host, port: port,
+                path: Publisher.path(options.publishPath, topic: options.topic), rate: options.publishRate,
                 duration: options.duration, connections: options.publishConnections)
             self.publisher = publisher
             publisher.start { [unowned self] summary in
