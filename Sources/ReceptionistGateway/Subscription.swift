@@ -16,8 +16,15 @@ final class Subscription {
     let target: StreamTarget
     unowned let sink: any PushSink
     private(set) var position: UInt64
-    private var conflation: CoalescingBuffer?
-    private var conflatedFrom: UInt64 = 0
+    /// Only a subscriber that fell behind pays for this, so it lives out of line.
+    private var conflation: Conflation?
+
+    private final class Conflation {
+        /// The position the subscriber had when conflation began.
+        let from: UInt64
+        var buffer = CoalescingBuffer()
+        init(from: UInt64) { self.from = from }
+    }
 
     init(target: StreamTarget, sink: any PushSink, position: UInt64) {
         self.target = target
@@ -35,11 +42,9 @@ final class Subscription {
         let overLimit = sink.isOverLimit
         if let changeSet = event.changeSet {
             if conflation != nil || overLimit {
-                if conflation == nil {
-                    conflation = CoalescingBuffer()
-                    conflatedFrom = position
-                }
-                conflation!.absorb(changeSet)
+                let pending = conflation ?? Conflation(from: position)
+                conflation = pending
+                pending.buffer.absorb(changeSet)
                 position = id
                 return
             }
@@ -53,10 +58,10 @@ final class Subscription {
 
     /// The sink drained: sends what was conflated, if anything, as one `changes` message.
     func flushConflated() {
-        guard var buffer = conflation else { return }
+        guard let pending = conflation else { return }
         conflation = nil
-        let changes = buffer.take()
-        let json = PushEncoder.conflated(store: target.name, version: position, from: conflatedFrom, changes: changes)
+        let changes = pending.buffer.take()
+        let json = PushEncoder.conflated(store: target.name, version: position, from: pending.from, changes: changes)
         sink.send(PushEvent(name: "changes", id: position, json: json))
     }
 }

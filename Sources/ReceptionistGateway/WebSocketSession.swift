@@ -20,7 +20,9 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
     private let mode: Mode
     private var decoder: WebSocketDecoder
     private var state: WebSocketSessionState
-    private var subscriptions: [StreamTarget: Subscription] = [:]
+    /// A connection holds a handful of subscriptions: a plain array, searched linearly, costs an
+    /// idle connection far less memory than a dictionary would.
+    private var subscriptions: [Subscription] = []
     private let maxQueuedBytes: Int
 
     init(connection: TCPConnection, gateway: Gateway, mode: Mode) {
@@ -59,13 +61,13 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        for subscription in subscriptions.values {
+        for subscription in subscriptions {
             subscription.flushConflated()
         }
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
-        for subscription in subscriptions.values {
+        for subscription in subscriptions {
             gateway.hub.unsubscribe(subscription)
         }
         subscriptions.removeAll()
@@ -125,18 +127,18 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
         case .failure(let problem):
             sendError(problem)
         case .success(.subscribe(let target, let since)):
-            guard subscriptions[target] == nil else {
+            guard !subscriptions.contains(where: { $0.target == target }) else {
                 return sendError(ClientMessage.Problem("already_subscribed", "this connection already subscribes to \(target)"))
             }
             switch gateway.hub.subscribe(self, to: target, since: since) {
-            case .success(let subscription): subscriptions[target] = subscription
+            case .success(let subscription): subscriptions.append(subscription)
             case .failure(let problem): sendError(problem)
             }
         case .success(.unsubscribe(let target)):
-            guard let subscription = subscriptions.removeValue(forKey: target) else {
+            guard let index = subscriptions.firstIndex(where: { $0.target == target }) else {
                 return sendError(ClientMessage.Problem("not_subscribed", "this connection does not subscribe to \(target)"))
             }
-            gateway.hub.unsubscribe(subscription)
+            gateway.hub.unsubscribe(subscriptions.remove(at: index))
             write(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))
         }
     }
