@@ -15,7 +15,7 @@
 # the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
 # then sets the pace, and the published rate shows what each server accepts.
 # BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
-# BENCH_SCENARIOS="small large full idle" the scenarios.
+# BENCH_SCENARIOS="small large store full idle" the scenarios (store is Receptionist's alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +25,7 @@ rate_large=${3:-20}
 idle=${4:-19000}
 rate_full=${5:-100000}
 servers=${BENCH_SERVERS:-receptionist nchan socketify}
-scenarios=${BENCH_SCENARIOS:-small large full idle}
+scenarios=${BENCH_SCENARIOS:-small large store full idle}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
@@ -104,17 +104,19 @@ server_rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$measured_pid/status"; }
 
 # Starts `count` subscribers over `processes` client processes, each binding to two source
 # addresses of its own from 127.0.0.`first_address` on, and waits (at most 120 s) until each
-# process says it has subscribed all of its connections.
+# process says it has tried all of its connections. Sets subscribed_count; fails the run if fewer
+# than `required` subscribed.
 clients=()
+client_args=()
 start_clients() {
-  local tag=$1 count=$2 processes=$3 first_address=$4
+  local tag=$1 count=$2 processes=$3 first_address=$4 required=${5:-$2}
   clients=()
   local per=$(( (count + processes - 1) / processes )) left=$count
   for i in $(seq 0 $((processes - 1))); do
     local n=$(( left < per ? left : per ))
     left=$((left - n))
     local a=$((first_address + 2 * i))
-    taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$n" --dialect "$dialect" \
+    taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$n" --dialect "$dialect" "${client_args[@]}" \
       --source-hosts "127.0.0.$a,127.0.0.$((a + 1))" --topic bench --duration 0 --connect-timeout 100 \
       > "$work/$tag.$i.json" 2> "$work/$tag.$i.err" &
     clients+=($!)
@@ -128,10 +130,9 @@ start_clients() {
     [ "$holding" -eq "$processes" ] && break
     sleep 0.1
   done
-  local subscribed
-  subscribed=$(cat "$work/$tag".*.err | sed -n 's/.*subscribed \([0-9]*\) of.*/\1/p' | awk '{s += $1} END {print s + 0}')
-  if [ "$subscribed" -lt "$count" ]; then
-    echo "only $subscribed of $count subscribed ($tag); client output:" >&2
+  subscribed_count=$(cat "$work/$tag".*.err | sed -n 's/.*subscribed \([0-9]*\) of.*/\1/p' | awk '{s += $1} END {print s + 0}')
+  if [ "$subscribed_count" -lt "$required" ]; then
+    echo "only $subscribed_count of $count subscribed ($tag); client output:" >&2
     cat "$work/$tag".*.err >&2
     exit 1
   fi
@@ -186,13 +187,44 @@ fanout() {
   row "$kind" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
 }
 
+# Receptionist's own path end to end: an `animate` job commits to a store of 64 models on a job
+# thread at `rate` change sets per second; a receptionist bounces each onto the loop, which fans it
+# out. Latency runs from the commit (`committedAt`) to the subscriber's read.
+store_fanout() {
+  local count=$1 processes=$2 rate=$3 first_address=$4 tag="store.$1.$3"
+  local api
+  start_server receptionist
+  api="http://127.0.0.1:$port/api"
+  curl -fsS -o /dev/null -X POST "$api/stores" -d '{"name":"bench"}'
+  python3 -c 'import json; print(json.dumps({"changes": [{"op": "put", "model": f"m{i}", "value": {"color": "#000000"}} for i in range(64)]}))' \
+    | curl -fsS -o /dev/null -X POST "$api/stores/bench/changes" --data-binary @-
+  client_args=(--store bench)
+  start_clients "$tag" "$count" "$processes" "$first_address"
+  client_args=()
+  local before after job committed
+  before=$(server_ticks)
+  job=$(curl -fsS -X POST "$api/jobs" -d "{\"kind\":\"animate\",\"store\":\"bench\",\"rate\":$rate}" \
+    | python3 -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+  sleep "$seconds"
+  curl -fsS -o /dev/null -X DELETE "$api/jobs/$job"
+  sleep 1  # the last deliveries
+  after=$(server_ticks)
+  committed=$(curl -fsS "$api/jobs/$job" | python3 -c 'import json, sys; print(json.load(sys.stdin)["changes"])')
+  python3 -c "import json, sys; c = int(sys.argv[1]); print(json.dumps({'accepted': c, 'published_per_s': c / float(sys.argv[2])}))" \
+    "$committed" "$seconds" > "$work/$tag.publish.json"
+  stop_clients
+  stop_process "$server_pid"
+  row "receptionist (store, from commit)" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
+}
+
 idle_memory() {
   local kind=$1 count=$2 processes=$3 first_address=$4
   start_server "$kind"
   sleep 1
   local before after
   before=$(server_rss_kib)
-  start_clients "$kind.idle" "$count" "$processes" "$first_address"
+  # A server that refuses some of them is measured on those it holds.
+  start_clients "$kind.idle" "$count" "$processes" "$first_address" $((count * 9 / 10))
   sleep 2  # let the server settle after the burst of handshakes
   after=$(server_rss_kib)
   stop_clients
@@ -201,7 +233,7 @@ idle_memory() {
 import sys
 count, before, after = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 print(f'| {sys.argv[4]} | {count:,} | {(after - before) * 1024 / count:,.0f} | {before / 1024:.0f} → {after / 1024:.0f} MiB |')
-" "$count" "$before" "$after" "$kind"
+" "$subscribed_count" "$before" "$after" "$kind"
 }
 
 has() { case " $scenarios " in *" $1 "*) return 0 ;; esac; return 1; }
@@ -212,6 +244,12 @@ echo "| server | subscribers | published msg/s | delivered msg/s | p50 ms | p99 
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 if has small; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_small" 2; done; fi
 if has large; then for kind in $servers; do fanout "$kind" 10000 2 "$rate_large" 10; done; fi
+if has store; then
+  case " $servers " in *" receptionist "*)
+    store_fanout 1000 1 "$rate_small" 2
+    store_fanout 10000 2 "$rate_large" 10 ;;
+  esac
+fi
 if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2; done; fi
 if has idle; then
   echo

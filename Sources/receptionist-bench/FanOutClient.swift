@@ -139,15 +139,20 @@ final class FanOutClient: TCPConnectionDelegate {
     }
 
     private static let subscribedPrefix = Array(#"{"type":"subscribed""#.utf8)
+    private static let snapshotPrefix = Array(#"{"type":"snapshot""#.utf8)
     private static let sentAtKey = Array(#""sentAt":"#.utf8)
+    private static let committedAtKey = Array(#""committedAt":"#.utf8)
 
     /// A byte scan instead of a JSON parse: the client must stay cheaper than the server it measures.
     /// Any frame with the publisher's `sentAt` is a delivery: Receptionist's `message` carries the
-    /// body as `data`, and the peers send the body itself.
+    /// body as `data`, and the peers send the body itself. So is a store's `changes` frame, timed
+    /// from its `committedAt`.
     private func handle(_ text: UnsafeBufferPointer<UInt8>, now: Int64) {
-        if let sentAt = Self.number(after: Self.sentAtKey, in: text) {
-            run.record(latency: now - sentAt, at: now)
-        } else if stage == .subscribing && Self.hasPrefix(text, Self.subscribedPrefix) {
+        if let stamp = Self.number(after: Self.sentAtKey, in: text) ?? Self.number(after: Self.committedAtKey, in: text) {
+            run.record(latency: now - stamp, at: now)
+        } else if stage == .subscribing
+            && (Self.hasPrefix(text, Self.subscribedPrefix) || Self.hasPrefix(text, Self.snapshotPrefix))
+        {
             stage = .subscribed
             run.clientDidSubscribe()
         } else if Self.hasPrefix(text, Array(#"{"type":"error""#.utf8)) {

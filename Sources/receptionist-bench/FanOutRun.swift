@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistWire
 
 /// Many `FanOutClient`s on one loop: opens them a bounded number at a time, spread round-robin over
 /// the source addresses, and keeps the counts and the latency histogram they report.
@@ -40,7 +41,7 @@ final class FanOutRun {
     private var isOpening = false
 
     init(loop: EventLoop, host: String, port: Int, path: String, sourceHosts: [String], connections: Int,
-         topic: String, dialect: Dialect, maxOpening: Int = 256) {
+         subscribeTo target: StreamTarget, dialect: Dialect, maxOpening: Int = 256) {
         self.loop = loop
         self.host = host
         self.port = port
@@ -50,7 +51,10 @@ final class FanOutRun {
         self.maxOpening = maxOpening
         switch dialect {
         case .receptionist:
-            subscribeMessage = #"{"type":"subscribe","topic":""# + topic + #""}"#
+            switch target {
+            case .topic(let name): subscribeMessage = #"{"type":"subscribe","topic":""# + name + #""}"#
+            case .store(let name): subscribeMessage = #"{"type":"subscribe","store":""# + name + #""}"#
+            }
             subprotocol = "receptionist.v1"
         case .raw:
             subscribeMessage = nil

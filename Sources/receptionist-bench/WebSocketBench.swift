@@ -25,6 +25,9 @@ struct WebSocketBench: ParsableCommand {
     @Option(help: "Topic to subscribe to (and publish to).")
     var topic = "bench"
 
+    @Option(help: "Subscribe to this store instead of the topic (Receptionist only): latency then runs from each change set's commit on a job thread.")
+    var store = ""
+
     @Option(help: "How to subscribe: receptionist (subprotocol and subscribe message) or raw (the URL subscribes).")
     var dialect = Dialect.receptionist
 
@@ -48,6 +51,7 @@ struct WebSocketBench: ParsableCommand {
 
     func validate() throws {
         guard connections >= 0 else { throw ValidationError("--connections must not be negative") }
+        guard store.isEmpty || dialect == .receptionist else { throw ValidationError("--store needs --dialect receptionist") }
         _ = try Self.parse(url: url)
     }
 
@@ -69,7 +73,7 @@ struct WebSocketBench: ParsableCommand {
         let sources = sourceHosts.split(separator: ",").map { String($0) }
         let run = FanOutRun(
             loop: loop, host: host, port: port, path: path, sourceHosts: sources, connections: connections,
-            topic: topic, dialect: dialect)
+            subscribeTo: store.isEmpty ? .topic(topic) : .store(store), dialect: dialect)
         let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
         try session.start()
         loop.run()
