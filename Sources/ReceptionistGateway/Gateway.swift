@@ -21,6 +21,10 @@ public final class Gateway {
     public let stores: StoreRegistry
     /// The job threads; any thread.
     public let jobs: JobRunner
+    /// API keys and subscription tokens; any thread.
+    let access: AccessControl
+    /// Refusals by reason; loop thread only.
+    let counters = GatewayCounters()
 
     private var listener: TCPListener?
     /// Every connection's current session, keyed by the connection (a session that upgrades to
@@ -28,17 +32,25 @@ public final class Gateway {
     private var sessions: [ObjectIdentifier: any GatewaySession] = [:]
     /// Sessions that count against `maxConnections` (refused ones do not).
     private var servingCount = 0
+    /// Serving connections per client address, for `maxConnectionsPerAddress`.
+    private var perAddress: [String: Int] = [:]
     private var refused: Set<ObjectIdentifier> = []
     private var signals: [SignalWatcher] = []
     private var sweepTimer: LoopTimer?
     private var drainTimer: LoopTimer?
+    /// Streaming sessions still to be told to go, in the order they will be.
+    private var drainQueue: [ObjectIdentifier] = []
+    private var drainSpreadTimer: LoopTimer?
     private(set) var isDraining = false
     private var acceptErrorsLogged = 0
 
     /// Binds the listening socket. Loop thread (the calling thread becomes it).
     public init(config: GatewayConfig, logger: Logger) throws {
+        var config = config
+        config.host = Self.listenHost(config, logger: logger)
         self.config = config
         self.logger = logger
+        access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
         loop = try EventLoop()
         stores = StoreRegistry(historyLimit: config.historyLimit)
         jobs = JobRunner(threads: config.jobThreads)
@@ -47,8 +59,8 @@ public final class Gateway {
             logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
         }
         hub = PushHub(stores: stores, loop: loop, historyLimit: config.historyLimit)
-        router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, enableEcho: config.enableEcho) { [unowned self] in
-            !self.isDraining
+        router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, config: config, access: access, counters: counters) {
+            [unowned self] in !self.isDraining
         }
         let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
         listener.onConnection = { [unowned self] connection in self.accepted(connection) }
@@ -104,14 +116,26 @@ public final class Gateway {
         let session = HTTPSession(connection: connection, gateway: self)
         let id = ObjectIdentifier(connection)
         sessions[id] = session
+        let address = connection.peerAddress ?? "unknown"
         if servingCount >= config.maxConnections {
-            refused.insert(id)
-            session.refuseOverCapacity()
-            logger.debug("connection refused: at capacity", metadata: ["max": "\(config.maxConnections)"])
+            refuse(session, id, .connectionLimit, .serviceUnavailable, "too many connections")
             return
         }
+        let fromAddress = perAddress[address, default: 0]
+        if fromAddress >= config.maxConnectionsPerAddress {
+            refuse(session, id, .addressLimit, .tooManyRequests, "too many connections from this address")
+            return
+        }
+        perAddress[address] = fromAddress + 1
         servingCount += 1
         session.start()
+    }
+
+    private func refuse(_ session: HTTPSession, _ id: ObjectIdentifier, _ reason: Refusal, _ status: HTTPStatus, _ detail: String) {
+        refused.insert(id)
+        counters.refused(reason)
+        session.refuse(status, detail)
+        logger.debug("connection refused", metadata: ["reason": "\(reason.rawValue)"])
     }
 
     private func acceptFailed(_ error: LoopError) {
@@ -134,6 +158,9 @@ public final class Gateway {
         guard sessions.removeValue(forKey: id) != nil else { return }
         if refused.remove(id) == nil {
             servingCount -= 1
+            let address = connection.peerAddress ?? "unknown"
+            let remaining = perAddress[address, default: 1] - 1
+            perAddress[address] = remaining > 0 ? remaining : nil
         }
         if isDraining && sessions.isEmpty {
             finish()
@@ -172,9 +199,15 @@ public final class Gateway {
         logger.info("draining", metadata: ["reason": "\(reason)", "connections": "\(sessions.count)"])
         listener?.close()
         listener = nil
-        for session in Array(sessions.values) {
-            session.drain()
+        for (id, session) in sessions {
+            if session.isStream {
+                drainQueue.append(id)
+            } else {
+                session.drain()
+            }
         }
+        drainQueue.shuffle()
+        spreadStreamDrain()
         let timer = LoopTimer(loop: loop) { [unowned self] in
             self.logger.warning("drain timeout: closing remaining connections", metadata: ["count": "\(self.sessions.count)"])
             for session in Array(self.sessions.values) { session.connection.close() }
@@ -193,8 +226,69 @@ public final class Gateway {
         sweepTimer = nil
         drainTimer?.close()
         drainTimer = nil
+        drainSpreadTimer?.close()
+        drainSpreadTimer = nil
         for watcher in signals { watcher.close() }
         signals.removeAll()
         loop.mailbox.shutDown()
+    }
+
+    /// Tells streaming clients to go a few at a time over the first three quarters of the drain
+    /// timeout, so that they do not all reconnect to the other nodes at once; the last quarter
+    /// leaves time for close handshakes and the last writes.
+    private func spreadStreamDrain() {
+        guard !drainQueue.isEmpty else { return }
+        let total = drainQueue.count
+        let windowMilliseconds = max(1.0, config.drainTimeoutSeconds * 750)
+        let start = loop.nowMilliseconds
+        var told = 0
+        let timer = LoopTimer(loop: loop) { [unowned self] in
+            let elapsed = Double(self.loop.nowMilliseconds &- start)
+            let due = min(total, Int((Double(total) * min(1, elapsed / windowMilliseconds)).rounded(.up)))
+            while told < due {
+                let id = self.drainQueue[told]
+                told += 1
+                self.sessions[id]?.drain()
+            }
+            if told == total {
+                self.drainQueue.removeAll()
+                self.drainSpreadTimer?.close()
+                self.drainSpreadTimer = nil
+            }
+        }
+        let tick = UInt64(max(5, min(100, windowMilliseconds / Double(total))))
+        timer.start(delayMilliseconds: 0, repeatMilliseconds: tick)
+        drainSpreadTimer = timer
+    }
+
+    /// A random delay of up to one second that a client told to go waits before it reconnects.
+    static func reconnectJitterMilliseconds() -> UInt64 {
+        UInt64.random(in: 0...1000)
+    }
+
+    // MARK: Listening
+
+    /// Without an API key anyone who can reach the port may mutate state, so unless told
+    /// `--insecure-open` the gateway keeps to loopback.
+    private static func listenHost(_ config: GatewayConfig, logger: Logger) -> String {
+        if !config.apiKeys.isEmpty {
+            logger.info("API key required for mutating calls", metadata: ["keys": "\(config.apiKeys.count)"])
+            return config.host
+        }
+        if config.insecureOpen || isLoopback(config.host) {
+            logger.warning(
+                "no API key configured: any client that reaches the port may publish and mutate",
+                metadata: ["host": "\(config.host)", "insecure-open": "\(config.insecureOpen)"])
+            return config.host
+        }
+        let loopback = config.host.contains(":") ? "::1" : "127.0.0.1"
+        logger.warning(
+            "no API key configured: listening on loopback only; set --api-key or --api-key-file, or --insecure-open",
+            metadata: ["requested": "\(config.host)", "listening": "\(loopback)"])
+        return loopback
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
     }
 }

@@ -13,7 +13,8 @@ public struct GatewayConfig: Sendable {
     public var headTimeoutSeconds = 10.0
     /// Connections beyond this get a 503 and are closed.
     public var maxConnections = 10_000
-    /// How long a drain may take before the remaining connections are closed.
+    /// How long a drain may take before the remaining connections are closed; WebSocket and SSE
+    /// clients are told to go in a spread over the first three quarters of it.
     public var drainTimeoutSeconds = 10.0
     /// A closed-for-writing connection is read out for at most this long before it is closed.
     public var lingerSeconds = 2.0
@@ -36,6 +37,22 @@ public struct GatewayConfig: Sendable {
     public var sseHeartbeatSeconds = 15.0
     /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
     public var enableEcho = false
+
+    // Trust: see docs/SECURITY.md.
+    /// Keys that mutating API calls must present as `Authorization: Bearer`; empty means none is
+    /// needed, and then the gateway listens on loopback only unless `insecureOpen` is set.
+    public var apiKeys: [String] = []
+    public var insecureOpen = false
+    /// The HS256 secret for subscription tokens; nil means subscriptions need no token.
+    public var tokenSecret: String?
+    /// Origins allowed to open WebSockets and call the API from a browser; empty means same-origin only.
+    public var allowedOrigins: [String] = []
+    public var maxConnectionsPerAddress = 1024
+    public var maxSubscriptionsPerConnection = 64
+    /// Publishes and store mutations, per API key (or per client address without keys).
+    public var publishRate = RateLimit(perSecond: 1000, burst: 2000)
+    /// Protocol messages a WebSocket client may send.
+    public var clientMessageRate = RateLimit(perSecond: 50, burst: 100)
 
     public init() {}
 }

@@ -10,8 +10,8 @@ import ReceptionistWire
 final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// A protocol the connection switches to once the current request is answered.
     private enum Handover {
-        case webSocket(WebSocketSession.Mode, response: [UInt8])
-        case stream(StreamTarget, since: UInt64?)
+        case webSocket(WebSocketSession.Mode, response: [UInt8], claims: TokenClaims?)
+        case stream(StreamTarget, since: UInt64?, grant: StreamGrant)
     }
 
     let connection: TCPConnection
@@ -87,10 +87,11 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             method: request.method, target: request.target,
             keepAlive: state.requestCompleted(keepAlive: request.keepAlive && !request.isUpgrade))
         slots.append(slot)
-        switch gateway.router.route(request) {
+        let now = connection.loop.nowMilliseconds
+        switch gateway.router.route(request, client: connection.peerAddress ?? "unknown", now: now) {
         case .reply(let reply):
             slot.fill(reply)
-        case .upgrade(let mode):
+        case .upgrade(let mode, let claims):
             guard slots.count == 1 else {
                 return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; upgrade on a fresh request"))
             }
@@ -98,16 +99,16 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             switch WebSocketHandshake.accept(request, supported: supported) {
             case .success(let accepted):
                 slots.removeAll()
-                handover = .webSocket(mode, response: accepted.response)
+                handover = .webSocket(mode, response: accepted.response, claims: claims)
             case .failure(let refusal):
                 slot.fill(Reply(.error(refusal.status, refusal.detail, headers: refusal.headers), closesConnection: true))
             }
-        case .stream(let target, let since):
+        case .stream(let target, let since, let grant):
             guard slots.count == 1 else {
                 return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
             }
             slots.removeAll()
-            handover = .stream(target, since: since)
+            handover = .stream(target, since: since, grant: grant)
         case .work(let work):
             let owner = LoopBound((self, slot), loop: connection.loop)
             let mailbox = gateway.mailbox
@@ -136,15 +137,15 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Gives the connection to a WebSocket or SSE session; this session is done with it.
     private func hand(over handover: Handover, remainder: [UInt8]) {
         switch handover {
-        case .webSocket(let mode, let response):
+        case .webSocket(let mode, let response, let claims):
             connection.write(response)
-            let session = WebSocketSession(connection: connection, gateway: gateway, mode: mode)
+            let session = WebSocketSession(connection: connection, gateway: gateway, mode: mode, claims: claims)
             gateway.replaceSession(of: connection, with: session)
             session.start(remainder: remainder)
-        case .stream(let target, let since):
-            let session = SSESession(connection: connection, gateway: gateway)
+        case .stream(let target, let since, let grant):
+            let session = SSESession(connection: connection, gateway: gateway, expiresAt: grant.expiresAt)
             gateway.replaceSession(of: connection, with: session)
-            session.start(target, since: since, date: gateway.dateCache.current)
+            session.start(target, since: since, date: gateway.dateCache.current, corsOrigin: grant.corsOrigin)
         }
     }
 
@@ -233,10 +234,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         }
     }
 
-    /// Refuses the connection because the gateway is full.
-    func refuseOverCapacity() {
+    var isStream: Bool { false }
+
+    /// Refuses the connection at once (over a connection limit).
+    func refuse(_ status: HTTPStatus, _ detail: String) {
         state.failed()
-        send(Reply(.error(.serviceUnavailable, "too many connections")), headOnly: false, keepAlive: false)
+        send(Reply(.error(status, detail)), headOnly: false, keepAlive: false)
         connection.closeAfterFlush()
     }
 }

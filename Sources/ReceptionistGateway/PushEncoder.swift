@@ -94,6 +94,22 @@ enum PushEncoder {
         return out
     }
 
+    /// The gateway is shutting down: reconnect (to any node) after the given delay.
+    static func draining(reconnectAfterMilliseconds: UInt64) -> [UInt8] {
+        var out = head("draining")
+        number("reconnectAfterMs", reconnectAfterMilliseconds, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// A token was accepted for the subscriptions that follow.
+    static func authenticated(expiresAt: Double) -> [UInt8] {
+        var out = head("authenticated")
+        number("expiresAt", UInt64(max(0, expiresAt)), &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     // MARK: Pieces
 
     private static func head(_ type: String) -> [UInt8] {

@@ -11,9 +11,22 @@ extension Reply {
     }
 
     static func error(_ status: HTTPStatus, _ detail: String, allow: String? = nil) -> Reply {
-        var headers = HTTPHeaders()
-        if let allow { headers.add("Allow", allow) }
-        return Reply(.error(status, detail, headers: headers))
+        error(status, detail, headers: allow.map { [("Allow", $0)] } ?? [])
+    }
+
+    static func error(_ status: HTTPStatus, _ detail: String, headers: [(String, String)]) -> Reply {
+        Reply(.error(status, detail)).withHeaders(headers)
+    }
+
+    static func noContent(headers: [(String, String)]) -> Reply {
+        Reply(HTTPResponse(status: .noContent)).withHeaders(headers)
+    }
+
+    /// The same reply with `headers` added.
+    func withHeaders(_ headers: [(String, String)]) -> Reply {
+        var copy = self
+        for (name, value) in headers { copy.response.headers.add(name, value) }
+        return copy
     }
 
     static func methodNotAllowed(_ method: HTTPMethod, allow: String) -> Reply {

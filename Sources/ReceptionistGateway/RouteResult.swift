@@ -7,7 +7,8 @@ enum RouteResult {
     /// Runs on a job thread; its reply is sent back to the loop and written in request order.
     case work(@Sendable () -> Reply)
     /// A WebSocket upgrade request for this kind of session; the handshake is checked next.
-    case upgrade(WebSocketSession.Mode)
+    /// `claims` are those of a `?token=` already verified.
+    case upgrade(WebSocketSession.Mode, claims: TokenClaims?)
     /// An SSE stream of a store or topic, already checked, resuming after `since` when given.
-    case stream(StreamTarget, since: UInt64?)
+    case stream(StreamTarget, since: UInt64?, grant: StreamGrant)
 }

@@ -14,8 +14,11 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
     private var lastWrite: UInt64
     private let heartbeatMilliseconds: UInt64
     private let maxQueuedBytes: Int
+    /// When the subscription token runs out (seconds since the Unix epoch); the stream ends then.
+    private let expiresAt: Double?
 
-    init(connection: TCPConnection, gateway: Gateway) {
+    init(connection: TCPConnection, gateway: Gateway, expiresAt: Double?) {
+        self.expiresAt = expiresAt
         self.connection = connection
         self.gateway = gateway
         lastWrite = connection.loop.nowMilliseconds
@@ -25,9 +28,9 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
     }
 
     /// Takes the connection over from HTTP and starts the stream. The target was checked already.
-    func start(_ target: StreamTarget, since: UInt64?, date: String) {
+    func start(_ target: StreamTarget, since: UInt64?, date: String, corsOrigin: String?) {
         connection.delegate = self
-        connection.write(Self.head(date: date))
+        connection.write(Self.head(date: date, corsOrigin: corsOrigin))
         if case .success(let subscription) = gateway.hub.subscribe(self, to: target, since: since) {
             self.subscription = subscription
         } else {
@@ -35,9 +38,12 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
         }
     }
 
-    static func head(date: String) -> [UInt8] {
-        Array(("HTTP/1.1 200 OK\r\nDate: \(date)\r\nContent-Type: text/event-stream\r\n"
-            + "Cache-Control: no-store\r\nX-Accel-Buffering: no\r\nConnection: close\r\n\r\n").utf8)
+    /// `corsOrigin` was checked against the allow-list already; it contains no CR or LF, since
+    /// the request parser refuses those in header values.
+    static func head(date: String, corsOrigin: String? = nil) -> [UInt8] {
+        let cors = corsOrigin.map { "Access-Control-Allow-Origin: \($0)\r\nVary: Origin\r\n" } ?? ""
+        return Array(("HTTP/1.1 200 OK\r\nDate: \(date)\r\nContent-Type: text/event-stream\r\n"
+            + "Cache-Control: no-store\r\nX-Accel-Buffering: no\r\n\(cors)Connection: close\r\n\r\n").utf8)
     }
 
     // MARK: TCPConnectionDelegate
@@ -74,13 +80,27 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     // MARK: GatewaySession
 
+    var isStream: Bool { true }
+
+    /// Ends the stream with a `draining` event whose `retry:` spreads the reconnections
+    /// (`EventSource` honours it), then closes once everything queued is written.
     func drain() {
+        guard connection.state == .open else { return }
+        let delay = Gateway.reconnectJitterMilliseconds()
+        connection.write(SSEEncoder.retry(milliseconds: delay))
+        connection.write(SSEEncoder.event("draining", id: nil, data: PushEncoder.draining(reconnectAfterMilliseconds: delay)))
         connection.closeAfterFlush()
     }
 
     func sweep(now: UInt64) {
         switch connection.state {
         case .open:
+            if let expiresAt, AccessControl.nowSeconds() >= expiresAt {
+                gateway.counters.refused(.tokenExpired)
+                connection.write(SSEEncoder.event("error", id: nil, data: PushEncoder.error(AccessControl.expiredProblem)))
+                connection.closeAfterFlush()
+                return
+            }
             if now &- lastWrite >= heartbeatMilliseconds {
                 connection.write(SSEEncoder.heartbeat)
                 lastWrite = now

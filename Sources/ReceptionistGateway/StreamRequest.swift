@@ -4,16 +4,16 @@ import ReceptionistWire
 /// request, which cannot set headers, `?since=`.
 enum StreamRequest {
     /// Checks the target and the resume point; answers 4xx for what cannot be streamed.
-    static func route(_ request: HTTPRequest, target: StreamTarget, hub: PushHub) -> RouteResult {
+    static func route(_ request: HTTPRequest, target: StreamTarget, hub: PushHub, grant: StreamGrant) -> RouteResult {
         if let problem = hub.check(target) {
             return .reply(.error(problem.code == "no_such_store" ? .notFound : .badRequest, problem.message))
         }
         let text = request.headers["Last-Event-ID"] ?? query(request, "since")
-        guard let text, !text.isEmpty else { return .stream(target, since: nil) }
+        guard let text, !text.isEmpty else { return .stream(target, since: nil, grant: grant) }
         guard let since = UInt64(text.trimmingSpaces) else {
             return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number, not '\(text)'"))
         }
-        return .stream(target, since: since)
+        return .stream(target, since: since, grant: grant)
     }
 
     /// The first value of `name` in the query string, undecoded (numbers need no decoding).

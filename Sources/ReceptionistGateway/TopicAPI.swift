@@ -22,9 +22,6 @@ struct TopicAPI {
         case 2 where path[1] == "messages":
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
             return .reply(publish(path[0], request))
-        case 2 where path[1] == "events":
-            guard method == .get else { return .reply(.methodNotAllowed(method, allow: "GET")) }
-            return StreamRequest.route(request, target: .topic(path[0]), hub: hub)
         default:
             return .reply(.error(.notFound, "no such resource"))
         }

@@ -24,9 +24,16 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
     /// idle connection far less memory than a dictionary would.
     private var subscriptions: [Subscription] = []
     private let maxQueuedBytes: Int
+    /// The subscription token's claims, from `?token=` or an `auth` message; checked on every
+    /// subscribe when the gateway requires tokens, and the connection is closed when they expire.
+    private var claims: TokenClaims?
+    /// Protocol messages this client may still send now (`--client-message-rate`).
+    private var messageBucket: TokenBucket
 
-    init(connection: TCPConnection, gateway: Gateway, mode: Mode) {
+    init(connection: TCPConnection, gateway: Gateway, mode: Mode, claims: TokenClaims? = nil) {
         self.connection = connection
+        self.claims = claims
+        messageBucket = gateway.config.clientMessageRate.bucket(now: connection.loop.nowMilliseconds)
         self.gateway = gateway
         self.mode = mode
         let config = gateway.config
@@ -85,6 +92,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
         }
         if let error {
             gateway.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])
+            if error.closeCode == WebSocketCloseCode.messageTooBig { gateway.counters.refused(.messageTooBig) }
             // Failing the connection (RFC 6455 section 7.1.7): the close frame, then the socket.
             close(code: error.closeCode, reason: Self.reason(for: error))
             connection.closeAfterFlush()
@@ -97,6 +105,10 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
             if mode == .echo {
                 write(WebSocketEncoder.text(text))
             } else if !state.closeSent {
+                guard gateway.config.clientMessageRate.take(&messageBucket, now: connection.loop.nowMilliseconds) else {
+                    gateway.counters.refused(.messageRate)
+                    return sendError(ClientMessage.Problem("rate_limited", "too many messages; this one was dropped"))
+                }
                 perform(ClientMessage.decode(Array(text.utf8)))
             }
         case .binary(let bytes):
@@ -126,9 +138,20 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
         switch decoded {
         case .failure(let problem):
             sendError(problem)
+        case .success(.authenticate(let token)):
+            authenticate(token)
         case .success(.subscribe(let target, let since)):
             guard !subscriptions.contains(where: { $0.target == target }) else {
                 return sendError(ClientMessage.Problem("already_subscribed", "this connection already subscribes to \(target)"))
+            }
+            if let problem = permission(for: target) {
+                return sendError(problem)
+            }
+            guard subscriptions.count < gateway.config.maxSubscriptionsPerConnection else {
+                gateway.counters.refused(.subscriptionLimit)
+                return sendError(ClientMessage.Problem(
+                    "too_many_subscriptions",
+                    "a connection may hold at most \(gateway.config.maxSubscriptionsPerConnection) subscriptions"))
             }
             switch gateway.hub.subscribe(self, to: target, since: since) {
             case .success(let subscription): subscriptions.append(subscription)
@@ -141,6 +164,40 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
             gateway.hub.unsubscribe(subscriptions.remove(at: index))
             write(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))
         }
+    }
+
+    private func authenticate(_ token: String) {
+        switch gateway.access.checkToken(token) {
+        case .success(let verified):
+            claims = verified
+            write(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticated(expiresAt: verified.expiresAt)))
+        case .failure(.expired):
+            expire()
+        case .failure(let failure):
+            gateway.counters.refused(.tokenInvalid)
+            sendError(ClientMessage.Problem(failure.code, failure.description))
+        }
+    }
+
+    /// Why this connection may not subscribe to `target`, or nil if it may.
+    private func permission(for target: StreamTarget) -> ClientMessage.Problem? {
+        guard gateway.access.requiresToken else { return nil }
+        guard let claims else {
+            gateway.counters.refused(.tokenMissing)
+            return ClientMessage.Problem("unauthorized", "subscriptions need a token: send {\"type\":\"auth\",\"token\":…} first")
+        }
+        guard claims.allows(target) else {
+            gateway.counters.refused(.tokenScope)
+            return ClientMessage.Problem("forbidden", "the token does not cover \(target)")
+        }
+        return nil
+    }
+
+    /// The token ran out: the client is told why, then closed with 1008 (`docs/SECURITY.md`).
+    private func expire() {
+        gateway.counters.refused(.tokenExpired)
+        sendError(AccessControl.expiredProblem)
+        close(code: WebSocketCloseCode.policyViolation, reason: "token expired")
     }
 
     /// The close reason `docs/PROTOCOL.md` documents for each code.
@@ -181,13 +238,22 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     func slowConsumer(_ subscription: Subscription) {
         gateway.logger.debug("slow consumer closed", metadata: ["target": "\(subscription.target)", "queued": "\(connection.queuedBytes)"])
+        gateway.counters.refused(.slowConsumer)
         close(code: WebSocketCloseCode.policyViolation, reason: "slow consumer")
     }
 
     // MARK: GatewaySession
 
+    var isStream: Bool { true }
+
+    /// Tells the client when to come back (to any node), then closes with 1001.
     func drain() {
-        close(code: WebSocketCloseCode.goingAway, reason: "going away")
+        guard connection.state == .open, !state.closeSent else { return }
+        if mode == .push {
+            write(WebSocketEncoder.frame(
+                .text, payload: PushEncoder.draining(reconnectAfterMilliseconds: Gateway.reconnectJitterMilliseconds())))
+        }
+        close(code: WebSocketCloseCode.goingAway, reason: "going away: draining")
     }
 
     func sweep(now: UInt64) {
@@ -197,6 +263,9 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
                 connection.close()
             }
             return
+        }
+        if let claims, AccessControl.nowSeconds() >= claims.expiresAt, !state.closeSent {
+            return expire()
         }
         switch state.tick(now: now) {
         case .none: break

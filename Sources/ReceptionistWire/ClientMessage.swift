@@ -4,6 +4,8 @@ import ReceptionistJSON
 public enum ClientMessage: Sendable, Equatable {
     case subscribe(StreamTarget, since: UInt64?)
     case unsubscribe(StreamTarget)
+    /// Presents a subscription token (a JWT) for the subscriptions that follow.
+    case authenticate(token: String)
 
     /// Why a message could not be understood; answered with an `error` message, never a close.
     public struct Problem: Error, Sendable, Equatable {
@@ -32,8 +34,13 @@ public enum ClientMessage: Sendable, Equatable {
         switch type {
         case "subscribe", "unsubscribe":
             break
+        case "auth":
+            guard let token = value["token"]?.stringValue, !token.isEmpty else {
+                return .failure(Problem("bad_message", "an auth message needs a string \"token\""))
+            }
+            return .success(.authenticate(token: token))
         default:
-            return .failure(Problem("unknown_type", "unknown type '\(type)'; use subscribe or unsubscribe"))
+            return .failure(Problem("unknown_type", "unknown type '\(type)'; use auth, subscribe or unsubscribe"))
         }
         let target: StreamTarget
         switch (value["store"], value["topic"]) {

@@ -16,6 +16,11 @@ public enum SSEEncoder {
         return out
     }
 
+    /// Sets the client's reconnection delay (`EventSource` waits this long before it reconnects).
+    public static func retry(milliseconds: UInt64) -> [UInt8] {
+        Array("retry: \(milliseconds)\n\n".utf8)
+    }
+
     /// A comment line, which keeps proxies and clients from timing the stream out.
     public static let heartbeat: [UInt8] = Array(": heartbeat\n\n".utf8)
 }

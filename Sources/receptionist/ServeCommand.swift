@@ -68,6 +68,42 @@ struct ServeCommand: ParsableCommand {
     @Flag(help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
     var enableEcho = false
 
+    @Option(help: "An API key that mutating calls must present as 'Authorization: Bearer <key>' (repeatable). Without any, the gateway listens on loopback only unless --insecure-open.")
+    var apiKey: [String] = []
+
+    @Option(help: "A file of API keys, one per line (blank lines and lines starting with # are skipped).")
+    var apiKeyFile: String?
+
+    @Flag(help: "Listen on --host even without an API key, so anyone who reaches the port may publish.")
+    var insecureOpen = false
+
+    @Option(help: "Secret for HS256 subscription tokens (JWT); when set, every subscription needs a token.")
+    var tokenSecret: String?
+
+    @Option(help: "A file holding the token secret (its first line), instead of --token-secret.")
+    var tokenSecretFile: String?
+
+    @Option(help: "An origin allowed to open WebSockets and call the API from a browser (repeatable; '*' for any). Default: same origin only.")
+    var allowedOrigin: [String] = []
+
+    @Option(help: "Most concurrent connections from one client address; more are answered 429 and closed.")
+    var maxConnectionsPerAddress = 1024
+
+    @Option(help: "Most subscriptions one WebSocket connection may hold.")
+    var maxSubscriptions = 64
+
+    @Option(help: "Publishes and store mutations per second per API key (per client address without keys); 0 for no limit.")
+    var publishRate = 1000.0
+
+    @Option(help: "Publishes a key may make in one burst above --publish-rate.")
+    var publishBurst = 2000.0
+
+    @Option(help: "Protocol messages per second one WebSocket client may send; 0 for no limit.")
+    var clientMessageRate = 50.0
+
+    @Option(help: "Protocol messages a WebSocket client may send in one burst.")
+    var clientMessageBurst = 100.0
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -88,6 +124,15 @@ struct ServeCommand: ParsableCommand {
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
         guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
+        guard maxConnectionsPerAddress > 0, maxSubscriptions > 0 else {
+            throw ValidationError("--max-connections-per-address and --max-subscriptions must be positive")
+        }
+        guard publishRate >= 0, clientMessageRate >= 0, publishBurst >= 1, clientMessageBurst >= 1 else {
+            throw ValidationError("rates must not be negative and bursts must be at least 1")
+        }
+        guard tokenSecret == nil || tokenSecretFile == nil else {
+            throw ValidationError("give --token-secret or --token-secret-file, not both")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -121,11 +166,43 @@ struct ServeCommand: ParsableCommand {
         config.pingTimeoutSeconds = pingTimeout
         config.sseHeartbeatSeconds = sseHeartbeat
         config.enableEcho = enableEcho
+        config.apiKeys = apiKey + (try apiKeyFile.map(Self.keys(inFile:)) ?? [])
+        config.insecureOpen = insecureOpen
+        config.tokenSecret = try tokenSecret ?? tokenSecretFile.map { try Self.keys(inFile: $0).first ?? "" }
+        if config.tokenSecret?.isEmpty == true { throw ValidationError("the token secret is empty") }
+        config.allowedOrigins = allowedOrigin
+        config.maxConnectionsPerAddress = maxConnectionsPerAddress
+        config.maxSubscriptionsPerConnection = maxSubscriptions
+        config.publishRate = RateLimit(perSecond: publishRate, burst: publishBurst)
+        config.clientMessageRate = RateLimit(perSecond: clientMessageRate, burst: clientMessageBurst)
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])
         print("Receptionist listening on \(gateway.url)")
         fflush(nil)  // every C stream, so a reader of the pipe sees the line now
         gateway.run()
+    }
+
+    /// The non-empty lines of a secrets file that are not comments, trimmed.
+    static func keys(inFile path: String) throws -> [String] {
+        guard let file = fopen(path, "r") else { throw ValidationError("cannot read \(path)") }
+        defer { fclose(file) }
+        var lines: [String] = []
+        var buffer = [CChar](repeating: 0, count: 4096)
+        while fgets(&buffer, Int32(buffer.count), file) != nil {
+            let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let trimmed = line.trimmingCharacters(in: " \t\r\n")
+            if !trimmed.isEmpty && !trimmed.hasPrefix("#") { lines.append(trimmed) }
+        }
+        return lines
+    }
+}
+
+extension String {
+    fileprivate func trimmingCharacters(in set: String) -> String {
+        var text = self[...]
+        while let first = text.first, set.contains(first) { text = text.dropFirst() }
+        while let last = text.last, set.contains(last) { text = text.dropLast() }
+        return String(text)
     }
 }

@@ -18,12 +18,16 @@ import Testing
         #expect(try decode(#"{"type":"subscribe","topic":"news","since":null}"#).get() == .subscribe(.topic("news"), since: nil))
         #expect(try decode(#"{"type":"unsubscribe","topic":"news"}"#).get() == .unsubscribe(.topic("news")))
         #expect(try decode(#" {"store":"s","type":"unsubscribe","extra":[1]} "#).get() == .unsubscribe(.store("s")))
+        #expect(try decode(#"{"type":"auth","token":"a.b.c"}"#).get() == .authenticate(token: "a.b.c"))
     }
 
     @Test(arguments: [
         ("", "bad_message"), ("{", "bad_message"), ("[]", "bad_message"), ("\"subscribe\"", "bad_message"),
         (#"{"store":"s"}"#, "bad_message"), (#"{"type":1,"store":"s"}"#, "bad_message"),
         (#"{"type":"publish","store":"s"}"#, "unknown_type"),
+        (#"{"type":"auth"}"#, "bad_message"),
+        (#"{"type":"auth","token":""}"#, "bad_message"),
+        (#"{"type":"auth","token":7}"#, "bad_message"),
         (#"{"type":"subscribe"}"#, "bad_message"), (#"{"type":"subscribe","store":"s","topic":"t"}"#, "bad_message"),
         (#"{"type":"subscribe","store":5}"#, "bad_message"), (#"{"type":"subscribe","store":"s","since":-1}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","since":1.5}"#, "bad_message"), (#"{"type":"subscribe","store":"s","since":"3"}"#, "bad_message"),

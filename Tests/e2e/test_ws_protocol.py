@@ -324,13 +324,16 @@ def test_drain_closes_websockets_with_1001_and_exits_zero(start_server):
         assert subscribe(ws, topic=topic)["type"] == "subscribed"
         assert_round_trip(raw)
         server.send_signal(signal.SIGTERM)
+        # The hint first: reconnect, to any node, after a short random delay.
+        hint = recv_json(ws, timeout=EXIT_TIMEOUT)
+        assert hint["type"] == "draining" and 0 <= hint["reconnectAfterMs"] <= 1000, hint
         with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
             recv_json(ws, timeout=EXIT_TIMEOUT)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1001, closed.value
         deadline = time.monotonic() + EXIT_TIMEOUT
         while (frame := raw.read_frame(max(0.0, deadline - time.monotonic()))).opcode != OP_CLOSE:
             pass
-        assert (frame.close_code(), frame.close_reason()) == (1001, "going away"), frame
+        assert (frame.close_code(), frame.close_reason()) == (1001, "going away: draining"), frame
         raw.send_frame(OP_CLOSE, close_payload(1001))
         raw.expect_eof()
     assert server.wait_exit(EXIT_TIMEOUT) == 0

@@ -1,0 +1,55 @@
+import ReceptionistWire
+
+/// Which web origins may open WebSockets and call the HTTP API from a browser.
+///
+/// With no list, only the gateway's own origin may: the `Origin` header's host and port must
+/// equal the request's `Host`. A request without `Origin` is not from a browser page, so
+/// cross-site WebSocket hijacking cannot apply to it, and it passes. `"*"` allows every origin.
+struct OriginPolicy: Sendable {
+    /// Lower-cased origins such as `https://app.example.com`.
+    let allowed: [String]
+
+    init(allowed: [String]) {
+        self.allowed = allowed.map { Self.normalise($0) }
+    }
+
+    var allowsAny: Bool { allowed.contains("*") }
+
+    /// Whether a request carrying this `Origin` (nil when absent) may proceed.
+    func allows(origin: String?, host: String?) -> Bool {
+        guard let origin else { return true }
+        let normalised = Self.normalise(origin)
+        if allowsAny || allowed.contains(normalised) { return true }
+        guard allowed.isEmpty, let host, let authority = Self.authority(of: normalised) else { return false }
+        return authority == host.lowercased()
+    }
+
+    /// The CORS headers for an allowed cross-origin request; none when `Origin` is absent.
+    func corsHeaders(origin: String?) -> [(String, String)] {
+        guard let origin else { return [] }
+        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
+    }
+
+    /// The answer to a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`).
+    func preflight(origin: String) -> [(String, String)] {
+        corsHeaders(origin: origin) + [
+            ("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, PATCH, DELETE"),
+            ("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID"),
+            ("Access-Control-Max-Age", "600"),
+        ]
+    }
+
+    private static func normalise(_ origin: String) -> String {
+        var text = origin.lowercased()
+        while text.hasSuffix("/") { text.removeLast() }
+        return text
+    }
+
+    /// `host:port` of `scheme://host:port`, or nil for `null` and other opaque origins.
+    private static func authority(of origin: String) -> String? {
+        let parts = origin.split(separator: "/", omittingEmptySubsequences: false)
+        // "scheme:", "", "host:port"
+        guard parts.count == 3, parts[0].hasSuffix(":"), parts[1].isEmpty, !parts[2].isEmpty else { return nil }
+        return String(parts[2])
+    }
+}

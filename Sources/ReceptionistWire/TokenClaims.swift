@@ -1,0 +1,58 @@
+import ReceptionistJSON
+
+/// What a subscription token lets its holder read, and until when.
+///
+/// `stores` and `topics` list names; `"*"` allows every name, and a name ending in `*` allows
+/// every name with that prefix (`"news.*"`). A kind the token does not list is not readable.
+public struct TokenClaims: Sendable, Equatable {
+    public var subject: String?
+    /// Seconds since the Unix epoch after which the token is refused (`exp`, required).
+    public var expiresAt: Double
+    public var stores: [String]
+    public var topics: [String]
+
+    public init(subject: String? = nil, expiresAt: Double, stores: [String] = [], topics: [String] = []) {
+        self.subject = subject
+        self.expiresAt = expiresAt
+        self.stores = stores
+        self.topics = topics
+    }
+
+    /// Whether the token covers a subscription to `target`.
+    public func allows(_ target: StreamTarget) -> Bool {
+        switch target {
+        case .store(let name): Self.matches(stores, name)
+        case .topic(let name): Self.matches(topics, name)
+        }
+    }
+
+    private static func matches(_ patterns: [String], _ name: String) -> Bool {
+        patterns.contains { pattern in
+            if pattern.hasSuffix("*") { return name.hasPrefix(pattern.dropLast()) }
+            return pattern == name
+        }
+    }
+
+    /// Reads the claims from a verified token's payload, or says which claim is missing or wrong.
+    init(payload: JSONValue) throws(JSONWebToken.Failure) {
+        guard payload.objectValue != nil else { throw .malformed("the payload is not a JSON object") }
+        guard let exp = payload["exp"]?.numberValue, exp.isFinite else {
+            throw .malformed("the token needs a numeric \"exp\" claim")
+        }
+        expiresAt = exp
+        subject = payload["sub"]?.stringValue
+        stores = try Self.names(payload["stores"], claim: "stores")
+        topics = try Self.names(payload["topics"], claim: "topics")
+    }
+
+    private static func names(_ value: JSONValue?, claim: String) throws(JSONWebToken.Failure) -> [String] {
+        guard let value, value != .null else { return [] }
+        guard case .array(let items) = value else { throw .malformed("\"\(claim)\" must be an array of names") }
+        var names: [String] = []
+        for item in items {
+            guard let name = item.stringValue else { throw .malformed("\"\(claim)\" must be an array of names") }
+            names.append(name)
+        }
+        return names
+    }
+}

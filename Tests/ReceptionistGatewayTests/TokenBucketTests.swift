@@ -1,0 +1,74 @@
+import Testing
+@testable import ReceptionistGateway
+
+@Suite struct TokenBucketTests {
+    @Test func allowsTheBurstThenTheRate() {
+        let limit = RateLimit(perSecond: 10, burst: 3)
+        var bucket = limit.bucket(now: 0)
+        #expect((0..<3).allSatisfy { _ in limit.take(&bucket, now: 0) })
+        #expect(!limit.take(&bucket, now: 0))
+        #expect(bucket.secondsUntilNext(rate: 10) == 1)
+        #expect(!limit.take(&bucket, now: 99), "a tenth of a second has not passed")
+        #expect(limit.take(&bucket, now: 100))
+        #expect(!limit.take(&bucket, now: 100))
+        // A long pause refills no further than the burst.
+        #expect((0..<3).allSatisfy { _ in limit.take(&bucket, now: 60_000) })
+        #expect(!limit.take(&bucket, now: 60_000))
+    }
+
+    @Test func zeroRateIsUnlimited() {
+        var bucket = RateLimit.unlimited.bucket(now: 0)
+        #expect((0..<10_000).allSatisfy { _ in RateLimit.unlimited.take(&bucket, now: 0) })
+    }
+}
+
+@Suite struct KeyedRateLimiterTests {
+    @Test func countsEachKeyApart() {
+        let limiter = KeyedRateLimiter(limit: RateLimit(perSecond: 1, burst: 2))
+        #expect(limiter.take("a", now: 0) == .allowed)
+        #expect(limiter.take("a", now: 0) == .allowed)
+        #expect(limiter.take("a", now: 0) == .limited(retryAfterSeconds: 1))
+        #expect(limiter.take("b", now: 0) == .allowed)
+        #expect(limiter.take("a", now: 1000) == .allowed)
+    }
+
+    @Test func staysBoundedAndForgetsOnlyFullBuckets() {
+        let limiter = KeyedRateLimiter(limit: RateLimit(perSecond: 1, burst: 1), maxKeys: 2)
+        #expect(limiter.take("a", now: 0) == .allowed)
+        #expect(limiter.take("b", now: 0) == .allowed)
+        // Both buckets are in use, so a third key is refused rather than let the table grow.
+        #expect(limiter.take("c", now: 0) == .limited(retryAfterSeconds: 1))
+        // Once they have refilled they can be forgotten, and the new key gets a bucket.
+        #expect(limiter.take("c", now: 5000) == .allowed)
+    }
+}
+
+@Suite struct OriginPolicyTests {
+    @Test func sameOriginByDefault() {
+        let policy = OriginPolicy(allowed: [])
+        #expect(policy.allows(origin: nil, host: "gw:8080"), "non-browser clients send no Origin")
+        #expect(policy.allows(origin: "http://gw:8080", host: "gw:8080"))
+        #expect(policy.allows(origin: "https://GW:8080/", host: "gw:8080"))
+        #expect(!policy.allows(origin: "http://evil.example", host: "gw:8080"))
+        #expect(!policy.allows(origin: "http://gw:8081", host: "gw:8080"))
+        #expect(!policy.allows(origin: "null", host: "gw:8080"))
+        #expect(!policy.allows(origin: "http://gw:8080", host: nil))
+    }
+
+    @Test func listedOriginsOnlyWhenListed() {
+        let policy = OriginPolicy(allowed: ["https://app.example.com"])
+        #expect(policy.allows(origin: "https://app.example.com", host: "gw"))
+        #expect(!policy.allows(origin: "http://app.example.com", host: "gw"))
+        #expect(!policy.allows(origin: "http://gw", host: "gw"), "a list replaces the same-origin default")
+        #expect(OriginPolicy(allowed: ["*"]).allows(origin: "http://anything", host: "gw"))
+    }
+
+    @Test func corsHeadersEchoTheOrigin() {
+        let policy = OriginPolicy(allowed: ["*"])
+        #expect(policy.corsHeaders(origin: nil).isEmpty)
+        let headers = Dictionary(uniqueKeysWithValues: policy.preflight(origin: "http://a").map { ($0.0, $0.1) })
+        #expect(headers["Access-Control-Allow-Origin"] == "http://a")
+        #expect(headers["Vary"] == "Origin")
+        #expect(headers["Access-Control-Allow-Headers"]?.contains("Authorization") == true)
+    }
+}

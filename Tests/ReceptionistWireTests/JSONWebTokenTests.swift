@@ -1,0 +1,98 @@
+import Testing
+import ReceptionistJSON
+import ReceptionistWire
+
+@Suite struct JSONWebTokenTests {
+    let secret = Array("test-secret".utf8)
+    let now = 1_800_000_000.0
+
+    private func token(_ payload: JSONValue, secret: [UInt8]? = nil) -> String {
+        JSONWebToken.sign(payload, secret: secret ?? self.secret)
+    }
+
+    @Test func acceptsASignedTokenAndReadsItsClaims() throws {
+        let text = token(["sub": "alice", "exp": .number(now + 60), "stores": ["tiles"], "topics": ["news.*"]])
+        let claims = try JSONWebToken.verify(text, secret: secret, now: now).get()
+        #expect(claims == TokenClaims(subject: "alice", expiresAt: now + 60, stores: ["tiles"], topics: ["news.*"]))
+        #expect(claims.allows(.store("tiles")))
+        #expect(!claims.allows(.store("other")))
+        #expect(claims.allows(.topic("news.sport")))
+        #expect(!claims.allows(.topic("news")))
+        #expect(!claims.allows(.topic("weather")))
+    }
+
+    @Test func wildcardCoversEveryName() throws {
+        let claims = try JSONWebToken.verify(token(["exp": .number(now + 1), "stores": ["*"]]), secret: secret, now: now).get()
+        #expect(claims.allows(.store("anything")))
+        #expect(!claims.allows(.topic("anything")), "a kind the token does not list is not readable")
+    }
+
+    @Test func publishedExampleVerifiesItsSignatureThenNeedsExp() {
+        // The widely published HS256 example: correct signature, but no `exp` claim.
+        let example = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+        let right = JSONWebToken.verify(example, secret: Array("your-256-bit-secret".utf8), now: now)
+        #expect(right == .failure(.malformed("the token needs a numeric \"exp\" claim")))
+        let wrong = JSONWebToken.verify(example, secret: Array("another secret".utf8), now: now)
+        #expect(wrong == .failure(.badSignature))
+    }
+
+    @Test func refusesExpiredAndNotYetValid() {
+        #expect(JSONWebToken.verify(token(["exp": .number(now)]), secret: secret, now: now) == .failure(.expired))
+        #expect(JSONWebToken.verify(token(["exp": .number(now - 1)]), secret: secret, now: now).failureCode == "token_expired")
+        #expect(JSONWebToken.verify(token(["exp": .number(now + 10), "nbf": .number(now + 5)]), secret: secret, now: now)
+            == .failure(.notYetValid))
+    }
+
+    @Test func refusesOtherSecretsAndTampering() {
+        let text = token(["exp": .number(now + 60), "stores": ["tiles"]])
+        #expect(JSONWebToken.verify(text, secret: Array("other".utf8), now: now) == .failure(.badSignature))
+        let parts = text.split(separator: ".").map(String.init)
+        let forged = Base64URL.encode(Array("{\"exp\":9999999999,\"stores\":[\"*\"]}".utf8))
+        #expect(JSONWebToken.verify(parts[0] + "." + forged + "." + parts[2], secret: secret, now: now) == .failure(.badSignature))
+    }
+
+    @Test func refusesAlgorithmNoneAndOthers() {
+        for alg in ["none", "HS512", "RS256"] {
+            let header = Base64URL.encode(Array("{\"alg\":\"\(alg)\"}".utf8))
+            let body = Base64URL.encode(Array("{\"exp\":9999999999}".utf8))
+            #expect(JSONWebToken.verify(header + "." + body + ".", secret: secret, now: now) == .failure(.unsupportedAlgorithm(alg)))
+        }
+    }
+
+    @Test func refusesMalformedShapes() {
+        for text in ["", "a", "a.b", "a.b.c.d", "!!.e30.", String(repeating: "a", count: 5000)] {
+            guard case .failure(.malformed) = JSONWebToken.verify(text, secret: secret, now: now) else {
+                Issue.record("\(text.prefix(20)) was not refused as malformed")
+                continue
+            }
+        }
+        let badClaims = token(["exp": .number(now + 60), "stores": "tiles"])
+        #expect(JSONWebToken.verify(badClaims, secret: secret, now: now) == .failure(.malformed("\"stores\" must be an array of names")))
+    }
+}
+
+@Suite struct Base64URLTests {
+    @Test func roundTripsEveryLengthWithoutPadding() {
+        for length in 0..<40 {
+            let bytes = (0..<length).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 250) }
+            let text = Base64URL.encode(bytes)
+            #expect(!text.contains("=") && !text.contains("+") && !text.contains("/"))
+            #expect(Base64URL.decode(text) == bytes)
+        }
+    }
+
+    @Test func refusesTheStandardAlphabetAndBadLengths() {
+        #expect(Base64URL.decode("+w") == nil)
+        #expect(Base64URL.decode("/w") == nil)
+        #expect(Base64URL.decode("-w==") == nil)
+        #expect(Base64URL.decode("abcde") == nil)
+        #expect(Base64URL.decode("-_8") == [0xFB, 0xFF])
+    }
+}
+
+extension Result where Failure == JSONWebToken.Failure {
+    var failureCode: String? {
+        if case .failure(let failure) = self { return failure.code }
+        return nil
+    }
+}
