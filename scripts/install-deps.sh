@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(libuv1-dev libhttp-parser-dev libssl-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) packages+=(curl python3 python3-venv) ;;
+  test) packages+=(curl python3 python3-venv chromium chromium-driver) ;;
   bench) packages+=(curl wrk nginx-light libnginx-mod-nchan python3 python3-venv) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
