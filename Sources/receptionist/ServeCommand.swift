@@ -183,26 +183,25 @@ struct ServeCommand: ParsableCommand {
         gateway.run()
     }
 
-    /// The non-empty lines of a secrets file that are not comments, trimmed.
+    /// The non-empty lines of a secrets file that are not comments, trimmed of spaces, tabs and
+    /// carriage returns. Worked on as bytes: Swift counts "\r\n" as one character.
     static func keys(inFile path: String) throws -> [String] {
         guard let file = fopen(path, "r") else { throw ValidationError("cannot read \(path)") }
         defer { fclose(file) }
-        var lines: [String] = []
-        var buffer = [CChar](repeating: 0, count: 4096)
-        while fgets(&buffer, Int32(buffer.count), file) != nil {
-            let line = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            let trimmed = line.trimmingCharacters(in: " \t\r\n")
-            if !trimmed.isEmpty && !trimmed.hasPrefix("#") { lines.append(trimmed) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count == 0 { break }
+            bytes += chunk[..<count]
         }
-        return lines
-    }
-}
-
-extension String {
-    fileprivate func trimmingCharacters(in set: String) -> String {
-        var text = self[...]
-        while let first = text.first, set.contains(first) { text = text.dropFirst() }
-        while let last = text.last, set.contains(last) { text = text.dropLast() }
-        return String(text)
+        let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
+        return bytes.split(separator: UInt8(ascii: "\n")).compactMap { line in
+            var trimmed = line[...]
+            while let first = trimmed.first, blank.contains(first) { trimmed = trimmed.dropFirst() }
+            while let last = trimmed.last, blank.contains(last) { trimmed = trimmed.dropLast() }
+            guard !trimmed.isEmpty, trimmed.first != UInt8(ascii: "#") else { return nil }
+            return String(decoding: trimmed, as: UTF8.self)
+        }
     }
 }
