@@ -7,7 +7,7 @@ PORT ?= 8080
 # Every test run is bounded; a hang fails instead of stalling CI.
 TEST_TIMEOUT ?= 1200
 
-.PHONY: all build release run test unit-test tsan-test e2e-test bench bench-http bench-model bench-ws clean
+.PHONY: all build release run test unit-test tsan-test e2e-test container-test bench bench-http bench-model bench-ws clean
 
 all: build
 
@@ -27,7 +27,7 @@ $(VENV)/.installed: Tests/e2e/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/e2e/requirements.txt
 	touch $@
 
-test: unit-test tsan-test e2e-test
+test: unit-test tsan-test e2e-test container-test
 
 unit-test:
 	@scripts/install-deps.sh test
@@ -45,6 +45,13 @@ e2e-test: $(VENV)/.installed
 	@scripts/install-deps.sh test
 	$(SWIFT) build --product receptionist
 	RECEPTIONIST_BIN=.build/debug/receptionist timeout $(TEST_TIMEOUT) $(PYTHON) -m pytest Tests/e2e
+
+# The image from deploy/Dockerfile on a local Debian base, run under podman (as root), and the
+# other files in deploy/ checked. The image has no Swift runtime, so the binary carries its own.
+container-test: $(VENV)/.installed
+	@scripts/install-deps.sh container
+	$(SWIFT) build -c release --static-swift-stdlib --product receptionist
+	PYTHON=$(PYTHON) timeout $(TEST_TIMEOUT) Tests/container/run.sh .build/release/receptionist
 
 bench: bench-model bench-http bench-ws
 

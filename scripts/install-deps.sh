@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages a make target needs, only those that are missing.
-# Usage: scripts/install-deps.sh build|test|bench
+# Usage: scripts/install-deps.sh build|test|bench|container
 set -euo pipefail
 
 packages=(libuv1-dev libhttp-parser-dev libssl-dev pkg-config)
@@ -8,7 +8,10 @@ case "${1:-build}" in
   build) ;;
   test) packages+=(curl python3 python3-venv chromium chromium-driver) ;;
   bench) packages+=(curl wrk nginx-light libnginx-mod-nchan python3 python3-venv) ;;
-  *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
+  # The container test: podman on the runc runtime, a base image made by debootstrap, and nginx
+  # to check the load balancer's configuration.
+  container) packages+=(curl podman runc debootstrap uidmap slirp4netns fuse-overlayfs nginx-light python3 python3-venv) ;;
+  *) echo "usage: $0 build|test|bench|container" >&2; exit 2 ;;
 esac
 
 missing=()
