@@ -23,8 +23,10 @@ public final class Gateway {
     public let jobs: JobRunner
     /// API keys and subscription tokens; any thread.
     let access: AccessControl
-    /// Refusals by reason; loop thread only.
+    /// What the gateway counts, and its `/metrics`; loop thread only.
     let counters = GatewayCounters()
+    let metrics = GatewayMetrics()
+    private var lagProbe: LoopTimer?
 
     private var listener: TCPListener?
     /// Every connection's current session, keyed by the connection (a session that upgrades to
@@ -58,10 +60,10 @@ public final class Gateway {
         if files.isEmpty {
             logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
         }
-        hub = PushHub(stores: stores, loop: loop, historyLimit: config.historyLimit)
-        router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, config: config, access: access, counters: counters) {
-            [unowned self] in !self.isDraining
-        }
+        hub = PushHub(stores: stores, loop: loop, historyLimit: config.historyLimit, counters: counters)
+        router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, config: config, access: access, counters: counters,
+            metrics: { [unowned self] in self.metrics.render(self.metricsSample()) }
+        ) { [unowned self] in !self.isDraining }
         let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
         listener.onConnection = { [unowned self] connection in self.accepted(connection) }
         listener.onAcceptError = { [unowned self] error in self.acceptFailed(error) }
@@ -75,6 +77,7 @@ public final class Gateway {
         let sweep = LoopTimer(loop: loop) { [unowned self] in self.sweep() }
         sweep.start(delayMilliseconds: interval, repeatMilliseconds: interval)
         sweepTimer = sweep
+        startLagProbe()
         if config.demo {
             try startDemo()
         }
@@ -181,6 +184,36 @@ public final class Gateway {
         return UInt64(max(10, min(1000, shortest * 1000 / 10)))
     }
 
+    // MARK: Metrics
+
+    private func metricsSample() -> GatewayMetrics.Sample {
+        var connections: [SessionTransport: Int] = [:]
+        for session in sessions.values {
+            connections[session.transport, default: 0] += 1
+        }
+        return GatewayMetrics.Sample(
+            counters: counters, bytesRead: loop.bytesRead, bytesWritten: loop.bytesWritten,
+            connections: connections,
+            storeSubscriptions: hub.feeds.values.reduce(0) { $0 + $1.subscriberCount },
+            topicSubscriptions: hub.topics.values.reduce(0) { $0 + $1.subscriberCount },
+            stores: stores.all.count, topics: hub.topics.count,
+            mailboxDepth: loop.mailbox.statistics.depth,
+            jobStates: jobs.allJobs.map { $0.info.state.name })
+    }
+
+    /// A timer due every 100 ms whose lateness, measured on the monotonic clock, is the loop's lag.
+    private func startLagProbe() {
+        let period = GatewayMetrics.lagProbeMilliseconds
+        var due = Clock.monotonicSeconds() + Double(period) / 1000
+        let probe = LoopTimer(loop: loop) { [unowned self] in
+            let now = Clock.monotonicSeconds()
+            self.metrics.loopLag.record(max(0, now - due))
+            due = now + Double(period) / 1000
+        }
+        probe.start(delayMilliseconds: period, repeatMilliseconds: period)
+        lagProbe = probe
+    }
+
     // MARK: Drain
 
     private func signalled(_ number: Int32) {
@@ -200,7 +233,7 @@ public final class Gateway {
         listener?.close()
         listener = nil
         for (id, session) in sessions {
-            if session.isStream {
+            if session.transport.isStream {
                 drainQueue.append(id)
             } else {
                 session.drain()
@@ -224,6 +257,8 @@ public final class Gateway {
         jobs.shutDown()
         sweepTimer?.close()
         sweepTimer = nil
+        lagProbe?.close()
+        lagProbe = nil
         drainTimer?.close()
         drainTimer = nil
         drainSpreadTimer?.close()

@@ -7,8 +7,17 @@ protocol GatewaySession: AnyObject {
     var connection: TCPConnection { get }
     /// The gateway is draining: finish what is in flight, say goodbye, close.
     func drain()
-    /// Whether this is a long-lived stream (WebSocket or SSE), told to go in a spread when draining.
-    var isStream: Bool { get }
+    /// The protocol the connection speaks now; streams are told to go in a spread when draining.
+    var transport: SessionTransport { get }
     /// Periodic check of timeouts and keepalives, with the loop's time in milliseconds.
     func sweep(now: UInt64)
+}
+
+/// What a connection speaks: plain HTTP, or a long-lived WebSocket or SSE stream.
+enum SessionTransport: String, CaseIterable {
+    case http
+    case webSocket = "websocket"
+    case sse
+
+    var isStream: Bool { self != .http }
 }

@@ -88,6 +88,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             keepAlive: state.requestCompleted(keepAlive: request.keepAlive && !request.isUpgrade))
         slots.append(slot)
         let now = connection.loop.nowMilliseconds
+        gateway.counters.httpRequests += 1
         switch gateway.router.route(request, client: connection.peerAddress ?? "unknown", now: now) {
         case .reply(let reply):
             slot.fill(reply)
@@ -234,7 +235,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         }
     }
 
-    var isStream: Bool { false }
+    var transport: SessionTransport { .http }
 
     /// Refuses the connection at once (over a connection limit).
     func refuse(_ status: HTTPStatus, _ detail: String) {

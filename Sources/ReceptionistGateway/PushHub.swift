@@ -14,10 +14,12 @@ final class PushHub {
     private let loop: EventLoop
     private let context: LoopExecutionContext
     private let historyLimit: Int
-    private var feeds: [String: StoreFeed] = [:]
+    private(set) var feeds: [String: StoreFeed] = [:]
     private(set) var topics: [String: Topic] = [:]
+    let counters: GatewayCounters
 
-    init(stores: StoreRegistry, loop: EventLoop, historyLimit: Int) {
+    init(stores: StoreRegistry, loop: EventLoop, historyLimit: Int, counters: GatewayCounters) {
+        self.counters = counters
         self.stores = stores
         self.loop = loop
         self.historyLimit = historyLimit
@@ -60,14 +62,14 @@ final class PushHub {
 
     private func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
-        let topic = Topic(name: name, historyLimit: historyLimit)
+        let topic = Topic(name: name, historyLimit: historyLimit, counters: counters)
         topics[name] = topic
         return topic
     }
 
     private func feed(_ store: ModelStore) -> StoreFeed {
         if let feed = feeds[store.name], feed.store === store { return feed }
-        let feed = StoreFeed(store: store, loop: loop, context: context)
+        let feed = StoreFeed(store: store, loop: loop, context: context, counters: counters)
         feeds[store.name] = feed
         return feed
     }
@@ -79,12 +81,14 @@ final class PushHub {
         // older than the history cannot be resumed: the client gets a fresh snapshot marked reset.
         if let since, since <= store.version, let missed = store.changes(since: since) {
             sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since)))
+            counters.storeResumes += 1
             subscription.advance(to: since)
             for changeSet in missed {
                 subscription.deliver(PushEvent.changes(changeSet))
             }
         } else {
             let (version, json) = feed.snapshot(reset: since != nil)
+            if since != nil { counters.resets += 1 }
             sink.send(PushEvent(name: "snapshot", id: version, json: json))
             subscription.advance(to: version)
         }
@@ -98,9 +102,11 @@ final class PushHub {
         // A number past the topic's last one belongs to an earlier life of the topic: not resumable.
         if let since, since <= topic.seq {
             sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: topic.seq, resumed: true)))
+            counters.topicResumes += 1
             subscription.advance(to: since)
             let (gap, events) = topic.replay(after: since)
             if let gap {
+                counters.gaps += 1
                 sink.send(PushEvent(name: "gap", id: nil, json: PushEncoder.gap(topic: topic.name, from: gap.lowerBound, to: gap.upperBound)))
                 subscription.advance(to: gap.upperBound)
             }

@@ -14,6 +14,7 @@ final class Router {
     private let origins: OriginPolicy
     private let publishLimiter: KeyedRateLimiter
     private let counters: GatewayCounters
+    private let metrics: () -> Reply
     /// Whether the gateway accepts work (false while draining).
     private let isReady: () -> Bool
     // Constant answers are built once; copies share their storage.
@@ -23,7 +24,8 @@ final class Router {
 
     init(
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub, config: GatewayConfig,
-        access: AccessControl, counters: GatewayCounters, isReady: @escaping () -> Bool
+        access: AccessControl, counters: GatewayCounters, metrics: @escaping () -> Reply,
+        isReady: @escaping () -> Bool
     ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(stores: stores)
@@ -35,6 +37,7 @@ final class Router {
         origins = OriginPolicy(allowed: config.allowedOrigins)
         publishLimiter = KeyedRateLimiter(limit: config.publishRate)
         self.counters = counters
+        self.metrics = metrics
         self.isReady = isReady
     }
 
@@ -45,6 +48,8 @@ final class Router {
             return .reply(readOnly(request) { healthy })
         case "/readyz":
             return .reply(readOnly(request) { isReady() ? ready : draining })
+        case "/metrics":
+            return .reply(readOnly(request) { metrics() })
         case "/ws":
             return upgrade(request, .push)
         case "/ws/echo" where enableEcho:

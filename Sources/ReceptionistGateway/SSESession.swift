@@ -55,7 +55,7 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        subscription?.flushConflated()
+        gateway.counters.conflatedChangeSets += subscription?.flushConflated() ?? 0
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
@@ -69,6 +69,7 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
     var isOverLimit: Bool { connection.backlogBytes > maxQueuedBytes }
 
     func send(_ event: PushEvent) {
+        gateway.counters.sseMessagesOut += 1
         connection.write(event.sseEvent)
         lastWrite = connection.loop.nowMilliseconds
     }
@@ -80,7 +81,7 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     // MARK: GatewaySession
 
-    var isStream: Bool { true }
+    var transport: SessionTransport { .sse }
 
     /// Ends the stream with a `draining` event whose `retry:` spreads the reconnections
     /// (`EventSource` honours it), then closes once everything queued is written.

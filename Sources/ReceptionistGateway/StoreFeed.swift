@@ -17,8 +17,11 @@ final class StoreFeed {
     /// The last snapshot sent, reused while the version stands (reconnect storms ask for the same one).
     private var cachedSnapshot: (version: UInt64, reset: Bool, json: [UInt8])?
 
-    init(store: ModelStore, loop: EventLoop, context: LoopExecutionContext) {
+    private let counters: GatewayCounters
+
+    init(store: ModelStore, loop: EventLoop, context: LoopExecutionContext, counters: GatewayCounters) {
         self.store = store
+        self.counters = counters
         let feed = LoopBound(WeakFeed(self), loop: loop)
         receptionist = Receptionist(store: store, policy: .each, target: context) { delivery in
             feed.value.feed?.deliver(delivery)
@@ -32,6 +35,8 @@ final class StoreFeed {
     func add(_ subscription: Subscription) {
         subscriptions[ObjectIdentifier(subscription)] = subscription
     }
+
+    var subscriberCount: Int { subscriptions.count }
 
     func remove(_ subscription: Subscription) {
         subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
@@ -51,12 +56,15 @@ final class StoreFeed {
 
     private func deliver(_ delivery: Receptionist.Delivery) {
         guard !subscriptions.isEmpty else { return }
+        var delivered = 0
         for changeSet in delivery.changeSets {
             let event = PushEvent.changes(changeSet)
-            for subscription in subscriptions.values {
-                subscription.deliver(event)
+            for subscription in subscriptions.values where subscription.deliver(event) {
+                delivered += 1
             }
         }
+        counters.deliveries += delivered
+        counters.changeSetsFannedOut += delivery.changeSets.count
     }
 
     private final class WeakFeed {

@@ -23,6 +23,7 @@ final class Subscription {
         /// The position the subscriber had when conflation began.
         let from: UInt64
         var buffer = CoalescingBuffer()
+        var changeSets = 0
         init(from: UInt64) { self.from = from }
     }
 
@@ -37,31 +38,38 @@ final class Subscription {
         if position > self.position { self.position = position }
     }
 
-    func deliver(_ event: PushEvent) {
-        guard let id = event.id, id > position else { return }
+    /// Hands `event` on unless it is already covered; whether it was sent or conflated (a delivery).
+    @discardableResult
+    func deliver(_ event: PushEvent) -> Bool {
+        guard let id = event.id, id > position else { return false }
         let overLimit = sink.isOverLimit
         if let changeSet = event.changeSet {
             if conflation != nil || overLimit {
                 let pending = conflation ?? Conflation(from: position)
                 conflation = pending
                 pending.buffer.absorb(changeSet)
+                pending.changeSets += 1
                 position = id
-                return
+                return true
             }
         } else if overLimit {
             sink.slowConsumer(self)
-            return
+            return false
         }
         position = id
         sink.send(event)
+        return true
     }
 
     /// The sink drained: sends what was conflated, if anything, as one `changes` message.
-    func flushConflated() {
-        guard let pending = conflation else { return }
+    /// Returns how many change sets were folded into it.
+    @discardableResult
+    func flushConflated() -> Int {
+        guard let pending = conflation else { return 0 }
         conflation = nil
         let changes = pending.buffer.take()
         let json = PushEncoder.conflated(store: target.name, version: position, from: pending.from, changes: changes)
         sink.send(PushEvent(name: "changes", id: position, json: json))
+        return pending.changeSets
     }
 }

@@ -17,8 +17,11 @@ final class Topic {
     private var start = 0
     private var subscriptions: [ObjectIdentifier: Subscription] = [:]
 
-    init(name: String, historyLimit: Int) {
+    private let counters: GatewayCounters
+
+    init(name: String, historyLimit: Int, counters: GatewayCounters) {
         self.name = name
+        self.counters = counters
         self.historyLimit = max(0, historyLimit)
     }
 
@@ -45,9 +48,12 @@ final class Topic {
                 start = (start + 1) % historyLimit
             }
         }
-        for subscription in subscriptions.values {
-            subscription.deliver(event)
+        var delivered = 0
+        for subscription in subscriptions.values where subscription.deliver(event) {
+            delivered += 1
         }
+        counters.deliveries += delivered
+        counters.topicPublishes += 1
         return seq
     }
 

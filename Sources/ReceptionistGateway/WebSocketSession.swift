@@ -69,7 +69,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     func connectionDidDrain(_ connection: TCPConnection) {
         for subscription in subscriptions {
-            subscription.flushConflated()
+            gateway.counters.conflatedChangeSets += subscription.flushConflated()
         }
     }
 
@@ -100,6 +100,12 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
     }
 
     private func handle(_ message: WebSocketMessage) {
+        switch message {
+        case .text, .binary:
+            gateway.counters.webSocketMessagesIn += 1
+        default:
+            break
+        }
         switch message {
         case .text(let text):
             if mode == .echo {
@@ -214,6 +220,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     private func write(_ bytes: [UInt8]) {
         guard !state.closeSent else { return }
+        gateway.counters.webSocketMessagesOut += 1
         connection.write(bytes)
     }
 
@@ -233,6 +240,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     func send(_ event: PushEvent) {
         guard !state.closeSent else { return }
+        gateway.counters.webSocketMessagesOut += 1
         connection.write(event.webSocketFrame)
     }
 
@@ -244,7 +252,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
 
     // MARK: GatewaySession
 
-    var isStream: Bool { true }
+    var transport: SessionTransport { .webSocket }
 
     /// Tells the client when to come back (to any node), then closes with 1001.
     func drain() {

@@ -23,6 +23,10 @@ public final class EventLoop {
     let readBuffer: UnsafeMutableRawPointer
     static let readBufferSize = 64 * 1024
 
+    /// Bytes read from and written to every socket on this loop, for metrics. Loop thread only.
+    public internal(set) var bytesRead: UInt64 = 0
+    public internal(set) var bytesWritten: UInt64 = 0
+
     private var dirty: [any LoopFlushable] = []
     private var flushHooks: FlushHooks?
 

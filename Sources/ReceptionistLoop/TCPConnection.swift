@@ -100,6 +100,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     private func didRead(count: Int, base: UnsafeMutablePointer<CChar>?) {
         if count > 0 {
+            loop.bytesRead &+= UInt64(count)
             guard state == .open else { return }  // lingering: discard until EOF
             delegate?.connection(self, didRead: UnsafeRawBufferPointer(start: base, count: count))
         } else if count == Int(UV_EOF.rawValue) {
@@ -190,6 +191,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
             return
         }
         consume(max(0, Int(written)))
+        loop.bytesWritten &+= UInt64(max(0, Int(written)))
         guard !pending.isEmpty else { return }
 
         let request = WriteRequest(chunks: Array(pending.prefix(1024)))
@@ -221,12 +223,14 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     }
 
     fileprivate func writeCompleted(status: Int32) {
+        let request = inFlight
         inFlight = nil
         guard state == .open else { return }
         if status < 0 {
             close()
             return
         }
+        loop.bytesWritten &+= UInt64(request?.byteCount ?? 0)
         flush()
     }
 

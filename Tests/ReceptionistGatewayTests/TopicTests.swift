@@ -4,7 +4,7 @@ import Testing
 
 @Suite struct TopicTests {
     private func topic(history: Int, published: Int) -> Topic {
-        let topic = Topic(name: "t", historyLimit: history)
+        let topic = Topic(name: "t", historyLimit: history, counters: GatewayCounters())
         for i in 0..<published {
             #expect(topic.publish(.number(Double(i))) == UInt64(i + 1))
         }
