@@ -7,7 +7,7 @@ PORT ?= 8080
 # Every test run is bounded; a hang fails instead of stalling CI.
 TEST_TIMEOUT ?= 1200
 
-.PHONY: all build release run test unit-test tsan-test e2e-test container-test bench bench-http bench-model bench-ws clean
+.PHONY: all build release run test unit-test tsan-test e2e-test container-test soak bench bench-http bench-model bench-ws clean
 
 all: build
 
@@ -52,6 +52,16 @@ container-test: $(VENV)/.installed
 	@scripts/install-deps.sh container
 	$(SWIFT) build -c release --static-swift-stdlib --product receptionist
 	PYTHON=$(PYTHON) timeout $(TEST_TIMEOUT) Tests/container/run.sh .build/release/receptionist
+
+# Mixed load against the release binary for SOAK_SECONDS, watching its memory and descriptors;
+# fails unless both stay flat and the resuming clients lose nothing. Not part of `make test`.
+SOAK_SECONDS ?= 600
+
+soak: $(VENV)/.installed
+	@scripts/install-deps.sh test
+	$(SWIFT) build -c release --product receptionist
+	SOAK_SECONDS=$(SOAK_SECONDS) RECEPTIONIST_BIN=.build/release/receptionist \
+		timeout $$(( $(SOAK_SECONDS) + 300 )) $(PYTHON) Tests/soak/soak.py
 
 bench: bench-model bench-http bench-ws
 

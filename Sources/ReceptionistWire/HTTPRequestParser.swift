@@ -41,6 +41,14 @@ public final class HTTPRequestParser {
     private var scanningHead = true
     private var pendingError: HTTPParseError?
     private var finished: [HTTPRequest] = []
+    // http-parser as packaged takes any two bytes after a chunk's data as its CRLF, so that
+    // "5\r\nhelloXX0\r\n\r\n" is a whole body to it and something else to a stricter peer. The
+    // decoder checks that terminator itself: the data bytes still due in the current chunk, and
+    // how many bytes of the CRLF after them are still to be checked (they may arrive later).
+    private var chunkBytesLeft: UInt64 = 0
+    private var chunkTerminatorBytesLeft = 0
+    /// One past the last byte of the buffer the C parser is reading, during `parse`.
+    private var bufferEnd: UnsafePointer<CChar>?
     private var head: (method: HTTPMethod, major: Int, minor: Int, keepAlive: Bool, upgrade: Bool)?
 
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
@@ -56,6 +64,7 @@ public final class HTTPRequestParser {
         settings.pointee.on_header_value = { p, at, length in HTTPRequestParser.from(p).valueBytes(at, length) }
         settings.pointee.on_headers_complete = { p in HTTPRequestParser.from(p).headComplete() }
         settings.pointee.on_body = { p, at, length in HTTPRequestParser.from(p).bodyBytes(at, length) }
+        settings.pointee.on_chunk_header = { p in HTTPRequestParser.from(p).chunkBegan() }
         settings.pointee.on_message_complete = { p in HTTPRequestParser.from(p).messageComplete() }
     }
 
@@ -75,6 +84,11 @@ public final class HTTPRequestParser {
         parser.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         defer { parser.pointee.data = nil }
         let base = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
+        bufferEnd = UnsafePointer(base + bytes.count)
+        defer { bufferEnd = nil }
+        if chunkTerminatorBytesLeft > 0, !checkChunkTerminator(at: UnsafePointer(base)) {
+            return fail(Self.badChunkTerminator, into: &output)
+        }
         var offset = 0
         var headEnd = 0
         while offset < bytes.count {
@@ -237,8 +251,42 @@ public final class HTTPRequestParser {
             return 1
         }
         body.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        if chunkBytesLeft > 0, let at, length > 0 {
+            chunkBytesLeft -= UInt64(length)
+            if chunkBytesLeft == 0 {
+                // The chunk's data ends here; its CRLF follows, in this buffer or the next.
+                chunkTerminatorBytesLeft = 2
+                guard checkChunkTerminator(at: at + length) else {
+                    pendingError = Self.badChunkTerminator
+                    return 1
+                }
+            }
+        }
         return 0
     }
+
+    /// http-parser has read a chunk-size line; `content_length` holds the chunk's size.
+    private func chunkBegan() -> Int32 {
+        // The last chunk (size 0) has no data and no CRLF of its own; trailers follow it.
+        chunkBytesLeft = parser.pointee.content_length
+        chunkTerminatorBytesLeft = 0
+        return 0
+    }
+
+    /// Checks the bytes of a chunk's CRLF that lie between `start` and the end of the buffer.
+    private func checkChunkTerminator(at start: UnsafePointer<CChar>) -> Bool {
+        guard let bufferEnd else { return true }
+        var byte = start
+        while chunkTerminatorBytesLeft > 0 && byte < bufferEnd {
+            let expected = chunkTerminatorBytesLeft == 2 ? CChar(13) : CChar(10)
+            guard byte.pointee == expected else { return false }
+            chunkTerminatorBytesLeft -= 1
+            byte += 1
+        }
+        return true
+    }
+
+    private static let badChunkTerminator = HTTPParseError(status: .badRequest, detail: "chunk data not followed by CRLF")
 
     private func messageComplete() -> Int32 {
         guard let head else { return 1 }

@@ -125,6 +125,32 @@ private let validRequests: [String] = [
         #expect(parse(text).requests.isEmpty)
     }
 
+    @Test(arguments: ["XX", "\n\n", "\r\r", "\n", "!!\r\n"])
+    func chunkDataNotFollowedByCRLFYields400(_ terminator: String) {
+        let text = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\(terminator)0\r\n\r\n"
+        let bytes = Array(text.utf8)
+        // Whole, and split at every byte: the terminator may arrive apart from the data.
+        let splits = [[bytes]] + (1..<bytes.count).map { [Array(bytes[..<$0]), Array(bytes[$0...])] }
+        for pieces in splits {
+            let output = parse(pieces)
+            #expect(output.error?.status == .badRequest, "accepted \(terminator.debugDescription) split at \(pieces[0].count)")
+            #expect(output.requests.isEmpty)
+        }
+        #expect(parse(bytes.map { [$0] }).error?.status == .badRequest)
+    }
+
+    @Test func chunkTerminatorsSplitAnywhereAreAccepted() {
+        let text = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n1;x=y\r\n!\r\n0\r\n\r\n"
+            + "GET /next HTTP/1.1\r\n\r\n"
+        let bytes = Array(text.utf8)
+        for cut in 1..<bytes.count {
+            let output = parse([Array(bytes[..<cut]), Array(bytes[cut...])])
+            #expect(output.error == nil, "refused when split at \(cut)")
+            #expect(output.requests.map(\.body) == [Array("hello!".utf8), []])
+        }
+        #expect(parse(bytes.map { [$0] }).requests.map(\.target) == ["/", "/next"])
+    }
+
     @Test func smugglingShapesAreRejected() {
         let both = "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
         #expect(parse(both).error?.status == .badRequest)

@@ -1,0 +1,397 @@
+"""A soak run: the release binary under mixed load for SOAK_SECONDS, watched from /proc.
+
+The load: WebSocket subscribers to stores and topics that check every frame, HTTP publishes and
+store PATCHes, clients that disconnect (politely or with a reset) and resume with `since`,
+deliberately slow readers that get conflated or closed with 1008 and come back, and short HTTP
+connections. Every SAMPLE_SECONDS the server's resident memory and descriptor count are printed.
+
+It exits non-zero unless, at the end:
+- resident memory is within RSS_SLACK of the baseline taken after the warm-up (the allocator's
+  arenas, the topics' and stores' histories and the connections' buffers have all reached their
+  working size by then, so growth beyond it is a leak);
+- the descriptor count is back to what it was before any client connected, once they have left;
+- the resuming clients lost nothing (no gap, no reset snapshot) and every live subscriber saw
+  every sequence number and version, in order, once, and ends with the server's state;
+- the server is alive and logged nothing at error level.
+
+Usage: SOAK_SECONDS=600 RECEPTIONIST_BIN=.build/release/receptionist .venv/bin/python Tests/soak/soak.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+
+from conftest import ConnectionClosed, api, json_ok, launch_server, wait_for  # noqa: E402
+from procstat import error_lines, fd_count, reset_close, rss_bytes, steady_fd_count  # noqa: E402
+from wsclient import (  # noqa: E402
+    OP_CLOSE,
+    RawWebSocket,
+    apply_changes,
+    close_payload,
+    connect,
+    publish,
+    recv_json,
+    send_json,
+)
+
+SECONDS = float(os.environ.get("SOAK_SECONDS", "600"))
+WARM_UP = max(20.0, SECONDS * 0.15)
+SAMPLE_SECONDS = 5.0
+RSS_SLACK = 0.10
+HISTORY = 200                    # small, so the histories are full well within the warm-up
+MAX_QUEUED = 256 * 1024          # small, so the slow readers reach it
+STORES = ["soak-a", "soak-b"]
+MODELS = 40
+TOPICS = {"soak-news": 300, "soak-bulk": 16_000}   # topic → message size in bytes
+PUBLISH_RATE = {"soak-news": 40, "soak-bulk": 15}  # messages per second
+PATCH_RATE = 40                  # store PATCHes per second, over both stores
+HTTP_RATE = 20                   # short HTTP connections per second
+STORE_SUBSCRIBERS = 10
+TOPIC_SUBSCRIBERS = 10
+RESUMERS = 6
+SLOW_READERS = 4
+
+
+class Tally:
+    """Counters and problems shared by every actor."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.problems: list[str] = []
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self.lock:
+            self.counts[name] = self.counts.get(name, 0) + amount
+
+    def problem(self, text: str) -> None:
+        with self.lock:
+            self.problems.append(text)
+        print(f"PROBLEM: {text}", flush=True)
+
+
+class Actor(threading.Thread):
+    """A load thread that runs until `stop` is set; any exception is a problem."""
+
+    def __init__(self, name: str, port: int, stop: threading.Event, tally: Tally):
+        super().__init__(name=name, daemon=True)
+        self.port, self.stop, self.tally = port, stop, tally
+        self.rng = random.Random(name)
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except Exception as error:  # noqa: BLE001 - every failure is reported
+            if not self.stop.is_set():
+                self.tally.problem(f"{self.name}: {type(error).__name__}: {error}")
+
+    def pace(self, rate: float) -> bool:
+        """Waits one period of `rate` per second; False once stopped."""
+        return not self.stop.wait(1.0 / rate)
+
+
+# ---- Writers -----------------------------------------------------------
+
+class Publisher(Actor):
+    def __init__(self, topic: str, *args):
+        super().__init__(f"publish-{topic}", *args)
+        self.topic = topic
+
+    def work(self) -> None:
+        pad = "p" * TOPICS[self.topic]
+        while self.pace(PUBLISH_RATE[self.topic]):
+            publish(self.port, self.topic, {"pad": pad})
+            self.tally.add("published")
+
+
+class Patcher(Actor):
+    def work(self) -> None:
+        while self.pace(PATCH_RATE):
+            store = self.rng.choice(STORES)
+            model = f"m{self.rng.randrange(MODELS)}"
+            if self.rng.random() < 0.05:
+                # A change set that deletes a model and puts it back.
+                body = {"changes": [{"op": "delete", "model": model},
+                                    {"op": "put", "model": model, "value": {"color": "#000000", "n": 0}}]}
+                json_ok(api(self.port, "POST", f"/api/stores/{store}/changes", body))
+            else:
+                patch = {"color": f"#{self.rng.randrange(1 << 24):06x}", "n": self.rng.randrange(1000),
+                         "style": {"width": self.rng.randrange(10)}}
+                json_ok(api(self.port, "PATCH", f"/api/stores/{store}/models/{model}", patch))
+            self.tally.add("patched")
+
+
+class HTTPChurn(Actor):
+    def work(self) -> None:
+        while self.pace(HTTP_RATE):
+            path = self.rng.choice(["/healthz", "/api/stores", f"/api/stores/{STORES[0]}", "/api/topics"])
+            json_ok(api(self.port, "GET", path))
+            self.tally.add("http")
+
+
+# ---- Readers -----------------------------------------------------------
+
+class StoreReplica:
+    """A local copy of a store, checked frame by frame."""
+
+    def __init__(self, store: str, snapshot: dict):
+        self.store = store
+        self.models = snapshot["models"]
+        self.version = snapshot["version"]
+
+    def apply(self, frame: dict) -> None:
+        if frame.get("conflated"):
+            assert frame["from"] == self.version, f"conflated from {frame['from']} at version {self.version}"
+        else:
+            assert frame["version"] == self.version + 1, f"version {frame['version']} after {self.version}"
+        apply_changes(self.models, frame["changes"])
+        self.version = frame["version"]
+
+
+class StoreSubscriber(Actor):
+    """Holds one subscription for the whole run; checks versions and the final state."""
+
+    def __init__(self, index: int, *args):
+        super().__init__(f"store-sub-{index}", *args)
+        self.store = STORES[index % len(STORES)]
+        self.replica: StoreReplica | None = None
+
+    def work(self) -> None:
+        with connect(self.port, ping_interval=None) as ws:
+            send_json(ws, {"type": "subscribe", "store": self.store})
+            self.replica = StoreReplica(self.store, recv_json(ws))
+            while not self.stop.is_set():
+                try:
+                    frame = json.loads(ws.recv(timeout=0.5))
+                except TimeoutError:
+                    continue
+                assert frame["type"] == "changes", frame
+                self.replica.apply(frame)
+                self.tally.add("store-frames")
+
+
+class TopicSubscriber(Actor):
+    """Holds one subscription for the whole run; checks that no sequence number is skipped."""
+
+    def __init__(self, index: int, *args):
+        super().__init__(f"topic-sub-{index}", *args)
+        self.topic = list(TOPICS)[index % len(TOPICS)]
+
+    def work(self) -> None:
+        with connect(self.port, ping_interval=None, max_size=None) as ws:
+            send_json(ws, {"type": "subscribe", "topic": self.topic})
+            last = recv_json(ws)["seq"]
+            while not self.stop.is_set():
+                try:
+                    frame = json.loads(ws.recv(timeout=0.5))
+                except TimeoutError:
+                    continue
+                assert frame["type"] == "message" and frame["seq"] == last + 1, (last, frame.get("type"), frame.get("seq"))
+                last = frame["seq"]
+                self.tally.add("topic-frames")
+
+
+class Resumer(Actor):
+    """Subscribes to a store and a topic, leaves, and comes back with `since`: nothing may be lost."""
+
+    def __init__(self, index: int, *args):
+        super().__init__(f"resumer-{index}", *args)
+        self.store = STORES[index % len(STORES)]
+        self.topic = "soak-news"
+
+    def work(self) -> None:
+        seq, replica = None, None
+        while not self.stop.is_set():
+            with connect(self.port, ping_interval=None) as ws:
+                topic_request = {"type": "subscribe", "topic": self.topic}
+                store_request = {"type": "subscribe", "store": self.store}
+                if seq is not None:
+                    topic_request["since"] = seq
+                    store_request["since"] = replica.version
+                send_json(ws, topic_request)
+                send_json(ws, store_request)
+                stay_until = time.monotonic() + self.rng.uniform(1, 5)
+                while time.monotonic() < stay_until and not self.stop.is_set():
+                    try:
+                        frame = json.loads(ws.recv(timeout=0.2))
+                    except TimeoutError:
+                        continue
+                    kind = frame["type"]
+                    if kind == "subscribed" and "topic" in frame:
+                        assert frame["resumed"] == (seq is not None), frame
+                        seq = frame["seq"] if seq is None else seq
+                    elif kind == "subscribed":
+                        assert frame["resumed"], frame
+                    elif kind == "snapshot":
+                        if replica is not None:
+                            self.tally.add("lost")
+                            self.tally.problem(f"{self.name}: a reset snapshot at {frame['version']} after {replica.version}")
+                        replica = StoreReplica(self.store, frame)
+                    elif kind == "gap":
+                        self.tally.add("lost")
+                        self.tally.problem(f"{self.name}: lost {frame['from']}..{frame['to']}")
+                        seq = frame["to"]
+                    elif kind == "message":
+                        assert frame["seq"] == seq + 1, f"message {frame['seq']} after {seq}"
+                        seq = frame["seq"]
+                    elif kind == "changes":
+                        replica.apply(frame)
+                    else:
+                        raise AssertionError(f"unexpected frame {frame}")
+                if self.rng.random() < 0.3:
+                    reset_close(ws.socket)
+            self.tally.add("resumes")
+            self.stop.wait(self.rng.uniform(0.1, 1.0))
+
+
+class SlowReader(Actor):
+    """Reads a little now and then: conflated on the store, closed with 1008 on the topic."""
+
+    def __init__(self, index: int, *args):
+        super().__init__(f"slow-{index}", *args)
+
+    def work(self) -> None:
+        seq = None
+        while not self.stop.is_set():
+            with RawWebSocket(self.port, rcvbuf=4096) as ws:
+                ws.open()
+                request = {"type": "subscribe", "topic": "soak-bulk"}
+                if seq is not None:
+                    request["since"] = seq
+                ws.send_json(request)
+                ws.send_json({"type": "subscribe", "store": STORES[0]})
+                while not self.stop.is_set():
+                    try:
+                        opcode, payload = ws.read_message(timeout=10)
+                    except (ConnectionClosed, OSError):
+                        # Closed without a handshake: its pong sat behind the backlog past the
+                        # ping timeout, which PROTOCOL.md allows.
+                        self.tally.add("slow-aborted")
+                        break
+                    if opcode == OP_CLOSE:
+                        code = int.from_bytes(payload[:2], "big")
+                        assert code == 1008, payload
+                        self.tally.add("slow-1008")
+                        try:
+                            ws.send_frame(OP_CLOSE, close_payload(1008))
+                        except OSError:
+                            pass
+                        break
+                    frame = json.loads(payload)
+                    if frame["type"] == "message":
+                        seq = frame["seq"]
+                    elif frame["type"] == "subscribed" and "topic" in frame and seq is None:
+                        seq = frame["seq"]
+                    elif frame.get("conflated"):
+                        self.tally.add("slow-conflated")
+                    elif frame["type"] == "gap":
+                        self.tally.add("slow-gap")
+                        seq = frame["to"]
+                    self.stop.wait(self.rng.uniform(0.1, 0.4))
+            self.tally.add("slow-reconnects")
+
+
+# ---- The run -----------------------------------------------------------
+
+def set_up(port: int) -> None:
+    for store in STORES:
+        json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+        changes = [{"op": "put", "model": f"m{i}", "value": {"color": "#ffffff", "n": i}} for i in range(MODELS)]
+        json_ok(api(port, "POST", f"/api/stores/{store}/changes", {"changes": changes}))
+
+
+def sample(pid: int, started: float) -> tuple[float, int, int]:
+    elapsed, rss, fds = time.monotonic() - started, rss_bytes(pid), fd_count(pid)
+    print(f"t={elapsed:6.0f}s  rss={rss / 1048576:7.1f} MiB  fds={fds:4d}", flush=True)
+    return elapsed, rss, fds
+
+
+def main() -> int:
+    workdir = Path(tempfile.mkdtemp(prefix="receptionist-soak-"))
+    server = launch_server(workdir, ["--history", HISTORY, "--max-queued-bytes", MAX_QUEUED,
+                                     "--ping-interval", 20, "--ping-timeout", 10, "--idle-timeout", 10])
+    pid, port = server.proc.pid, server.port
+    print(f"soak: {SECONDS:.0f}s against pid {pid} on port {port} (warm-up {WARM_UP:.0f}s)", flush=True)
+    failures: list[str] = []
+    try:
+        set_up(port)
+        fds_before = steady_fd_count(pid)
+        stop, tally = threading.Event(), Tally()
+        context = (port, stop, tally)
+        readers = ([StoreSubscriber(i, *context) for i in range(STORE_SUBSCRIBERS)]
+                   + [TopicSubscriber(i, *context) for i in range(TOPIC_SUBSCRIBERS)])
+        actors = readers + [Resumer(i, *context) for i in range(RESUMERS)] \
+            + [SlowReader(i, *context) for i in range(SLOW_READERS)] \
+            + [Publisher(topic, *context) for topic in TOPICS] \
+            + [Patcher("patcher", *context), HTTPChurn("http", *context)]
+        for actor in actors:
+            actor.start()
+
+        started = time.monotonic()
+        samples, baseline_rss = [], None
+        while time.monotonic() - started < SECONDS:
+            time.sleep(SAMPLE_SECONDS)  # the sampling period; nothing waits on it
+            samples.append(sample(pid, started))
+            if baseline_rss is None and samples[-1][0] >= WARM_UP:
+                baseline_rss = samples[-1][1]
+                print(f"baseline after warm-up: rss={baseline_rss / 1048576:.1f} MiB", flush=True)
+            if server.proc.poll() is not None:
+                failures.append(f"the server exited with {server.proc.returncode}")
+                break
+        stop.set()
+        for actor in actors:
+            actor.join(15)
+            if actor.is_alive():
+                failures.append(f"{actor.name} did not stop")
+
+        # The live store subscribers end with the server's state.
+        for reader in readers:
+            if isinstance(reader, StoreSubscriber) and reader.replica is not None:
+                snapshot = json_ok(api(port, "GET", f"/api/stores/{reader.store}"))
+                if snapshot["version"] == reader.replica.version and snapshot["models"] != reader.replica.models:
+                    failures.append(f"{reader.name}: its copy differs from the store at {snapshot['version']}")
+
+        try:
+            fds_after = wait_for(lambda: (n := fd_count(pid)) <= fds_before and n, 15,
+                                 f"descriptors did not return to {fds_before}")
+        except AssertionError as error:
+            fds_after = fd_count(pid)
+            failures.append(str(error))
+        final_rss = rss_bytes(pid)
+        steady = [rss for elapsed, rss, _ in samples if elapsed >= WARM_UP]
+        print(f"\nsoak: {SECONDS:.0f}s, {len(actors)} actors; counts {json.dumps(tally.counts, sort_keys=True)}")
+        if baseline_rss is not None:
+            print(f"rss: baseline {baseline_rss / 1048576:.1f} MiB, after warm-up min {min(steady) / 1048576:.1f} "
+                  f"max {max(steady) / 1048576:.1f}, final {final_rss / 1048576:.1f} MiB "
+                  f"({(final_rss / baseline_rss - 1) * 100:+.1f}%)")
+            if final_rss > baseline_rss * (1 + RSS_SLACK):
+                failures.append(f"final rss {final_rss} is more than {RSS_SLACK:.0%} over the baseline {baseline_rss}")
+        else:
+            failures.append("the run ended before the warm-up did")
+        print(f"fds: before clients {fds_before}, peak {max(f for _, _, f in samples)}, after clients left {fds_after}")
+        print(f"lost by resuming clients: {tally.counts.get('lost', 0)}")
+        failures += tally.problems
+        errors = error_lines(server.stderr_text())
+        if errors:
+            failures.append(f"{len(errors)} error-level log lines, first: {errors[0]}")
+        if server.proc.poll() is not None:
+            failures.append(f"the server exited with {server.proc.returncode}")
+    finally:
+        server.stop()
+    for failure in failures:
+        print(f"FAIL: {failure}")
+    print("soak: " + ("FAILED" if failures else "passed"))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
