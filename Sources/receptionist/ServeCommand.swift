@@ -104,6 +104,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Protocol messages a WebSocket client may send in one burst.")
     var clientMessageBurst = 100.0
 
+    @Option(help: "Log format: text, or json for one JSON object per line.")
+    var logFormat = "text"
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -133,6 +136,7 @@ struct ServeCommand: ParsableCommand {
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -140,7 +144,11 @@ struct ServeCommand: ParsableCommand {
         // A peer that vanishes mid-write must cost an error code, not the process.
         signal(SIGPIPE, SIG_IGN)
         let level = Logger.Level(rawValue: logLevel) ?? .info
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json {
+                return JSONLogHandler(label: label, logLevel: level)
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
