@@ -97,6 +97,7 @@
     store: chooseStore(),
     models: new Map(), // model id -> JSON value
     version: null, // the last version applied, or null before the first snapshot
+    epoch: null, // the store's life that version belongs to: a restarted gateway starts a new one
   };
 
   function chooseStore() {
@@ -293,6 +294,7 @@
     if (typeof message.version !== 'number' || !message.models || typeof message.models !== 'object') return true;
     state.models = new Map(Object.entries(message.models));
     state.version = message.version;
+    if (typeof message.epoch === 'string') state.epoch = message.epoch;
     repaintAll = true;
     newestCommittedAt = 0;
     becameLive();
@@ -372,6 +374,7 @@
         wsEverOpened = true;
         const subscribe = { type: 'subscribe', store: state.store };
         if (state.version !== null) subscribe.since = state.version;
+        if (state.epoch !== null) subscribe.epoch = state.epoch;
         socket.send(JSON.stringify(subscribe));
       };
       socket.onmessage = (event) => {
@@ -387,6 +390,7 @@
     function openEventSource(mine) {
       let url = `/api/stores/${encodeURIComponent(state.store)}/events`;
       if (state.version !== null) url += `?since=${state.version}`;
+      if (state.version !== null && state.epoch !== null) url += `&epoch=${encodeURIComponent(state.epoch)}`;
       const source = new EventSource(url);
       const onEvent = (event) => {
         if (stale(mine) || typeof event.data !== 'string') return;
@@ -479,6 +483,7 @@
       state.store = store;
       state.models = new Map();
       state.version = null;
+      state.epoch = null;
       clearTiles();
       stats.reset();
       renderStore();

@@ -29,10 +29,11 @@ enum PushEncoder {
         return out
     }
 
-    static func snapshot(_ snapshot: StoreSnapshot, reset: Bool) -> [UInt8] {
+    static func snapshot(_ snapshot: StoreSnapshot, reset: Bool, epoch: String) -> [UInt8] {
         var out = head("snapshot")
         field("store", snapshot.store, &out)
         number("version", snapshot.version, &out)
+        field("epoch", epoch, &out)
         out += (reset ? ",\"reset\":true" : ",\"reset\":false").utf8
         out += ",\"models\":".utf8
         JSONWriter.write(.object(snapshot.models), to: &out)
@@ -40,10 +41,11 @@ enum PushEncoder {
         return out
     }
 
-    static func subscribedStore(_ store: String, version: UInt64) -> [UInt8] {
+    static func subscribedStore(_ store: String, version: UInt64, epoch: String) -> [UInt8] {
         var out = head("subscribed")
         field("store", store, &out)
         number("version", version, &out)
+        field("epoch", epoch, &out)
         out += ",\"resumed\":true}".utf8
         return out
     }

@@ -37,11 +37,12 @@ final class PushHub {
     }
 
     /// Starts a subscription: sends its first messages through `sink`, then joins the live stream.
-    func subscribe(_ sink: any PushSink, to target: StreamTarget, since: UInt64?) -> Result<Subscription, Problem> {
+    /// `epoch`, when given, is the store epoch `since` belongs to; another epoch cannot be resumed.
+    func subscribe(_ sink: any PushSink, to target: StreamTarget, since: UInt64?, epoch: String? = nil) -> Result<Subscription, Problem> {
         if let problem = check(target) { return .failure(problem) }
         switch target {
         case .store(let name):
-            return .success(subscribeStore(sink, stores.store(name)!, since: since))
+            return .success(subscribeStore(sink, stores.store(name)!, since: since, epoch: epoch))
         case .topic(let name):
             return .success(subscribeTopic(sink, topic(name), since: since))
         }
@@ -74,13 +75,14 @@ final class PushHub {
         return feed
     }
 
-    private func subscribeStore(_ sink: any PushSink, _ store: ModelStore, since: UInt64?) -> Subscription {
+    private func subscribeStore(_ sink: any PushSink, _ store: ModelStore, since: UInt64?, epoch: String?) -> Subscription {
         let feed = feed(store)
         let subscription = Subscription(target: .store(store.name), sink: sink, position: 0)
-        // A version from the future (the gateway restarted, or another store had the name) or one
-        // older than the history cannot be resumed: the client gets a fresh snapshot marked reset.
-        if let since, since <= store.version, let missed = store.changes(since: since) {
-            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since)))
+        // A version from another epoch (the gateway restarted, or another store had the name), from
+        // the future, or older than the history cannot be resumed: the client gets a fresh
+        // snapshot marked reset.
+        if let since, epoch == nil || epoch == store.epoch, since <= store.version, let missed = store.changes(since: since) {
+            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch)))
             counters.storeResumes += 1
             subscription.advance(to: since)
             for changeSet in missed {

@@ -28,10 +28,10 @@ final class SSESession: TCPConnectionDelegate, GatewaySession, PushSink {
     }
 
     /// Takes the connection over from HTTP and starts the stream. The target was checked already.
-    func start(_ target: StreamTarget, since: UInt64?, date: String, corsOrigin: String?) {
+    func start(_ target: StreamTarget, since: UInt64?, epoch: String?, date: String, corsOrigin: String?) {
         connection.delegate = self
         connection.write(Self.head(date: date, corsOrigin: corsOrigin))
-        if case .success(let subscription) = gateway.hub.subscribe(self, to: target, since: since) {
+        if case .success(let subscription) = gateway.hub.subscribe(self, to: target, since: since, epoch: epoch) {
             self.subscription = subscription
         } else {
             connection.closeAfterFlush()

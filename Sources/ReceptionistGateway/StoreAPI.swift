@@ -64,7 +64,10 @@ struct StoreAPI {
     private func snapshot(_ name: String) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         let snapshot = store.snapshot()
-        return .json(.ok, ["store": .string(name), "version": .number(Double(snapshot.version)), "models": .object(snapshot.models)])
+        return .json(.ok, [
+            "store": .string(name), "version": .number(Double(snapshot.version)), "epoch": .string(store.epoch),
+            "models": .object(snapshot.models),
+        ])
     }
 
     private func model(_ name: String, _ id: String) -> Reply {

@@ -49,7 +49,7 @@ final class StoreFeed {
             return (version, cached.json)
         }
         let snapshot = store.snapshot()
-        let json = PushEncoder.snapshot(snapshot, reset: reset)
+        let json = PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch)
         cachedSnapshot = (snapshot.version, reset, json)
         return (snapshot.version, json)
     }

@@ -9,11 +9,12 @@ enum StreamRequest {
             return .reply(.error(problem.code == "no_such_store" ? .notFound : .badRequest, problem.message))
         }
         let text = request.headers["Last-Event-ID"] ?? query(request, "since")
-        guard let text, !text.isEmpty else { return .stream(target, since: nil, grant: grant) }
+        let epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
+        guard let text, !text.isEmpty else { return .stream(target, since: nil, epoch: epoch, grant: grant) }
         guard let since = UInt64(text.trimmingSpaces) else {
             return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number, not '\(text)'"))
         }
-        return .stream(target, since: since, grant: grant)
+        return .stream(target, since: since, epoch: epoch, grant: grant)
     }
 
     /// The first value of `name` in the query string, undecoded (numbers need no decoding).

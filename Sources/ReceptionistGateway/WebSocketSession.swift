@@ -146,7 +146,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
             sendError(problem)
         case .success(.authenticate(let token)):
             authenticate(token)
-        case .success(.subscribe(let target, let since)):
+        case .success(.subscribe(let target, let since, let epoch)):
             guard !subscriptions.contains(where: { $0.target == target }) else {
                 return sendError(ClientMessage.Problem("already_subscribed", "this connection already subscribes to \(target)"))
             }
@@ -159,7 +159,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
                     "too_many_subscriptions",
                     "a connection may hold at most \(gateway.config.maxSubscriptionsPerConnection) subscriptions"))
             }
-            switch gateway.hub.subscribe(self, to: target, since: since) {
+            switch gateway.hub.subscribe(self, to: target, since: since, epoch: epoch) {
             case .success(let subscription): subscriptions.append(subscription)
             case .failure(let problem): sendError(problem)
             }

@@ -34,8 +34,13 @@ public final class ModelStore: Sendable {
     private let observers = ConditionLock(ObserverTable())
 
     /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
-    public init(name: String, historyLimit: Int = 1000) {
+    /// This store's life: versions count from zero again in a store created anew (a restarted
+    /// gateway, a deleted and recreated store), so a version only means something with its epoch.
+    public let epoch: String
+
+    public init(name: String, historyLimit: Int = 1000, epoch: String? = nil) {
         self.name = name
+        self.epoch = epoch ?? Self.newEpoch()
         state = PThreadLock(State(history: ChangeHistory(capacity: historyLimit)))
     }
 
@@ -198,5 +203,12 @@ public final class ModelStore: Sendable {
             observers.withLock { _ in entry.callingThread = nil }
             observers.broadcast()
         }
+    }
+
+    /// 64 random bits in hex.
+    static func newEpoch() -> String {
+        let value = UInt64.random(in: 0...UInt64.max)
+        let digits = String(value, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }

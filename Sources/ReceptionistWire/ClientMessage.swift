@@ -2,7 +2,8 @@ import ReceptionistJSON
 
 /// A message a subscriber sends over WebSocket (`docs/PROTOCOL.md`). A pure codec: text in, value out.
 public enum ClientMessage: Sendable, Equatable {
-    case subscribe(StreamTarget, since: UInt64?)
+    /// `epoch` is the store epoch `since` was read in; a different one means a fresh snapshot.
+    case subscribe(StreamTarget, since: UInt64?, epoch: String? = nil)
     case unsubscribe(StreamTarget)
     /// Presents a subscription token (a JWT) for the subscriptions that follow.
     case authenticate(token: String)
@@ -57,6 +58,13 @@ public enum ClientMessage: Sendable, Equatable {
             }
             since = UInt64(number)
         }
-        return .success(.subscribe(target, since: since))
+        var epoch: String?
+        if let raw = value["epoch"], raw != .null {
+            guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= 64 else {
+                return .failure(Problem("bad_message", "\"epoch\" must be the string a snapshot gave"))
+            }
+            epoch = text
+        }
+        return .success(.subscribe(target, since: since, epoch: epoch))
     }
 }

@@ -34,9 +34,10 @@ import Testing
 
     @Test func everyOtherMessageMatchesTheProtocol() throws {
         let snapshot = StoreSnapshot(store: "s", version: 3, models: ["m": ["color": "#123456"]])
-        #expect(try decode(PushEncoder.snapshot(snapshot, reset: true))
-            == ["type": "snapshot", "store": "s", "version": 3, "reset": true, "models": ["m": ["color": "#123456"]]])
-        #expect(try decode(PushEncoder.subscribedStore("s", version: 9)) == ["type": "subscribed", "store": "s", "version": 9, "resumed": true])
+        #expect(try decode(PushEncoder.snapshot(snapshot, reset: true, epoch: "e1"))
+            == ["type": "snapshot", "store": "s", "version": 3, "epoch": "e1", "reset": true, "models": ["m": ["color": "#123456"]]])
+        #expect(try decode(PushEncoder.subscribedStore("s", version: 9, epoch: "e1"))
+            == ["type": "subscribed", "store": "s", "version": 9, "epoch": "e1", "resumed": true])
         #expect(try decode(PushEncoder.subscribedTopic("t", seq: 4, resumed: false)) == ["type": "subscribed", "topic": "t", "seq": 4, "resumed": false])
         #expect(try decode(PushEncoder.message(topic: "t", seq: 5, publishedAt: 6, data: [1, "two", nil]))
             == ["type": "message", "topic": "t", "seq": 5, "publishedAt": 6, "data": [1, "two", nil]])

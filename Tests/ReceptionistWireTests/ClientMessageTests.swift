@@ -16,6 +16,8 @@ import Testing
         #expect(try decode(#"{"type":"subscribe","store":"tiles","since":1200}"#).get() == .subscribe(.store("tiles"), since: 1200))
         #expect(try decode(#"{"type":"subscribe","topic":"news","since":0}"#).get() == .subscribe(.topic("news"), since: 0))
         #expect(try decode(#"{"type":"subscribe","topic":"news","since":null}"#).get() == .subscribe(.topic("news"), since: nil))
+        #expect(try decode(#"{"type":"subscribe","store":"s","since":3,"epoch":"ab12"}"#).get()
+            == .subscribe(.store("s"), since: 3, epoch: "ab12"))
         #expect(try decode(#"{"type":"unsubscribe","topic":"news"}"#).get() == .unsubscribe(.topic("news")))
         #expect(try decode(#" {"store":"s","type":"unsubscribe","extra":[1]} "#).get() == .unsubscribe(.store("s")))
         #expect(try decode(#"{"type":"auth","token":"a.b.c"}"#).get() == .authenticate(token: "a.b.c"))
@@ -26,6 +28,8 @@ import Testing
         (#"{"store":"s"}"#, "bad_message"), (#"{"type":1,"store":"s"}"#, "bad_message"),
         (#"{"type":"publish","store":"s"}"#, "unknown_type"),
         (#"{"type":"auth"}"#, "bad_message"),
+        (#"{"type":"subscribe","store":"s","epoch":7}"#, "bad_message"),
+        (#"{"type":"subscribe","store":"s","epoch":""}"#, "bad_message"),
         (#"{"type":"auth","token":""}"#, "bad_message"),
         (#"{"type":"auth","token":7}"#, "bad_message"),
         (#"{"type":"subscribe"}"#, "bad_message"), (#"{"type":"subscribe","store":"s","topic":"t"}"#, "bad_message"),

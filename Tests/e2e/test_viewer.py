@@ -342,7 +342,8 @@ def test_lost_connection_resumes_from_the_last_version(quiet):
         wait(driver, lambda d: painted_colors(d)["tile-41"] == css_rgb("#040506"), 5.0, "missed changes never arrived")
         assert painted_colors(driver)["tile-40"] == css_rgb("#010203")
         sent = driver.execute_script("return window.__sent")
-        assert sent[-1] == {"type": "subscribe", "store": "tiles", "since": version}, sent
+        epoch = store_snapshot(port, "tiles")["epoch"]
+        assert sent[-1] == {"type": "subscribe", "store": "tiles", "since": version, "epoch": epoch}, sent
         received = driver.execute_script("return window.__received")
         assert received[:3] == ["subscribed", "changes", "changes"], received
         assert "snapshot" not in received

@@ -65,7 +65,8 @@ def test_snapshot_equals_http_snapshot_at_its_version(server):
         assert frame == expected_snapshot(port, store)
         assert frame["version"] == 2
         assert subscribe(ws, store=empty) == {
-            "type": "snapshot", "store": empty, "version": 0, "reset": False, "models": {}}
+            "type": "snapshot", "store": empty, "version": 0, "epoch": store_snapshot(port, empty)["epoch"],
+            "reset": False, "models": {}}
 
 
 MUTATIONS = {
@@ -192,8 +193,8 @@ def test_resume_replays_exactly_the_missed_versions(server):
     missed = [patch_model(port, store, "m", {"n": n, f"k{n}": n}) for n in range(10)]
     missed.append(put_model(port, store, "extra", {"x": 1}))
     with connect(port) as ws:
-        assert subscribe(ws, store=store, since=last) == {
-            "type": "subscribed", "store": store, "version": last, "resumed": True}
+        assert subscribe(ws, store=store, since=last, epoch=snapshot["epoch"]) == {
+            "type": "subscribed", "store": store, "version": last, "epoch": snapshot["epoch"], "resumed": True}
         frames = follow(ws, store, models, last, missed[-1])
         assert [f["version"] for f in frames] == missed == list(range(last + 1, last + 12))
         assert models == store_snapshot(port, store)["models"]
@@ -205,10 +206,10 @@ def test_resume_replays_exactly_the_missed_versions(server):
 def test_resume_at_the_current_version_continues_live(server):
     port = server.port
     store = new_store(port, {"m": {"n": 0}})
-    current = store_snapshot(port, store)["version"]
+    current, epoch = store_snapshot(port, store)["version"], store_snapshot(port, store)["epoch"]
     with connect(port) as ws:
         assert subscribe(ws, store=store, since=current) == {
-            "type": "subscribed", "store": store, "version": current, "resumed": True}
+            "type": "subscribed", "store": store, "version": current, "epoch": epoch, "resumed": True}
         version = patch_model(port, store, "m", {"n": 1})
         assert_changes_frame(recv_json(ws), store, version)
 
@@ -227,6 +228,35 @@ def test_resume_older_than_history_gets_reset_snapshot(start_server):
         assert frame["version"] == last + 20
         version = patch_model(port, store, "m", {"n": 21})
         assert_changes_frame(recv_json(ws), store, version)
+
+
+def test_resume_from_another_epoch_of_the_store_gets_reset_snapshot(start_server):
+    """A store created anew (here: on a restarted gateway) counts versions from zero again, so a
+    version only resumes together with the epoch it was read in."""
+    first = start_server()
+    store = new_store(first.port, {"m": {"n": 0}})
+    with connect(first.port) as ws:
+        snapshot = subscribe(ws, store=store)
+    epoch, last = snapshot["epoch"], snapshot["version"]
+    assert isinstance(epoch, str) and epoch
+    first.stop()
+
+    second = start_server()
+    assert json_ok(api(second.port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(1, 6):
+        put_model(second.port, store, "m", {"n": n})
+    current = store_snapshot(second.port, store)
+    assert current["version"] > last and current["epoch"] != epoch
+    with connect(second.port) as ws:
+        # Without the epoch, the version alone looks resumable: the old protocol's blind spot.
+        blind = subscribe(ws, store=store, since=last)
+        assert blind["type"] == "subscribed"
+    with connect(second.port) as ws:
+        frame = subscribe(ws, store=store, since=last, epoch=epoch)
+        assert frame == expected_snapshot(second.port, store, reset=True)
+    with connect(second.port) as ws:
+        frame = subscribe(ws, store=store, since=last, epoch=current["epoch"])
+        assert frame["type"] == "subscribed" and frame["epoch"] == current["epoch"]
 
 
 def test_demo_tiles_converge_while_animated(start_server):
