@@ -174,6 +174,10 @@ public final class HTTPRequestParser {
     }
 
     private func fieldBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        // A chunked body's trailer fields come through the same callbacks after the head. They
+        // are dropped: merged into the head's fields they would slip past the checks made on the
+        // head (a second Content-Length, say), and nothing here reads trailers.
+        guard phase == .head else { return 0 }
         if lastWasValue {
             commitField()
         }
@@ -182,6 +186,7 @@ public final class HTTPRequestParser {
     }
 
     private func valueBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        guard phase == .head else { return 0 }
         lastWasValue = true
         fieldValue.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
         return 0

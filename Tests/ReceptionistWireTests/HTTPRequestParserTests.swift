@@ -171,6 +171,20 @@ private let validRequests: [String] = [
         }
     }
 
+    /// Found by fuzzing: every trailer field but the last was merged into the request's headers,
+    /// so a trailer could add a Content-Length to a chunked request after the framing checks.
+    @Test func trailerFieldsStayOutOfTheHeaders() throws {
+        let text = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + "3\r\nabc\r\n0\r\nContent-Length: 4\r\nHost: trailer\r\nX: y\r\n\r\nGET /next HTTP/1.1\r\nHost: a\r\n\r\n"
+        let output = parse(text)
+        #expect(output.error == nil)
+        #expect(output.requests.count == 2)
+        let request = try #require(output.requests.first)
+        #expect(request.headers.fields.map(\.name) == ["Transfer-Encoding"])
+        #expect(request.body == Array("abc".utf8))
+        #expect(output.requests.last?.headers["Host"] == "a")
+    }
+
     @Test func anErrorIsFinal() {
         let parser = HTTPRequestParser()
         #expect(parser.parse(Array("GET / HTTP/2.0\r\n\r\n".utf8)).error != nil)
