@@ -6,8 +6,11 @@ HOST ?= 127.0.0.1
 PORT ?= 8080
 # Every test run is bounded; a hang fails instead of stalling CI.
 TEST_TIMEOUT ?= 1200
+# Seconds each libFuzzer target runs: a long session (`make fuzz`) and the check in `make test`.
+FUZZ_SECONDS ?= 300
+FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test e2e-test container-test soak bench bench-http bench-model bench-ws clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws clean
 
 all: build
 
@@ -27,7 +30,7 @@ $(VENV)/.installed: Tests/e2e/requirements.txt
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r Tests/e2e/requirements.txt
 	touch $@
 
-test: unit-test tsan-test e2e-test container-test
+test: unit-test tsan-test fuzz-test e2e-test container-test
 
 unit-test:
 	@scripts/install-deps.sh test
@@ -40,6 +43,17 @@ tsan-test:
 	@scripts/install-deps.sh test
 	RECEPTIONIST_STRESS_SCALE=0.1 timeout $(TEST_TIMEOUT) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan \
 		--filter 'ReceptionistModelTests|MailboxTests'
+
+# The codecs' libFuzzer targets (docs/FUZZING.md) under AddressSanitizer with leak detection, in a
+# build folder of their own. A crash, failed invariant, leak or hang fails the run.
+fuzz-test:
+	@scripts/install-deps.sh build
+	SWIFT="$(SWIFT)" scripts/fuzz.sh $(FUZZ_TEST_SECONDS)
+
+# A longer session with the same targets; inputs that reach new code stay in .build-fuzz/corpus/.
+fuzz:
+	@scripts/install-deps.sh build
+	SWIFT="$(SWIFT)" scripts/fuzz.sh $(FUZZ_SECONDS)
 
 e2e-test: $(VENV)/.installed
 	@scripts/install-deps.sh test
@@ -89,4 +103,4 @@ bench-ws: .venv-bench/.installed
 	bench/ws.sh
 
 clean:
-	rm -rf .build .build-tsan $(VENV) .venv-bench
+	rm -rf .build .build-tsan .build-fuzz $(VENV) .venv-bench

@@ -68,6 +68,20 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // libFuzzer targets for the codecs (`make fuzz`, docs/FUZZING.md). A plain build makes
+        // them corpus replayers; `-sanitize=fuzzer,address -DFUZZING` makes them fuzzers.
+        .systemLibrary(name: "CLibFuzzer", path: "Fuzz/CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], path: "Fuzz/FuzzSupport", swiftSettings: strict),
+        .executableTarget(
+            name: "FuzzHTTPRequest", dependencies: ["FuzzSupport", "ReceptionistWire"], path: "Fuzz/FuzzHTTPRequest",
+            swiftSettings: strict),
+        .executableTarget(
+            name: "FuzzWebSocketFrame", dependencies: ["FuzzSupport", "ReceptionistWire"],
+            path: "Fuzz/FuzzWebSocketFrame", swiftSettings: strict),
+        .executableTarget(
+            name: "FuzzClientMessage", dependencies: ["FuzzSupport", "ReceptionistWire", "ReceptionistJSON"],
+            path: "Fuzz/FuzzClientMessage", swiftSettings: strict),
+
         .testTarget(name: "ReceptionistWireTests", dependencies: ["ReceptionistWire"], swiftSettings: strict),
         .testTarget(name: "ReceptionistJSONTests", dependencies: ["ReceptionistJSON"], swiftSettings: strict),
         .testTarget(

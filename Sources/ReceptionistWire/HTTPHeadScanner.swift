@@ -13,8 +13,10 @@ struct HTTPHeadScanner {
         case needMore
         /// The head ends at this index (exclusive) of the scanned buffer.
         case complete(end: Int)
-        case invalid(String)
-        case tooLarge
+        /// The byte at this index of the scanned buffer breaks the grammar.
+        case invalid(String, at: Int)
+        /// The byte at this index of the scanned buffer takes the head over the limit.
+        case tooLarge(at: Int)
     }
 
     private enum State {
@@ -38,58 +40,56 @@ struct HTTPHeadScanner {
     }
 
     mutating func scan(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Result {
-        var i = start
-        while i < bytes.count {
-            let byte = bytes[i]
-            i += 1
+        for index in start..<bytes.count {
+            let byte = bytes[index]
             byteCount += 1
-            if byteCount > maxBytes { return .tooLarge }
+            if byteCount > maxBytes { return .tooLarge(at: index) }
             switch state {
             case .leadingLines:
                 if byte == 13 || byte == 10 { continue }
-                guard Self.isTokenByte(byte) else { return .invalid("malformed request line") }
+                guard Self.isTokenByte(byte) else { return .invalid("malformed request line", at: index) }
                 state = .method
             case .method:
                 if byte == 32 {
                     state = .target
                 } else if !Self.isTokenByte(byte) {
-                    return .invalid("malformed request method")
+                    return .invalid("malformed request method", at: index)
                 }
             case .target:
                 if byte == 32 {
                     state = .version(0)
                 } else if byte <= 32 || byte >= 127 {
-                    return .invalid("malformed request target")
+                    return .invalid("malformed request target", at: index)
                 }
-            case .version(let index):
-                if index == Self.versionPattern.count {
+            case .version(let matched):
+                if matched == Self.versionPattern.count {
                     if byte == 13 { state = .lineLF } else if byte == 10 { state = .fieldStart } else {
-                        return .invalid("malformed request line")
+                        return .invalid("malformed request line", at: index)
                     }
                     continue
                 }
-                let expected = Self.versionPattern[index]
+                let expected = Self.versionPattern[matched]
                 let matches = expected == UInt8(ascii: "#") ? (48...57).contains(byte) : byte == expected
-                guard matches else { return .invalid("malformed HTTP version") }
-                state = .version(index + 1)
+                guard matches else { return .invalid("malformed HTTP version", at: index) }
+                state = .version(matched + 1)
             case .lineLF, .fieldLF:
-                guard byte == 10 else { return .invalid("CR not followed by LF") }
+                guard byte == 10 else { return .invalid("CR not followed by LF", at: index) }
                 state = .fieldStart
             case .fieldStart:
                 if byte == 13 {
                     state = .endLF
                 } else if byte == 10 {
-                    return finish(at: i)
+                    return finish(at: index + 1)
                 } else if Self.isTokenByte(byte) {
                     state = .fieldName
                 } else {
-                    return .invalid(byte == 32 || byte == 9 ? "obsolete line folding" : "malformed header name")
+                    return .invalid(byte == 32 || byte == 9 ? "obsolete line folding" : "malformed header name", at: index)
                 }
             case .fieldName:
                 if byte == UInt8(ascii: ":") {
                     state = .fieldValue
                 } else if !Self.isTokenByte(byte) {
-                    return .invalid("malformed header name")
+                    return .invalid("malformed header name", at: index)
                 }
             case .fieldValue:
                 if byte == 13 {
@@ -97,11 +97,11 @@ struct HTTPHeadScanner {
                 } else if byte == 10 {
                     state = .fieldStart
                 } else if byte < 32 && byte != 9 || byte == 127 {
-                    return .invalid("control character in header value")
+                    return .invalid("control character in header value", at: index)
                 }
             case .endLF:
-                guard byte == 10 else { return .invalid("CR not followed by LF") }
-                return finish(at: i)
+                guard byte == 10 else { return .invalid("CR not followed by LF", at: index) }
+                return finish(at: index + 1)
             }
         }
         return .needMore

@@ -99,12 +99,13 @@ public final class HTTPRequestParser {
                 case .complete(let end):
                     headEnd = end
                     scanningHead = false
-                case .invalid(let reason):
-                    return fail(HTTPParseError(status: .badRequest, detail: reason), into: &output)
-                case .tooLarge:
-                    return fail(
-                        HTTPParseError(status: .headerFieldsTooLarge, detail: "request head exceeds \(limits.maxHeadBytes) bytes"),
-                        into: &output)
+                case .invalid(let reason, let index):
+                    let error = HTTPParseError(status: .badRequest, detail: reason)
+                    return refuse(error, at: index, of: base, from: offset, into: &output)
+                case .tooLarge(let index):
+                    let error = HTTPParseError(
+                        status: .headerFieldsTooLarge, detail: "request head exceeds \(limits.maxHeadBytes) bytes")
+                    return refuse(error, at: index, of: base, from: offset, into: &output)
                 }
             }
             // The message-complete callback pauses the parser, so each call ends at a message boundary.
@@ -131,6 +132,25 @@ public final class HTTPRequestParser {
             break
         }
         return output
+    }
+
+    /// The scanner refused the byte at `index`. http-parser has not seen the bytes from `offset` up
+    /// to it, and may refuse one of them first (an unknown method, say, before the scanner reaches
+    /// a bad byte later on the line). The earlier refusal is the one answered: had the stream been
+    /// split just after that byte, http-parser would have seen it in an earlier call and answered
+    /// it, and the answer must not depend on how the stream was split into reads.
+    private func refuse(
+        _ error: HTTPParseError, at index: Int, of base: UnsafePointer<CChar>, from offset: Int, into output: inout Output
+    ) -> Output {
+        if index > offset {
+            // These bytes all lie inside one head, so the parser cannot complete a message in them.
+            _ = http_parser_execute(parser, settings, base + offset, index - offset)
+            let errno = chp_errno(parser)
+            if errno != HPE_OK.rawValue {
+                return fail(pendingError ?? Self.error(forParserErrno: errno), into: &output)
+            }
+        }
+        return fail(error, into: &output)
     }
 
     private func fail(_ error: HTTPParseError, into output: inout Output) -> Output {
@@ -168,6 +188,10 @@ public final class HTTPRequestParser {
     }
 
     private func fieldBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        // A chunked body's trailer fields come through the same callbacks after the head. They
+        // are dropped: merged into the head's fields they would slip past the checks made on the
+        // head (a second Content-Length, say), and nothing here reads trailers.
+        guard phase == .head else { return 0 }
         if lastWasValue {
             commitField()
         }
@@ -176,6 +200,7 @@ public final class HTTPRequestParser {
     }
 
     private func valueBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        guard phase == .head else { return 0 }
         lastWasValue = true
         fieldValue.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
         return 0

@@ -1,0 +1,67 @@
+import FuzzSupport
+import ReceptionistJSON
+import ReceptionistWire
+
+/// Fuzzes `ClientMessage.decode` and the `JSONParser` under it.
+///
+/// Input: the message text itself. A value the parser accepts must survive `JSONWriter` and a
+/// second parse unchanged, a parse error must point inside the text, and a decoded message must
+/// decode the same from its canonical form.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
+    let text = Array(UnsafeBufferPointer(start: size > 0 ? data : nil, count: size))
+
+    let parsed: JSONValue?
+    do {
+        let value = try JSONParser.parse(text)
+        let written = JSONWriter.encode(value)
+        let again = try? JSONParser.parse(written)
+        fuzzCheck(again == value, "JSON changed through the writer: \(JSONWriter.string(value))")
+        fuzzCheck(again.map(JSONWriter.encode) == written, "the writer is not stable: \(JSONWriter.string(value))")
+        parsed = value
+    } catch {
+        fuzzCheck(error.offset >= 0 && error.offset <= text.count, "error offset \(error.offset) outside \(text.count) bytes")
+        parsed = nil
+    }
+
+    switch ClientMessage.decode(text) {
+    case .success(let message):
+        fuzzCheck(parsed != nil, "a message decoded from text the parser refuses")
+        let canonical = JSONWriter.encode(canonicalJSON(message))
+        fuzzCheck(ClientMessage.decode(canonical) == .success(message), "\(message) does not survive its canonical form")
+        if case .subscribe(_, let since?) = message {
+            fuzzCheck(since <= 9_007_199_254_740_991, "since \(since) beyond 2^53 - 1")
+        }
+    case .failure(let problem):
+        fuzzCheck(["bad_message", "unknown_type"].contains(problem.code), "unknown problem code \(problem.code)")
+        fuzzCheck((parsed == nil) == problem.message.hasPrefix("not JSON"), "parser and decoder disagree: \(problem.message)")
+    }
+    return 0
+}
+
+/// The message as `docs/PROTOCOL.md` writes it.
+func canonicalJSON(_ message: ClientMessage) -> JSONValue {
+    var members: [String: JSONValue] = [:]
+    let target: StreamTarget
+    switch message {
+    case .subscribe(let subscribed, let since):
+        members["type"] = "subscribe"
+        target = subscribed
+        if let since { members["since"] = .number(Double(since)) }
+    case .unsubscribe(let unsubscribed):
+        members["type"] = "unsubscribe"
+        target = unsubscribed
+    }
+    switch target {
+    case .store(let name): members["store"] = .string(name)
+    case .topic(let name): members["topic"] = .string(name)
+    }
+    return .object(members)
+}
+
+@main
+enum FuzzClientMessageMain {
+    static func main() {
+        FuzzDriver.main(fuzzClientMessage)
+    }
+}
