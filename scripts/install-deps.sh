@@ -3,10 +3,10 @@
 # Usage: scripts/install-deps.sh build|test|bench
 set -euo pipefail
 
-packages=(libuv1-dev libhttp-parser-dev libssl-dev pkg-config)
+packages=(libuv1-dev libhttp-parser-dev libssl-dev libhiredis-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) packages+=(curl python3 python3-venv) ;;
+  test) packages+=(curl python3 python3-venv redis-server) ;;
   bench) packages+=(curl wrk nginx-light libnginx-mod-nchan python3 python3-venv) ;;
   *) echo "usage: $0 build|test|bench" >&2; exit 2 ;;
 esac
