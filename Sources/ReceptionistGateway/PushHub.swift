@@ -16,6 +16,8 @@ final class PushHub {
     private let historyLimit: Int
     private var feeds: [String: StoreFeed] = [:]
     private(set) var topics: [String: Topic] = [:]
+    /// The `redis` engine, when the gateway runs as one node of a cluster.
+    var cluster: ClusterEngine?
 
     init(stores: StoreRegistry, loop: EventLoop, historyLimit: Int) {
         self.stores = stores
@@ -58,11 +60,25 @@ final class PushHub {
         return .success(topic(name).publish(data))
     }
 
-    private func topic(_ name: String) -> Topic {
+    func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
         let topic = Topic(name: name, historyLimit: historyLimit)
         topics[name] = topic
+        if let cluster {
+            topic.isSynced = false
+            cluster.watchTopic(name)
+        }
         return topic
+    }
+
+    /// Cluster: the topic's stream has been read once; start the subscriptions that waited.
+    func topicSynced(_ topic: Topic) {
+        topic.isSynced = true
+        let waiting = topic.pending
+        topic.pending = []
+        for (subscription, since) in waiting {
+            startTopic(subscription, topic, since: since)
+        }
     }
 
     private func feed(_ store: ModelStore) -> StoreFeed {
@@ -77,7 +93,12 @@ final class PushHub {
         let subscription = Subscription(target: .store(store.name), sink: sink, position: 0)
         // A version from the future (the gateway restarted, or another store had the name) or one
         // older than the history cannot be resumed: the client gets a fresh snapshot marked reset.
-        if let since, since <= store.version, let missed = store.changes(since: since) {
+        // In a cluster a version ahead of this node's replica was committed elsewhere and is on its
+        // way: the subscription resumes from it as the replica catches up.
+        if let since, since > store.version, cluster != nil {
+            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since)))
+            subscription.advance(to: since)
+        } else if let since, since <= store.version, let missed = store.changes(since: since) {
             sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since)))
             subscription.advance(to: since)
             for changeSet in missed {
@@ -95,8 +116,22 @@ final class PushHub {
 
     private func subscribeTopic(_ sink: any PushSink, _ topic: Topic, since: UInt64?) -> Subscription {
         let subscription = Subscription(target: .topic(topic.name), sink: sink, position: 0)
+        if topic.isSynced {
+            startTopic(subscription, topic, since: since)
+        } else {
+            topic.pending.append((subscription, since))
+        }
+        return subscription
+    }
+
+    private func startTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {
+        let sink = subscription.sink
         // A number past the topic's last one belongs to an earlier life of the topic: not resumable.
-        if let since, since <= topic.seq {
+        // In a cluster it was published through another node and is on its way here: resume from it.
+        if let since, since > topic.seq, cluster != nil {
+            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: since, resumed: true)))
+            subscription.advance(to: since)
+        } else if let since, since <= topic.seq {
             sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: topic.seq, resumed: true)))
             subscription.advance(to: since)
             let (gap, events) = topic.replay(after: since)
@@ -112,7 +147,6 @@ final class PushHub {
             subscription.advance(to: topic.seq)
         }
         topic.add(subscription)
-        return subscription
     }
 
     static func isValidTopicName(_ name: String) -> Bool {

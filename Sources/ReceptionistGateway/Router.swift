@@ -34,7 +34,7 @@ final class Router {
         case "/healthz":
             return .reply(readOnly(request) { healthy })
         case "/readyz":
-            return .reply(readOnly(request) { isReady() ? ready : draining })
+            return .reply(readOnly(request) { isReady() ? (hub.cluster?.readiness ?? ready) : draining })
         case "/ws":
             return upgrade(request, .push)
         case "/ws/echo" where enableEcho:

@@ -68,6 +68,12 @@ struct ServeCommand: ParsableCommand {
     @Flag(help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
     var enableEcho = false
 
+    @Option(help: "Where topics and stores live: 'memory' (this process alone) or 'redis' (shared by every node on --redis-url).")
+    var engine = "memory"
+
+    @Option(help: "The redis engine's server: redis://[:password@]host[:port][/db].")
+    var redisUrl = "redis://127.0.0.1:6379/0"
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -88,6 +94,10 @@ struct ServeCommand: ParsableCommand {
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
         guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
+        guard engine == "memory" || engine == "redis" else { throw ValidationError("--engine must be memory or redis") }
+        guard engine != "redis" || GatewayConfig.isValidRedisURL(redisUrl) else {
+            throw ValidationError("--redis-url must look like redis://host:port/db")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -121,6 +131,7 @@ struct ServeCommand: ParsableCommand {
         config.pingTimeoutSeconds = pingTimeout
         config.sseHeartbeatSeconds = sseHeartbeat
         config.enableEcho = enableEcho
+        config.redisURL = engine == "redis" ? redisUrl : nil
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])
