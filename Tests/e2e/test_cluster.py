@@ -12,11 +12,10 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 
 import pytest
 
-from conftest import HOST, api, json_ok, wait_for
+from conftest import HOST, api, json_ok, wait_for, wait_version_settled
 from wsclient import commit, connect, publish, recv_json, send_json, subscribe, unique
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
@@ -165,11 +164,8 @@ def test_killed_node_clients_resume_on_the_other_with_nothing_missing_or_doubled
     with connect(b.port) as resumed:
         answer = subscribe(resumed, store=store, since=seen[-1])
         assert answer == {"type": "subscribed", "store": store, "version": seen[-1], "resumed": True}, answer
-        # Nothing commits any more: B's version is final once the stream is read out.
-        final = wait_for(lambda: (v := json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"]) ==
-                         json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"] and v, 10, "B kept moving")
-        time.sleep(0.5)
-        final = json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"]
+        # Nothing commits any more: B's version is final once it has read the stream out.
+        final = wait_version_settled(b.port, store)
         rest = []
         while (rest[-1]["version"] if rest else seen[-1]) < final:
             rest.append(recv_json(resumed, 10))
