@@ -27,6 +27,9 @@ let package = Package(
         // Debian ships no .pc for http-parser; the module map links http_parser directly.
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // hiredis and its libuv adapter, a header of static functions compiled once here. Linked by
+        // name: Debian's hiredis.pc adds a compiler flag SwiftPM refuses. Only the loop module uses it.
+        .target(name: "CHiredis", linkerSettings: [.linkedLibrary("hiredis"), .linkedLibrary("uv")]),
 
         // Locks and threads shared by the loop and the model; no IO.
         .target(name: "ReceptionistSync", swiftSettings: strict),
@@ -36,8 +39,8 @@ let package = Package(
         .target(name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL", "ReceptionistJSON"], swiftSettings: strict),
         // Model stores, observation, receptionists and job threads. No IO, no libuv.
         .target(name: "ReceptionistModel", dependencies: ["ReceptionistJSON", "ReceptionistSync"], swiftSettings: strict),
-        // The only module that imports libuv.
-        .target(name: "ReceptionistLoop", dependencies: ["CLibUV", "ReceptionistSync"], swiftSettings: strict),
+        // The only module that imports libuv (and hiredis, whose adapter drives the same loop).
+        .target(name: "ReceptionistLoop", dependencies: ["CLibUV", "CHiredis", "ReceptionistSync"], swiftSettings: strict),
         // Wiring: routes, sessions, static files, configuration.
         .target(
             name: "ReceptionistGateway",

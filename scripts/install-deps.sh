@@ -3,10 +3,10 @@
 # Usage: scripts/install-deps.sh build|test|bench|container
 set -euo pipefail
 
-packages=(libuv1-dev libhttp-parser-dev libssl-dev pkg-config)
+packages=(libuv1-dev libhttp-parser-dev libssl-dev libhiredis-dev pkg-config)
 case "${1:-build}" in
   build) ;;
-  test) packages+=(curl python3 python3-venv chromium chromium-driver) ;;
+  test) packages+=(curl python3 python3-venv chromium chromium-driver redis-server) ;;
   bench) packages+=(curl wrk nginx-light libnginx-mod-nchan python3 python3-venv) ;;
   # The container test: podman on the runc runtime, a base image made by debootstrap, and nginx
   # to check the load balancer's configuration.

@@ -29,7 +29,7 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
         fuzzCheck(parsed != nil, "a message decoded from text the parser refuses")
         let canonical = JSONWriter.encode(canonicalJSON(message))
         fuzzCheck(ClientMessage.decode(canonical) == .success(message), "\(message) does not survive its canonical form")
-        if case .subscribe(_, let since?) = message {
+        if case .subscribe(_, let since?, _) = message {
             fuzzCheck(since <= 9_007_199_254_740_991, "since \(since) beyond 2^53 - 1")
         }
     case .failure(let problem):
@@ -44,10 +44,13 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
     var members: [String: JSONValue] = [:]
     let target: StreamTarget
     switch message {
-    case .subscribe(let subscribed, let since):
+    case .subscribe(let subscribed, let since, let epoch):
         members["type"] = "subscribe"
         target = subscribed
         if let since { members["since"] = .number(Double(since)) }
+        if let epoch { members["epoch"] = .string(epoch) }
+    case .authenticate(let token):
+        return ["type": "auth", "token": .string(token)]
     case .unsubscribe(let unsubscribed):
         members["type"] = "unsubscribe"
         target = unsubscribed

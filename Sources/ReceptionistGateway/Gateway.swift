@@ -17,6 +17,8 @@ public final class Gateway {
     private(set) var router: Router!
     /// Store feeds and topics; loop thread only.
     private(set) var hub: PushHub!
+    /// The `redis` engine, when this gateway is one node of a cluster; loop thread only.
+    private(set) var cluster: ClusterEngine?
     /// The model stores; any thread.
     public let stores: StoreRegistry
     /// The job threads; any thread.
@@ -54,7 +56,8 @@ public final class Gateway {
         self.logger = logger
         access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
         loop = try EventLoop()
-        stores = StoreRegistry(historyLimit: config.historyLimit)
+        let replication = Self.makeReplication(config, loop: loop)
+        stores = StoreRegistry(historyLimit: config.historyLimit, replication: replication)
         jobs = JobRunner(threads: config.jobThreads)
         let files = StaticFiles(directory: config.publicDirectory)
         if files.isEmpty {
@@ -64,6 +67,7 @@ public final class Gateway {
         router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, config: config, access: access, counters: counters,
             metrics: { [unowned self] in self.metrics.render(self.metricsSample()) }
         ) { [unowned self] in !self.isDraining }
+        cluster = try Self.startCluster(config, replication: replication, gateway: self, hub: hub)
         let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
         listener.onConnection = { [unowned self] connection in self.accepted(connection) }
         listener.onAcceptError = { [unowned self] error in self.acceptFailed(error) }
@@ -79,7 +83,7 @@ public final class Gateway {
         sweepTimer = sweep
         startLagProbe()
         if config.demo {
-            try startDemo()
+            if cluster != nil { startClusterDemo() } else { try startDemo() }
         }
     }
 
@@ -265,6 +269,7 @@ public final class Gateway {
         drainSpreadTimer = nil
         for watcher in signals { watcher.close() }
         signals.removeAll()
+        cluster?.close()
         loop.mailbox.shutDown()
     }
 

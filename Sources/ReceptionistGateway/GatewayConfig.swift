@@ -37,6 +37,8 @@ public struct GatewayConfig: Sendable {
     public var sseHeartbeatSeconds = 15.0
     /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
     public var enableEcho = false
+    /// The `redis` engine's server (`redis://host:port/db`); nil runs the `memory` engine, alone.
+    public var redisURL: String?
 
     // Trust: see docs/SECURITY.md.
     /// Keys that mutating API calls must present as `Authorization: Bearer`; empty means none is

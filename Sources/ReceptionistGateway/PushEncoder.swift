@@ -69,6 +69,18 @@ enum PushEncoder {
         return out
     }
 
+    /// As `message(topic:seq:publishedAt:data:)`, with `data` already JSON text (from Redis).
+    static func message(topic: String, seq: UInt64, publishedAt: UInt64, rawData: [UInt8]) -> [UInt8] {
+        var out = head("message")
+        field("topic", topic, &out)
+        number("seq", seq, &out)
+        number("publishedAt", publishedAt, &out)
+        out += ",\"data\":".utf8
+        out += rawData
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     static func gap(topic: String, from: UInt64, to: UInt64) -> [UInt8] {
         var out = head("gap")
         field("topic", topic, &out)

@@ -17,6 +17,8 @@ final class PushHub {
     private(set) var feeds: [String: StoreFeed] = [:]
     private(set) var topics: [String: Topic] = [:]
     let counters: GatewayCounters
+    /// The `redis` engine, when the gateway runs as one node of a cluster.
+    var cluster: ClusterEngine?
 
     init(stores: StoreRegistry, loop: EventLoop, historyLimit: Int, counters: GatewayCounters) {
         self.counters = counters
@@ -61,11 +63,25 @@ final class PushHub {
         return .success(topic(name).publish(data))
     }
 
-    private func topic(_ name: String) -> Topic {
+    func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
         let topic = Topic(name: name, historyLimit: historyLimit, counters: counters)
         topics[name] = topic
+        if let cluster {
+            topic.isSynced = false
+            cluster.watchTopic(name)
+        }
         return topic
+    }
+
+    /// Cluster: the topic's stream has been read once; start the subscriptions that waited.
+    func topicSynced(_ topic: Topic) {
+        topic.isSynced = true
+        let waiting = topic.pending
+        topic.pending = []
+        for (subscription, since) in waiting {
+            startTopic(subscription, topic, since: since)
+        }
     }
 
     private func feed(_ store: ModelStore) -> StoreFeed {
@@ -80,8 +96,14 @@ final class PushHub {
         let subscription = Subscription(target: .store(store.name), sink: sink, position: 0)
         // A version from another epoch (the gateway restarted, or another store had the name), from
         // the future, or older than the history cannot be resumed: the client gets a fresh
-        // snapshot marked reset.
-        if let since, epoch == nil || epoch == store.epoch, since <= store.version, let missed = store.changes(since: since) {
+        // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
+        // elsewhere and is on its way: the subscription resumes from it as the replica catches up.
+        let sameEpoch = epoch == nil || epoch == store.epoch
+        if let since, sameEpoch, since > store.version, cluster != nil {
+            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch)))
+            counters.storeResumes += 1
+            subscription.advance(to: since)
+        } else if let since, sameEpoch, since <= store.version, let missed = store.changes(since: since) {
             sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch)))
             counters.storeResumes += 1
             subscription.advance(to: since)
@@ -101,8 +123,22 @@ final class PushHub {
 
     private func subscribeTopic(_ sink: any PushSink, _ topic: Topic, since: UInt64?) -> Subscription {
         let subscription = Subscription(target: .topic(topic.name), sink: sink, position: 0)
+        if topic.isSynced {
+            startTopic(subscription, topic, since: since)
+        } else {
+            topic.pending.append((subscription, since))
+        }
+        return subscription
+    }
+
+    private func startTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {
+        let sink = subscription.sink
         // A number past the topic's last one belongs to an earlier life of the topic: not resumable.
-        if let since, since <= topic.seq {
+        // In a cluster it was published through another node and is on its way here: resume from it.
+        if let since, since > topic.seq, cluster != nil {
+            sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: since, resumed: true)))
+            subscription.advance(to: since)
+        } else if let since, since <= topic.seq {
             sink.send(PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: topic.seq, resumed: true)))
             counters.topicResumes += 1
             subscription.advance(to: since)
@@ -120,7 +156,6 @@ final class PushHub {
             subscription.advance(to: topic.seq)
         }
         topic.add(subscription)
-        return subscription
     }
 
     static func isValidTopicName(_ name: String) -> Bool {

@@ -41,6 +41,7 @@ extension Reply {
         case .storeExists: status = .conflict
         case .invalidStoreName, .invalidModelID, .notAnObject, .emptyCommit: status = .badRequest
         case .reentrantCommit: status = .internalServerError
+        case .unavailable: status = .serviceUnavailable
         }
         return error(status, storeError.description)
     }

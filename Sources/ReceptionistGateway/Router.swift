@@ -47,7 +47,7 @@ final class Router {
         case "/healthz":
             return .reply(readOnly(request) { healthy })
         case "/readyz":
-            return .reply(readOnly(request) { isReady() ? ready : draining })
+            return .reply(readOnly(request) { isReady() ? (hub.cluster?.readiness ?? ready) : draining })
         case "/metrics":
             return .reply(readOnly(request) { metrics() })
         case "/ws":

@@ -58,6 +58,17 @@ final class StoreFeed {
         guard !subscriptions.isEmpty else { return }
         var delivered = 0
         for changeSet in delivery.changeSets {
+            if changeSet.isReset {
+                // A cluster replica was re-read whole: the versions in between are unknown, so
+                // every subscriber starts again from a snapshot marked reset.
+                let (version, json) = snapshot(reset: true)
+                let event = PushEvent(name: "snapshot", id: version, json: json)
+                for subscription in subscriptions.values {
+                    subscription.reset(to: version)
+                    subscription.sink.send(event)
+                }
+                continue
+            }
             let event = PushEvent.changes(changeSet)
             for subscription in subscriptions.values where subscription.deliver(event) {
                 delivered += 1

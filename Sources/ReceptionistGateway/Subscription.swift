@@ -38,6 +38,21 @@ final class Subscription {
         if position > self.position { self.position = position }
     }
 
+    /// Moves the position to exactly `position`, forward or back, dropping anything conflated:
+    /// after a reset snapshot, or when a cluster topic's numbering restarted.
+    func reset(to position: UInt64) {
+        conflation = nil
+        self.position = position
+    }
+
+    /// A topic's messages `from...to` are lost: says so for the part this subscriber has not had.
+    func gap(from: UInt64, to: UInt64) {
+        let first = max(from, position + 1)
+        guard first <= to else { return }
+        sink.send(PushEvent(name: "gap", id: nil, json: PushEncoder.gap(topic: target.name, from: first, to: to)))
+        position = to
+    }
+
     /// Hands `event` on unless it is already covered; whether it was sent or conflated (a delivery).
     @discardableResult
     func deliver(_ event: PushEvent) -> Bool {

@@ -16,6 +16,11 @@ final class Topic {
     private var ring: [PushEvent] = []
     private var start = 0
     private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    /// Cluster: false until this node has read the topic's stream from Redis once. Subscriptions
+    /// that arrive before wait in `pending` (with their `since`), so none starts from a partial
+    /// history.
+    var isSynced = true
+    var pending: [(subscription: Subscription, since: UInt64?)] = []
 
     private let counters: GatewayCounters
 
@@ -33,13 +38,47 @@ final class Topic {
 
     func remove(_ subscription: Subscription) {
         subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
+        pending.removeAll { $0.subscription === subscription }
     }
 
     /// Sequences `data`, keeps it in the history and hands it to every subscriber. Returns its number.
     func publish(_ data: JSONValue) -> UInt64 {
         seq += 1
         let json = PushEncoder.message(topic: name, seq: seq, publishedAt: Clock.microsecondsSinceEpoch(), data: data)
-        let event = PushEvent(name: "message", id: seq, json: json)
+        record(PushEvent(name: "message", id: seq, json: json))
+        return seq
+    }
+
+    /// Cluster: the next message as Redis numbered it (`seq` is one above the last); `data` is JSON.
+    func deliver(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
+        self.seq = seq
+        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, rawData: data)
+        record(PushEvent(name: "message", id: seq, json: json))
+    }
+
+    /// Cluster: messages `from...to` left Redis before this node read them. The ring restarts after
+    /// them (so a replay reports them as a gap) and every subscriber is told now.
+    func skip(from: UInt64, to: UInt64) {
+        ring.removeAll()
+        start = 0
+        seq = to
+        for subscription in subscriptions.values {
+            subscription.gap(from: from, to: to)
+        }
+    }
+
+    /// Cluster: Redis restarted the numbering (it lost its data). The history is dropped and the
+    /// topic goes on from `seq`; subscribers ahead of it are moved back so they get what follows.
+    func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
+        ring.removeAll()
+        start = 0
+        for subscription in subscriptions.values {
+            subscription.reset(to: seq - 1)
+        }
+        deliver(seq: seq, publishedAt: publishedAt, data: data)
+    }
+
+    private func record(_ event: PushEvent) {
         if historyLimit > 0 {
             if ring.count < historyLimit {
                 ring.append(event)
@@ -54,7 +93,6 @@ final class Topic {
         }
         counters.deliveries += delivered
         counters.topicPublishes += 1
-        return seq
     }
 
     /// The messages after `since` that are still kept, and the range of those that are not.

@@ -86,6 +86,9 @@ public final class AnimateJob: Sendable {
             } catch .noSuchModel {
                 // Deleted under us; the next pick refreshes the list.
                 state.withLock { $0.modelIDsVersion = .max }
+            } catch .unavailable {
+                // The cluster's log is down: skip this recolor and keep running; it reconnects.
+                return
             } catch {
                 state.withLock { $0.state = .failed(error.description) }
                 return

@@ -6,6 +6,9 @@ public struct ChangeSet: Sendable, Hashable {
     /// Wall-clock time of the commit, in microseconds since the Unix epoch.
     public let committedAtMicroseconds: UInt64
     public var changes: [ModelChange]
+    /// A replica was reset to a snapshot: `changes` take the old state to the new one, but the
+    /// versions in between are unknown, so a subscriber needs a fresh snapshot, not this diff.
+    public var isReset = false
 
     public init(store: String, version: UInt64, committedAtMicroseconds: UInt64, changes: [ModelChange]) {
         self.store = store

@@ -14,7 +14,7 @@ import ReceptionistSync
 public final class ModelStore: Sendable {
     public let name: String
 
-    private struct State {
+    struct State {
         var models: [String: JSONValue] = [:]
         var version: UInt64 = 0
         var history: ChangeHistory
@@ -26,20 +26,31 @@ public final class ModelStore: Sendable {
         var entries: [ObserverEntry] = []
     }
 
-    private let state: PThreadLock<State>
+    // Internal (not private) so that `ModelStore+Replica.swift` can reach them.
+    let state: PThreadLock<State>
     /// Serialises commit-and-notify, so observers see versions in order. It guards the last
     /// version whose observers have been told (a real value: a lock around `Void` has no storage
     /// for ThreadSanitizer to pair with the mutex, and is reported as a race).
-    private let commitLock = PThreadLock<UInt64>(0)
+    let commitLock = PThreadLock<UInt64>(0)
     private let observers = ConditionLock(ObserverTable())
+    /// Where commits go when this store is a replica of a shared log; nil for a local store.
+    public let replication: (any StoreReplication)?
+    /// A replica's applied version, for committers waiting to see their own change set.
+    let appliedVersion = ConditionLock<UInt64>(0)
+    /// One replicated commit in flight per store on this node, so this node's commits never
+    /// conflict with each other, only with other nodes'.
+    let replicatedCommitLock = PThreadLock<UInt64>(0)
 
     /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
     /// This store's life: versions count from zero again in a store created anew (a restarted
     /// gateway, a deleted and recreated store), so a version only means something with its epoch.
+    /// Replicas of one cluster store share the epoch kept beside it in Redis.
     public let epoch: String
 
-    public init(name: String, historyLimit: Int = 1000, epoch: String? = nil) {
+    /// - Parameter replication: makes the store a replica whose commits go through this log.
+    public init(name: String, historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, epoch: String? = nil) {
         self.name = name
+        self.replication = replication
         self.epoch = epoch ?? Self.newEpoch()
         state = PThreadLock(State(history: ChangeHistory(capacity: historyLimit)))
     }
@@ -76,6 +87,7 @@ public final class ModelStore: Sendable {
             state.notifyingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
         }
         guard !reentrant else { throw .reentrantCommit }
+        if let replication { return try commitReplicated(operations, through: replication) }
         let result: Result<ChangeSet, StoreError> = commitLock.withLock { notified in
             let applied: Result<ChangeSet, StoreError> = state.withLock { state in
                 var models = state.models
@@ -106,7 +118,7 @@ public final class ModelStore: Sendable {
     }
 
     /// Applies every operation or, on the first failure, restores every touched model and throws.
-    private static func apply(_ operations: [StoreOperation], to models: inout [String: JSONValue]) throws(StoreError)
+    static func apply(_ operations: [StoreOperation], to models: inout [String: JSONValue]) throws(StoreError)
         -> [ModelChange]
     {
         var originals: [String: JSONValue?] = [:]
@@ -189,7 +201,7 @@ public final class ModelStore: Sendable {
         }, then: { _ in })
     }
 
-    private func notify(_ changeSet: ChangeSet) {
+    func notify(_ changeSet: ChangeSet) {
         let entries = observers.withLock { $0.entries }
         for entry in entries {
             guard let filtered = entry.filter(changeSet) else { continue }

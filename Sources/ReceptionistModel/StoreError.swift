@@ -9,6 +9,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case emptyCommit
     /// A commit from inside an observer of the same store would notify out of version order.
     case reentrantCommit
+    /// The shared log (Redis) cannot be reached; nothing was acknowledged.
+    case unavailable(String)
 
     public var description: String {
         switch self {
@@ -20,6 +22,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .notAnObject(let what): "\(what) must be a JSON object"
         case .emptyCommit: "a change set needs at least one change"
         case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"
+        case .unavailable(let reason): "the cluster's store is unavailable: \(reason)"
         }
     }
 }

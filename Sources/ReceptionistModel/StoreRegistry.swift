@@ -4,14 +4,21 @@ import ReceptionistSync
 public final class StoreRegistry: Sendable {
     private let stores = PThreadLock<[String: ModelStore]>([:])
     public let historyLimit: Int
+    /// When set, every store is a replica of this shared log, and creating one registers it there.
+    public let replication: (any StoreReplication)?
 
-    public init(historyLimit: Int = 1000) {
+    public init(historyLimit: Int = 1000, replication: (any StoreReplication)? = nil) {
         self.historyLimit = historyLimit
+        self.replication = replication
     }
 
     @discardableResult
     public func create(_ name: String) throws(StoreError) -> ModelStore {
         guard Self.isValidName(name) else { throw .invalidStoreName(name) }
+        if let replication {
+            try replication.createStore(name)
+            return replica(name)
+        }
         let store = ModelStore(name: name, historyLimit: historyLimit)
         let created = stores.withLock { stores in
             guard stores[name] == nil else { return false }
@@ -20,6 +27,19 @@ public final class StoreRegistry: Sendable {
         }
         guard created else { throw .storeExists(name) }
         return store
+    }
+
+    /// The replica named `name`, created empty at version 0 if this node has not seen it yet.
+    @discardableResult
+    public func replica(_ name: String) -> ModelStore {
+        // Every node's replica of one cluster store must name the same epoch, so that a client
+        // resumes on any node: it is derived from the name (the log in Redis is the store's life).
+        let fresh = ModelStore(name: name, historyLimit: historyLimit, replication: replication, epoch: Self.clusterEpoch(name))
+        return stores.withLock { stores in
+            if let existing = stores[name] { return existing }
+            stores[name] = fresh
+            return fresh
+        }
     }
 
     public func store(_ name: String) -> ModelStore? {
@@ -41,5 +61,15 @@ public final class StoreRegistry: Sendable {
                 false
             }
         }
+    }
+
+    /// FNV-1a of the name, in hex: the same on every node.
+    static func clusterEpoch(_ name: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in name.utf8 {
+            hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
+        }
+        let digits = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - digits.count) + digits
     }
 }

@@ -349,7 +349,10 @@ public final class HTTPRequestParser {
         case HPE_HEADER_OVERFLOW.rawValue:
             return HTTPParseError(status: .headerFieldsTooLarge, detail: description)
         case HPE_INVALID_METHOD.rawValue:
-            return HTTPParseError(status: .notImplemented, detail: "unknown or unsupported method")
+            // http-parser refuses a method at its first byte that no known method continues with,
+            // before the request line is whole, so it cannot tell an unknown method ("BREW /") from
+            // a malformed line ("HELLO"): both are bad input, answered 400 however they are split.
+            return HTTPParseError(status: .badRequest, detail: "unknown or malformed method")
         case HPE_INVALID_VERSION.rawValue:
             return HTTPParseError(status: .badRequest, detail: description)
         case HPE_INVALID_TRANSFER_ENCODING.rawValue:

@@ -107,6 +107,12 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Log format: text, or json for one JSON object per line.")
     var logFormat = "text"
 
+    @Option(help: "Where topics and stores live: 'memory' (this process alone) or 'redis' (shared by every node on --redis-url).")
+    var engine = "memory"
+
+    @Option(help: "The redis engine's server: redis://[:password@]host[:port][/db].")
+    var redisUrl = "redis://127.0.0.1:6379/0"
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -137,6 +143,10 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
+        guard engine == "memory" || engine == "redis" else { throw ValidationError("--engine must be memory or redis") }
+        guard engine != "redis" || GatewayConfig.isValidRedisURL(redisUrl) else {
+            throw ValidationError("--redis-url must look like redis://host:port/db")
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -183,6 +193,7 @@ struct ServeCommand: ParsableCommand {
         config.maxSubscriptionsPerConnection = maxSubscriptions
         config.publishRate = RateLimit(perSecond: publishRate, burst: publishBurst)
         config.clientMessageRate = RateLimit(perSecond: clientMessageRate, burst: clientMessageBurst)
+        config.redisURL = engine == "redis" ? redisUrl : nil
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

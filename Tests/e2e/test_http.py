@@ -242,7 +242,7 @@ PROTOCOL_ERRORS = {
         BAD_REQUEST),
     "unknown-method": (
         http_request("BREW", "/healthz"),
-        {501: "not_implemented", 400: "bad_request"}),
+        BAD_REQUEST),
     "http-2.0": (http_request("GET", "/healthz", version="HTTP/2.0"), {505: "version_not_supported"}),
     "http-3.0": (http_request("GET", "/healthz", version="HTTP/3.0"), {505: "version_not_supported"}),
     "single-token-request-line": (b"HELLO\r\n\r\n", BAD_REQUEST),

@@ -1,0 +1,19 @@
+#ifndef RECEPTIONIST_CHIREDIS_H
+#define RECEPTIONIST_CHIREDIS_H
+#include <hiredis/hiredis.h>
+#include <hiredis/async.h>
+
+/// Attaches `context` to the libuv loop `loop` (a `uv_loop_t *`) through hiredis's libuv adapter,
+/// whose functions are static and so cannot be called from Swift directly. The loop is passed as
+/// a plain pointer so that this header does not bring libuv's types into a second Swift module.
+/// Returns REDIS_OK or REDIS_ERR. Call on the loop's thread.
+int receptionist_redis_attach(redisAsyncContext *context, void *loop);
+
+/// Whether `receptionist_redis_attach` got as far as creating the poll handle, so that
+/// `redisAsyncFree` may run the adapter's clean-up.
+int receptionist_redis_is_attached(const redisAsyncContext *context);
+
+/// The context's error text (a fixed-size array, awkward to reach from Swift).
+const char *receptionist_redis_errstr(const redisAsyncContext *context);
+
+#endif

@@ -1,0 +1,45 @@
+/// The Redis keys and channel of one cluster. A store's keys share the hash tag `{store}`, and a
+/// topic's `{topic}`, so that each store or topic lives in one Redis Cluster slot.
+///
+/// Pure value.
+struct ClusterKeys: Sendable {
+    /// Pub/sub is not scoped by database, so the channel names it.
+    let channel: String
+    let stores = "rcpt:stores"
+
+    init(database: Int) {
+        channel = "rcpt:events:\(database)"
+    }
+
+    func storeVersion(_ store: String) -> String { "rcpt:s:{\(store)}:version" }
+    func storeModels(_ store: String) -> String { "rcpt:s:{\(store)}:models" }
+    func storeLog(_ store: String) -> String { "rcpt:s:{\(store)}:log" }
+    func topicSeq(_ topic: String) -> String { "rcpt:t:{\(topic)}:seq" }
+    func topicLog(_ topic: String) -> String { "rcpt:t:{\(topic)}:log" }
+
+    /// Notifications on `channel`: a kind letter, a colon, and the store or topic name.
+    enum Notice: Equatable {
+        case storeCreated(String)
+        case storeChanged(String)
+        case topicPublished(String)
+    }
+
+    static func encode(_ notice: Notice) -> String {
+        switch notice {
+        case .storeCreated(let name): "n:\(name)"
+        case .storeChanged(let name): "s:\(name)"
+        case .topicPublished(let name): "t:\(name)"
+        }
+    }
+
+    static func decode(_ payload: [UInt8]) -> Notice? {
+        guard payload.count > 2, payload[1] == UInt8(ascii: ":") else { return nil }
+        let name = String(decoding: payload[2...], as: UTF8.self)
+        switch payload[0] {
+        case UInt8(ascii: "n"): return .storeCreated(name)
+        case UInt8(ascii: "s"): return .storeChanged(name)
+        case UInt8(ascii: "t"): return .topicPublished(name)
+        default: return nil
+        }
+    }
+}

@@ -1,0 +1,49 @@
+/// The Lua scripts that make each cluster write atomic in Redis. A script runs alone, so its
+/// reads and writes, the stream entry and the notification happen as one step.
+enum ClusterScripts {
+    /// KEYS: version, models, log. ARGV: expected version, max log length, entry JSON, channel,
+    /// notice, then pairs of model id and JSON ("" deletes). Returns {1, version} when appended,
+    /// {0, current version} when the store has moved on, {-1, 0} when there is no such store.
+    static let commit = """
+        local current = redis.call('GET', KEYS[1])
+        if not current then return {-1, 0} end
+        current = tonumber(current)
+        if current ~= tonumber(ARGV[1]) then return {0, current} end
+        local version = current + 1
+        redis.call('SET', KEYS[1], version)
+        for i = 6, #ARGV, 2 do
+          if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[2], ARGV[i])
+          else redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+        end
+        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'v', version, 'c', ARGV[3])
+        redis.call('PUBLISH', ARGV[4], ARGV[5])
+        return {1, version}
+        """
+
+    /// KEYS: version, models, log. Returns {version, {id, json, ...}, last log ID}, read together;
+    /// {-1, {}, '0-0'} when there is no such store.
+    static let snapshot = """
+        local version = redis.call('GET', KEYS[1])
+        if not version then return {-1, {}, '0-0'} end
+        local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
+        local id = '0-0'
+        if #last > 0 then id = last[1][1] end
+        return {tonumber(version), redis.call('HGETALL', KEYS[2]), id}
+        """
+
+    /// KEYS: version, stores set. ARGV: name, channel, notice. Returns 1 when created, 0 when it exists.
+    static let createStore = """
+        if not redis.call('SET', KEYS[1], 0, 'NX') then return 0 end
+        redis.call('SADD', KEYS[2], ARGV[1])
+        redis.call('PUBLISH', ARGV[2], ARGV[3])
+        return 1
+        """
+
+    /// KEYS: seq, log. ARGV: max log length, data JSON, publishedAt, channel, notice. Returns the seq.
+    static let publish = """
+        local seq = redis.call('INCR', KEYS[1])
+        redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 's', seq, 't', ARGV[3], 'd', ARGV[2])
+        redis.call('PUBLISH', ARGV[4], ARGV[5])
+        return seq
+        """
+}

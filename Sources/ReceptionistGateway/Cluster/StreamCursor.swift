@@ -1,0 +1,46 @@
+/// A node's place in one Redis stream whose entries carry consecutive numbers (a store's
+/// versions, a topic's sequence numbers), and the verdict on each entry read after it.
+///
+/// Pure value.
+struct StreamCursor: Equatable {
+    /// The ID of the last entry read: the next `XREAD` starts after it.
+    private(set) var lastID: String
+    /// The number of the last entry accepted.
+    private(set) var lastNumber: UInt64
+
+    enum Verdict: Equatable {
+        /// The next number: apply it.
+        case next
+        /// Already seen (a re-read after a reconnection): skip it.
+        case duplicate
+        /// Numbers `from...to` were trimmed from the stream before this node read them.
+        case gap(from: UInt64, to: UInt64)
+        /// The numbers went back: Redis lost its data and started again.
+        case regressed
+    }
+
+    init(lastID: String = "0-0", lastNumber: UInt64 = 0) {
+        self.lastID = lastID
+        self.lastNumber = lastNumber
+    }
+
+    /// Judges the entry `id` numbered `number`, read after `lastID`, and moves past it (a gap or
+    /// regression moves the cursor too: what follows is judged from this entry on).
+    mutating func accept(id: String, number: UInt64) -> Verdict {
+        let previous = lastNumber
+        lastID = id
+        if number == previous + 1 {
+            lastNumber = number
+            return .next
+        }
+        if number > previous + 1 {
+            lastNumber = number
+            return .gap(from: previous + 1, to: number - 1)
+        }
+        // A stream's IDs only grow, so an entry after `lastID` with an old number means the
+        // numbering restarted, unless it is the very entry the cursor already holds.
+        if number == previous { return .duplicate }
+        lastNumber = number
+        return .regressed
+    }
+}

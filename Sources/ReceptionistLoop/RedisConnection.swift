@@ -1,0 +1,238 @@
+import CHiredis
+import Glibc
+
+/// One connection to Redis through hiredis's asynchronous API, driven by the loop it was made on:
+/// commands with reply callbacks, pub/sub, and reconnection with backoff.
+///
+/// Lifecycle invariant (the same as `LoopHandle`'s): while hiredis holds a context, its `data`
+/// holds a retained reference to this connection, released in the one callback after which hiredis
+/// frees the context (a failed connect, or a disconnect). A reply callback's box is retained
+/// through its `privdata` until hiredis calls it, which it does exactly once, with no reply when
+/// the connection is lost. So no callback can reach freed memory.
+///
+/// Subscriptions do not survive a reconnection: the owner re-issues them from `onConnected`.
+///
+/// Loop thread only.
+public final class RedisConnection {
+    public enum State: Sendable, Equatable {
+        case disconnected, connecting, connected, closed
+    }
+
+    public let endpoint: RedisEndpoint
+    /// For logs: what this connection is for.
+    public let name: String
+    public unowned let loop: EventLoop
+    public private(set) var state: State = .disconnected
+    /// The reason of the last failure, for readiness and logs.
+    public private(set) var lastError: String?
+
+    /// Called each time a connection is established (and `AUTH`/`SELECT` are queued).
+    public var onConnected: (() -> Void)?
+    /// Called when a connection is lost or an attempt fails; a retry is already scheduled.
+    public var onDisconnected: ((String) -> Void)?
+
+    private var context: UnsafeMutablePointer<redisAsyncContext>?
+    private var backoff: RedisBackoff
+    private var retryTimer: LoopTimer?
+    /// Pub/sub callbacks live as long as the context; hiredis calls them once per message.
+    private var subscriptionBoxes: [ReplyBox] = []
+
+    public init(loop: EventLoop, endpoint: RedisEndpoint, name: String, backoff: RedisBackoff = RedisBackoff()) {
+        precondition(loop.isCurrent)
+        self.loop = loop
+        self.endpoint = endpoint
+        self.name = name
+        self.backoff = backoff
+    }
+
+    public var isConnected: Bool { state == .connected }
+
+    /// Starts connecting; reconnects by itself until `close`.
+    public func start() {
+        precondition(loop.isCurrent)
+        connect()
+    }
+
+    /// Queues a command. Returns false (and never calls `reply`) when there is no connection;
+    /// otherwise `reply` runs once on the loop thread, with nil if the connection is lost first.
+    @discardableResult
+    public func send(_ arguments: [String], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        send(arguments.map { Array($0.utf8) }, reply: reply)
+    }
+
+    /// As `send(_:reply:)`, with binary-safe arguments.
+    @discardableResult
+    public func send(_ arguments: [[UInt8]], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        precondition(loop.isCurrent)
+        guard let context, state == .connected || state == .connecting else { return false }
+        let box = Unmanaged.passRetained(ReplyBox(reply))
+        let status = Self.withArgv(arguments) { argc, argv, lengths in
+            redisAsyncCommandArgv(context, { _, reply, privdata in
+                guard let privdata else { return }
+                let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeRetainedValue()
+                box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
+            }, box.toOpaque(), argc, argv, lengths)
+        }
+        if status != REDIS_OK {
+            box.release()
+            return false
+        }
+        return true
+    }
+
+    /// Subscribes to `channel`; `message` runs for every message published on it, until the
+    /// connection is lost. `subscribed` runs once Redis confirms. Returns false when not connected.
+    @discardableResult
+    public func subscribe(_ channel: String, subscribed: @escaping () -> Void, message: @escaping ([UInt8]) -> Void) -> Bool {
+        precondition(loop.isCurrent)
+        guard let context, state == .connected || state == .connecting else { return false }
+        let box = ReplyBox { reply in
+            guard let parts = reply?.elements, parts.count >= 3, let kind = parts[0].text else { return }
+            if kind == "message", let payload = parts[2].bytes {
+                message(payload)
+            } else if kind == "subscribe" {
+                subscribed()
+            }
+        }
+        let status = Self.withArgv([Array("SUBSCRIBE".utf8), Array(channel.utf8)]) { argc, argv, lengths in
+            redisAsyncCommandArgv(context, { _, reply, privdata in
+                guard let privdata else { return }
+                // Not consumed: hiredis calls this for every message. `subscriptionBoxes` owns it.
+                let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeUnretainedValue()
+                box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
+            }, Unmanaged.passUnretained(box).toOpaque(), argc, argv, lengths)
+        }
+        guard status == REDIS_OK else { return false }
+        subscriptionBoxes.append(box)
+        return true
+    }
+
+    /// Disconnects for good (after replies already due) and stops reconnecting. Idempotent.
+    public func close() {
+        precondition(loop.isCurrent)
+        guard state != .closed else { return }
+        state = .closed
+        retryTimer?.close()
+        retryTimer = nil
+        if let context {
+            redisAsyncDisconnect(context)
+        }
+    }
+
+    // MARK: Connecting
+
+    private func connect() {
+        guard state == .disconnected else { return }
+        guard let context = redisAsyncConnect(endpoint.host, Int32(endpoint.port)) else {
+            failed("cannot allocate a Redis context")
+            return
+        }
+        if context.pointee.err != 0 {
+            let reason = String(cString: receptionist_redis_errstr(context))
+            redisAsyncFree(context)
+            failed(reason)
+            return
+        }
+        guard receptionist_redis_attach(context, UnsafeMutableRawPointer(loop.raw)) == REDIS_OK else {
+            // The adapter's clean-up may only run once its poll handle exists; otherwise the
+            // context is leaked rather than freed through a clean-up that would crash.
+            if receptionist_redis_is_attached(context) != 0 { redisAsyncFree(context) }
+            failed("cannot attach the Redis connection to the loop")
+            return
+        }
+        context.pointee.data = Unmanaged.passRetained(self).toOpaque()
+        redisAsyncSetConnectCallback(context) { context, status in
+            guard let context, let data = context.pointee.data else { return }
+            if status == REDIS_OK {
+                Unmanaged<RedisConnection>.fromOpaque(data).takeUnretainedValue().didConnect()
+            } else {
+                // hiredis frees the context after this callback: drop our reference now.
+                let reason = String(cString: receptionist_redis_errstr(context))
+                let connection = Unmanaged<RedisConnection>.fromOpaque(data).takeRetainedValue()
+                connection.contextFreed(reason)
+            }
+        }
+        redisAsyncSetDisconnectCallback(context) { context, status in
+            guard let context, let data = context.pointee.data else { return }
+            let reason = status == REDIS_OK ? "disconnected" : String(cString: receptionist_redis_errstr(context))
+            let connection = Unmanaged<RedisConnection>.fromOpaque(data).takeRetainedValue()
+            connection.contextFreed(reason)
+        }
+        self.context = context
+        state = .connecting
+        // Queued now, sent first once the socket connects.
+        if let password = endpoint.password {
+            let auth = endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]
+            send(auth) { [weak self] reply in
+                if case .error(let text)? = reply { self?.lastError = "AUTH: \(text)" }
+            }
+        }
+        if endpoint.database != 0 {
+            send(["SELECT", String(endpoint.database)]) { [weak self] reply in
+                if case .error(let text)? = reply { self?.lastError = "SELECT: \(text)" }
+            }
+        }
+    }
+
+    private func didConnect() {
+        guard state == .connecting else { return }
+        state = .connected
+        lastError = nil
+        backoff.reset()
+        onConnected?()
+    }
+
+    /// hiredis is about to free the context: forget it, and retry unless closed.
+    private func contextFreed(_ reason: String) {
+        context = nil
+        subscriptionBoxes.removeAll()
+        if state == .closed { return }
+        failed(reason)
+    }
+
+    private func failed(_ reason: String) {
+        state = .disconnected
+        lastError = reason
+        let delay = backoff.nextDelayMilliseconds()
+        let timer = retryTimer ?? LoopTimer(loop: loop) { [weak self] in self?.connect() }
+        retryTimer = timer
+        timer.start(delayMilliseconds: delay)
+        onDisconnected?(reason)
+    }
+
+    // MARK: C boundary
+
+    /// Holds a reply callback while hiredis holds its `privdata`.
+    private final class ReplyBox {
+        let callback: (RedisReply?) -> Void
+        init(_ callback: @escaping (RedisReply?) -> Void) { self.callback = callback }
+    }
+
+    /// Lays the arguments out as the `argv`/`argvlen` pair hiredis copies from.
+    private static func withArgv(
+        _ arguments: [[UInt8]],
+        _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> Int32
+    ) -> Int32 {
+        let total = arguments.reduce(0) { $0 + $1.count }
+        let storage = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, total))
+        let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: max(1, arguments.count))
+        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: max(1, arguments.count))
+        defer {
+            storage.deallocate()
+            pointers.deallocate()
+            lengths.deallocate()
+        }
+        var offset = 0
+        for (index, argument) in arguments.enumerated() {
+            argument.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress {
+                    UnsafeMutableRawPointer(storage + offset).copyMemory(from: base, byteCount: bytes.count)
+                }
+            }
+            pointers[index] = UnsafePointer(storage + offset)
+            lengths[index] = argument.count
+            offset += argument.count
+        }
+        return body(Int32(arguments.count), pointers, lengths)
+    }
+}

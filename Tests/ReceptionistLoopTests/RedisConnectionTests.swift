@@ -1,0 +1,107 @@
+import Dispatch
+import Foundation
+import Glibc
+import ReceptionistLoop
+import Synchronization
+import Testing
+
+/// A throwaway `redis-server` on a free loopback port, without persistence.
+private final class RedisServer {
+    let port: Int
+    private let process: Process
+
+    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: "/usr/bin/redis-server") }
+
+    init() throws {
+        port = Self.freePort()
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/redis-server")
+        process.arguments = ["--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+    }
+
+    func stop() {
+        kill(process.processIdentifier, SIGKILL)
+        var status: Int32 = 0
+        _ = waitpid(process.processIdentifier, &status, 0)
+    }
+
+    private static func freePort() -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+@Suite(.enabled(if: RedisServer.isInstalled, "needs redis-server"))
+struct RedisConnectionTests {
+    /// Connects (retrying while the server starts), runs commands, and gets a published message
+    /// on a second, subscribed connection.
+    @Test func commandsAndPubSubOnTheLoop() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let endpoint = RedisEndpoint(port: server.port, database: 1)
+        let results = Mutex<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        let loopThread = LoopThread { loop in
+            let commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
+            let events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
+            // The message and the command replies come on two connections, in either order.
+            func record(_ line: String) {
+                let count = results.withLock { $0.append(line); return $0.count }
+                guard count == 4 else { return }
+                commands.close()
+                events.close()
+                loop.mailbox.shutDown()
+                done.signal()
+            }
+            events.onConnected = {
+                events.subscribe("news", subscribed: {
+                    commands.send(["SET", "k", "v"]) { reply in record("SET \(reply?.text ?? "nil")") }
+                    commands.send(["GET", "k"]) { reply in record("GET \(reply?.text ?? "nil")") }
+                    commands.send([Array("PUBLISH".utf8), Array("news".utf8), [0, 1, 2]]) { reply in
+                        record("PUBLISH \(reply?.integer ?? -1)")
+                    }
+                }, message: { payload in record("message \(payload)") })
+            }
+            commands.start()
+            events.start()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(loopThread.waitUntilStopped(seconds: 5))
+        #expect(results.withLock { $0.sorted() } == ["GET v", "PUBLISH 1", "SET OK", "message [0, 1, 2]"])
+    }
+
+    /// A refused connection reports the failure and keeps retrying; `close` stops it.
+    @Test func refusedConnectionRetriesUntilClosed() {
+        let failures = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        let loopThread = LoopThread { loop in
+            let connection = RedisConnection(
+                loop: loop, endpoint: RedisEndpoint(port: 1), name: "refused",
+                backoff: RedisBackoff(initialMilliseconds: 5, maxMilliseconds: 5))
+            connection.onDisconnected = { _ in
+                if failures.withLock({ $0 += 1; return $0 }) == 3 {
+                    #expect(connection.send(["PING"]) { _ in } == false)
+                    connection.close()
+                    loop.mailbox.shutDown()
+                    done.signal()
+                }
+            }
+            connection.start()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(loopThread.waitUntilStopped(seconds: 5))
+    }
+}
