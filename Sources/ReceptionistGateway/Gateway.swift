@@ -65,7 +65,10 @@ public final class Gateway {
         }
         hub = PushHub(stores: stores, loop: loop, historyLimit: config.historyLimit, counters: counters)
         router = Router(staticFiles: files, stores: stores, jobs: jobs, hub: hub, config: config, access: access, counters: counters,
-            metrics: { [unowned self] in self.metrics.render(self.metricsSample()) }
+            metrics: { [unowned self] in
+                if let cluster = self.cluster { self.metrics.setEngineUp(cluster.isUp) }
+                return self.metrics.render(self.metricsSample())
+            }
         ) { [unowned self] in !self.isDraining }
         cluster = try Self.startCluster(config, replication: replication, gateway: self, hub: hub)
         let listener = try TCPListener(loop: loop, host: config.host, port: config.port)
