@@ -15,7 +15,11 @@
 # the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
 # then sets the pace, and the published rate shows what each server accepts.
 # BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
-# BENCH_SCENARIOS="small large store full idle" the scenarios (store is Receptionist's alone).
+# BENCH_SCENARIOS="small large store full idle cluster" the scenarios (store and cluster are
+# Receptionist's alone). cluster runs the small workload over two nodes sharing one redis-server,
+# half the subscribers on each and the publisher on the first, beside one node with them all.
+# The gateways run with their per-address and publish-rate limits off: the load comes from a few
+# loopback addresses and the publisher is meant to go as fast as it can.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,7 +29,7 @@ rate_large=${3:-20}
 idle=${4:-19000}
 rate_full=${5:-100000}
 servers=${BENCH_SERVERS:-receptionist nchan socketify}
-scenarios=${BENCH_SCENARIOS:-small large store full idle}
+scenarios=${BENCH_SCENARIOS:-small large store full idle cluster}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
@@ -62,7 +66,7 @@ start_server() {
   case "$kind" in
     receptionist)
       taskset -c 0 "$receptionist" serve --host 127.0.0.1 --port "$port" --log-level warning \
-        --max-connections 19800 > "$out" 2>&1 &
+        --max-connections 19800 --max-connections-per-address 20000 --publish-rate 0 "${server_args[@]}" > "$out" 2>&1 &
       publish_path="/api/topics/bench/messages" dialect=receptionist ;;
     nchan)
       local dir="$work/nchan.$port"
@@ -108,11 +112,12 @@ server_rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$measured_pid/status"; }
 # than `required` subscribed.
 clients=()
 client_args=()
+server_args=()
 start_clients() {
-  local tag=$1 count=$2 processes=$3 first_address=$4 required=${5:-$2}
-  clients=()
+  local tag=$1 count=$2 processes=$3 first_address=$4 required=${5:-$2} offset=${6:-0}
+  [ "$offset" -gt 0 ] || clients=()
   local per=$(( (count + processes - 1) / processes )) left=$count
-  for i in $(seq 0 $((processes - 1))); do
+  for i in $(seq "$offset" $((offset + processes - 1))); do
     local n=$(( left < per ? left : per ))
     left=$((left - n))
     local a=$((first_address + 2 * i))
@@ -124,7 +129,7 @@ start_clients() {
   done
   for _ in $(seq 1 1200); do
     local holding=0
-    for i in $(seq 0 $((processes - 1))); do
+    for i in $(seq "$offset" $((offset + processes - 1))); do
       grep -q "holding" "$work/$tag.$i.err" 2>/dev/null && holding=$((holding + 1))
     done
     [ "$holding" -eq "$processes" ] && break
@@ -217,6 +222,40 @@ store_fanout() {
   row "receptionist (store, from commit)" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
 }
 
+# The small workload across two nodes on one redis-server (all pinned to CPU 0, as one server is):
+# half the subscribers on each node, published to the first. CPU is the two nodes' and Redis's.
+cluster_fanout() {
+  local count=$1 rate=$2 first_address=$3 tag="cluster.$1.$2"
+  local redis_port redis_pid node_a node_b pid_a pid_b before after
+  redis_port=$(free_port)
+  taskset -c 0 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
+    > "$work/redis.$redis_port.out" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+  server_args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
+  start_server receptionist
+  node_a=$port pid_a=$server_pid
+  start_server receptionist
+  node_b=$port pid_b=$server_pid
+  server_args=()
+  port=$node_a
+  start_clients "$tag" $((count / 2)) 1 "$first_address"
+  port=$node_b
+  start_clients "$tag" $((count / 2)) 1 $((first_address + 2)) $((count / 2)) 1
+  ticks() { for pid in "$pid_a" "$pid_b" "$redis_pid"; do sed 's/.*) //' "/proc/$pid/stat"; done | awk '{s += $12 + $13} END {print s}'; }
+  before=$(ticks)
+  taskset -c 1 timeout $((seconds + 30)) "$bench" publish --port "$node_a" --path /api/topics/bench/messages \
+    --rate "$rate" --duration "$seconds" > "$work/$tag.publish.json"
+  sleep 1  # the last deliveries
+  after=$(ticks)
+  stop_clients
+  stop_process "$pid_a"
+  stop_process "$pid_b"
+  stop_process "$redis_pid"
+  row "receptionist, 2 nodes + redis" "$tag" "$work" "$count" 2 "$((after - before))" "$clock_ticks"
+}
+
 idle_memory() {
   local kind=$1 count=$2 processes=$3 first_address=$4
   start_server "$kind"
@@ -251,6 +290,12 @@ if has store; then
   esac
 fi
 if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2; done; fi
+if has cluster; then
+  case " $servers " in *" receptionist "*)
+    fanout receptionist 1000 2 "$rate_small" 2
+    cluster_fanout 1000 "$rate_small" 2 ;;
+  esac
+fi
 if has idle; then
   echo
   echo "| server | idle subscribed connections | server bytes of RSS per connection | RSS before → after |"

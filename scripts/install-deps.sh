@@ -7,7 +7,7 @@ packages=(libuv1-dev libhttp-parser-dev libssl-dev libhiredis-dev pkg-config)
 case "${1:-build}" in
   build) ;;
   test) packages+=(curl python3 python3-venv chromium chromium-driver redis-server) ;;
-  bench) packages+=(curl wrk nginx-light libnginx-mod-nchan python3 python3-venv) ;;
+  bench) packages+=(curl wrk nginx-light libnginx-mod-nchan redis-server python3 python3-venv) ;;
   # The container test: podman on the runc runtime, a base image made by debootstrap, and nginx
   # to check the load balancer's configuration.
   container) packages+=(curl podman runc debootstrap uidmap slirp4netns fuse-overlayfs nginx-light python3 python3-venv) ;;
