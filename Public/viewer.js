@@ -100,6 +100,12 @@
     epoch: null, // the store's life that version belongs to: a restarted gateway starts a new one
   };
 
+  /** A gateway that requires subscription tokens gets the page's own `?token=` passed on. */
+  function tokenQuery(separator) {
+    const token = params.get('token');
+    return token ? `${separator}token=${encodeURIComponent(token)}` : '';
+  }
+
   function chooseStore() {
     const named = params.get('store');
     return named && named.length <= 256 ? named : DEFAULT_STORE;
@@ -363,7 +369,7 @@
       let socket;
       let opened = false;
       try {
-        socket = new WebSocket(`${scheme}//${location.host}/ws`, PROTOCOL);
+        socket = new WebSocket(`${scheme}//${location.host}/ws${tokenQuery('?')}`, PROTOCOL);
       } catch (error) {
         queueMicrotask(() => lost(mine, false));
         return { close() {} };
@@ -391,6 +397,7 @@
       let url = `/api/stores/${encodeURIComponent(state.store)}/events`;
       if (state.version !== null) url += `?since=${state.version}`;
       if (state.version !== null && state.epoch !== null) url += `&epoch=${encodeURIComponent(state.epoch)}`;
+      url += tokenQuery(url.includes('?') ? '&' : '?');
       const source = new EventSource(url);
       const onEvent = (event) => {
         if (stale(mine) || typeof event.data !== 'string') return;

@@ -500,3 +500,21 @@ def test_live_page_screenshot(browser, demo):
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         stop_animation(port)
+
+
+# ---- Tokens ------------------------------------------------------------------------------
+
+def test_the_page_passes_its_token_on_when_the_gateway_requires_one(browser, start_server):
+    from test_trust import SECRET, token_for
+
+    server = start_server("--demo", "--demo-rate", "0.001", "--token-secret", SECRET, public=PUBLIC)
+    open_viewer(browser, server.port, f"?store=tiles&token={token_for(stores=['tiles'])}")
+    wait_colors_match_store(browser, server.port)
+    open_viewer(browser, server.port, f"?store=tiles&transport=sse&token={token_for(stores=['tiles'])}")
+    wait_colors_match_store(browser, server.port)
+    assert browser.execute_script("return window.receptionistViewer.transport()") == "sse"
+    # Without a token the gateway refuses the subscription, and the page never goes live.
+    browser.get(f"http://127.0.0.1:{server.port}/?store=tiles")
+    wait(browser, lambda d: "token" in d.find_element(By.TAG_NAME, "body").text.lower(), 5.0,
+         "the refusal was not shown")
+    assert browser.execute_script("return window.receptionistViewer.paintedVersion()") is None
