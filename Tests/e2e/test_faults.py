@@ -680,27 +680,24 @@ def run_cases(port: int, cases, runner) -> list[str]:
         return [problem for problem in results if problem]
 
 
+def check_malformed(server, cases, kinds: int, runner) -> None:
+    """Runs every generated case while a valid subscriber listens, then checks nothing else broke."""
+    assert len({kind for kind, _, _ in cases}) == kinds, "the generator should cover every kind"
+    background = BackgroundSubscriber(server.port)
+    problems = run_cases(server.port, cases, runner)
+    background.finish()
+    assert not problems, f"{len(problems)} of {len(cases)} cases failed:\n" + "\n".join(problems[:15])
+    assert_served(server.port)
+    assert_no_error_lines(server)
+
+
 @pytest.mark.timeout(120)
 def test_malformed_requests_each_get_their_error_while_valid_clients_are_served(fuzz_server):
     rng = random.Random(20_240_601)
-    cases = [http_case(rng) for _ in range(HTTP_CASES)]
-    assert len({kind for kind, _, _ in cases}) == 18, "the generator should cover every kind"
-    background = BackgroundSubscriber(fuzz_server.port)
-    problems = run_cases(fuzz_server.port, cases, run_http_case)
-    background.finish()
-    assert not problems, f"{len(problems)} of {len(cases)} cases failed:\n" + "\n".join(problems[:15])
-    assert_served(fuzz_server.port)
-    assert_no_error_lines(fuzz_server)
+    check_malformed(fuzz_server, [http_case(rng) for _ in range(HTTP_CASES)], 18, run_http_case)
 
 
 @pytest.mark.timeout(120)
 def test_malformed_frames_each_get_their_close_code_while_valid_clients_are_served(fuzz_server):
     rng = random.Random(20_240_602)
-    cases = [ws_case(rng) for _ in range(WS_CASES)]
-    assert len({kind for kind, _, _ in cases}) == 14, "the generator should cover every kind"
-    background = BackgroundSubscriber(fuzz_server.port)
-    problems = run_cases(fuzz_server.port, cases, run_ws_case)
-    background.finish()
-    assert not problems, f"{len(problems)} of {len(cases)} cases failed:\n" + "\n".join(problems[:15])
-    assert_served(fuzz_server.port)
-    assert_no_error_lines(fuzz_server)
+    check_malformed(fuzz_server, [ws_case(rng) for _ in range(WS_CASES)], 14, run_ws_case)
