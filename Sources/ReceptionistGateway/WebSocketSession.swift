@@ -26,13 +26,20 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
     private let maxQueuedBytes: Int
     /// The subscription token's claims, from `?token=` or an `auth` message; checked on every
     /// subscribe when the gateway requires tokens, and the connection is closed when they expire.
-    private var claims: TokenClaims?
+    /// Boxed: most connections hold none, and an idle connection then pays one pointer for it.
+    private var grant: Grant?
+    private var claims: TokenClaims? { grant?.claims }
+
+    private final class Grant {
+        let claims: TokenClaims
+        init(_ claims: TokenClaims) { self.claims = claims }
+    }
     /// Protocol messages this client may still send now (`--client-message-rate`).
     private var messageBucket: TokenBucket
 
     init(connection: TCPConnection, gateway: Gateway, mode: Mode, claims: TokenClaims? = nil) {
         self.connection = connection
-        self.claims = claims
+        grant = claims.map(Grant.init)
         messageBucket = gateway.config.clientMessageRate.bucket(now: connection.loop.nowMilliseconds)
         self.gateway = gateway
         self.mode = mode
@@ -175,7 +182,7 @@ final class WebSocketSession: TCPConnectionDelegate, GatewaySession, PushSink {
     private func authenticate(_ token: String) {
         switch gateway.access.checkToken(token) {
         case .success(let verified):
-            claims = verified
+            grant = Grant(verified)
             write(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticated(expiresAt: verified.expiresAt)))
         case .failure(.expired):
             expire()
