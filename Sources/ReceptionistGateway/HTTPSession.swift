@@ -158,10 +158,18 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             let keepAlive = slot.keepAlive && !reply.closesConnection
             if !keepAlive { state.failed() }
             gateway.logger.debug(
-                "\(slot.method.name) \(slot.target) \(reply.response.status.code)",
+                "\(slot.method.name) \(Self.redacted(slot.target)) \(reply.response.status.code)",
                 metadata: ["peer": "\(connection.peerAddress ?? "?")"])
             send(reply, headOnly: slot.method == .head, keepAlive: keepAlive && !(state.closing && slots.isEmpty))
         }
+    }
+
+    /// The target with a `token=` value hidden: subscription tokens are credentials, and logs
+    /// travel further than the gateway.
+    static func redacted(_ target: String) -> String {
+        guard let query = target.firstIndex(of: "?") else { return target }
+        let pairs = target[target.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
+        return String(target[...query]) + pairs.map { $0.hasPrefix("token=") ? "token=…" : String($0) }.joined(separator: "&")
     }
 
     private func closeIfDone() {

@@ -97,7 +97,7 @@ final class Router {
 
     // MARK: Checks
 
-    /// A mutating call needs the API key (when one is configured) and a publish token.
+    /// A mutating call needs the API key (when one is configured) and room in its publish bucket.
     private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Reply? {
         switch request.method {
         case .post, .put, .patch, .delete: break

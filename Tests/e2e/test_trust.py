@@ -330,3 +330,20 @@ def test_client_message_rate(start_server):
         # The dropped message had no effect, and the connection stays open.
         send_json(ws, {"type": "unsubscribe", "topic": "d"})
         assert recv_json(ws)["code"] == "rate_limited"
+
+
+def test_tokens_in_urls_stay_out_of_the_logs(start_server):
+    import signal
+
+    server = start_server("--token-secret", SECRET, "--log-level", "debug")
+    # Refused requests are logged with their target; streams that start are not logged at all.
+    token = token_for(topics=["other"])
+    status, _ = sse_head(server.port, f"/api/topics/t/events?since=0&token={token}")
+    assert " 403 " in status
+    with pytest.raises(websockets.exceptions.InvalidStatus):
+        connect(server.port, path=f"/ws?token={token}x")
+    server.send_signal(signal.SIGTERM)
+    assert server.wait_exit(15) == 0
+    log = server.stderr_text()
+    assert "token=…" in log, log
+    assert token not in log and token.split(".")[2] not in log, "a token reached the log"
