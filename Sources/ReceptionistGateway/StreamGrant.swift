@@ -5,6 +5,4 @@ struct StreamGrant: Sendable {
     var expiresAt: Double?
     /// The allowed cross-origin `Origin` to echo in `Access-Control-Allow-Origin`.
     var corsOrigin: String?
-
-    static let open = StreamGrant()
 }
