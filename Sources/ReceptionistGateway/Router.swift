@@ -67,10 +67,7 @@ final class Router {
             return .reply(readOnly(request) { staticFiles.reply(for: request) })
         }
         let origin = request.headers["Origin"]
-        guard origins.allows(origin: origin, host: request.headers["Host"]) else {
-            counters.refused(.origin)
-            return .reply(.error(.forbidden, "the origin \(origin ?? "") may not call this API; see --allowed-origin"))
-        }
+        if let refusal = refuseOrigin(request, "call this API") { return .reply(refusal) }
         if request.method == .options, let origin {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
         }
@@ -156,11 +153,7 @@ final class Router {
         guard isReady() else { return .reply(draining) }
         // Browsers always send Origin on a WebSocket upgrade; this is the guard against
         // cross-site WebSocket hijacking.
-        let origin = request.headers["Origin"]
-        guard origins.allows(origin: origin, host: request.headers["Host"]) else {
-            counters.refused(.origin)
-            return .reply(.error(.forbidden, "the origin \(origin ?? "") may not open a WebSocket here; see --allowed-origin"))
-        }
+        if let refusal = refuseOrigin(request, "open a WebSocket here") { return .reply(refusal) }
         var claims: TokenClaims?
         if access.requiresToken, mode == .push, let token = StreamRequest.query(request, "token") {
             switch checkToken(token) {
@@ -169,6 +162,14 @@ final class Router {
             }
         }
         return .upgrade(mode, claims: claims)
+    }
+
+    /// The 403 for a request whose `Origin` is not allowed to `action`, or nil when it may.
+    private func refuseOrigin(_ request: HTTPRequest, _ action: String) -> Reply? {
+        let origin = request.headers["Origin"]
+        guard !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
+        counters.refused(.origin)
+        return .error(.forbidden, "the origin \(origin ?? "") may not \(action); see --allowed-origin")
     }
 
     private func withCORS(_ result: RouteResult, origin: String?) -> RouteResult {
