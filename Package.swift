@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
     ],
     targets: [
         // C libraries, one module map each.
@@ -31,21 +32,32 @@ let package = Package(
         // name: Debian's hiredis.pc adds a compiler flag SwiftPM refuses. Only the loop module uses it.
         .target(name: "CHiredis", linkerSettings: [.linkedLibrary("hiredis"), .linkedLibrary("uv")]),
 
-        // Locks and threads shared by the loop and the model; no IO.
+        // Primitives every other module may share: locks, threads, thread-confined boxes and
+        // immutable byte buffers. No IO.
         .target(name: "ReceptionistSync", swiftSettings: strict),
         // JSON values and their text codec: pure.
         .target(name: "ReceptionistJSON", swiftSettings: strict),
         // Pure codecs: bytes in, values out. No IO, no clock, no threads.
         .target(name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL", "ReceptionistJSON"], swiftSettings: strict),
         // Model stores, observation, receptionists and job threads. No IO, no libuv.
-        .target(name: "ReceptionistModel", dependencies: ["ReceptionistJSON", "ReceptionistSync"], swiftSettings: strict),
+        .target(
+            name: "ReceptionistModel",
+            dependencies: ["ReceptionistJSON", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         // The only module that imports libuv (and hiredis, whose adapter drives the same loop).
         .target(name: "ReceptionistLoop", dependencies: ["CLibUV", "CHiredis", "ReceptionistSync"], swiftSettings: strict),
-        // Wiring: routes, sessions, static files, configuration.
+        // The push core: store feeds, topics, subscriptions, histories and the encoder. No IO: it
+        // speaks to connections through `PushSink`, and never imports the loop.
+        .target(
+            name: "ReceptionistPush",
+            dependencies: ["ReceptionistModel", "ReceptionistWire", "ReceptionistJSON", "ReceptionistSync"],
+            swiftSettings: strict),
+        // Wiring, in folders by concern: http, streams, api, trust, operations, cluster.
         .target(
             name: "ReceptionistGateway",
             dependencies: [
-                "ReceptionistWire", "ReceptionistLoop", "ReceptionistModel", "ReceptionistJSON",
+                "ReceptionistPush", "ReceptionistWire", "ReceptionistLoop", "ReceptionistModel", "ReceptionistJSON",
+                "ReceptionistSync",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -54,7 +66,7 @@ let package = Package(
         .executableTarget(
             name: "receptionist",
             dependencies: [
-                "ReceptionistGateway", "ReceptionistJSON",
+                "ReceptionistGateway", "ReceptionistJSON", "ReceptionistWire",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -90,10 +102,14 @@ let package = Package(
         .testTarget(
             name: "ReceptionistModelTests", dependencies: ["ReceptionistModel", "ReceptionistJSON", "ReceptionistSync"],
             swiftSettings: strict),
-        .testTarget(name: "ReceptionistLoopTests", dependencies: ["ReceptionistLoop"], swiftSettings: strict),
+        .testTarget(name: "ReceptionistLoopTests", dependencies: ["ReceptionistLoop", "ReceptionistSync"], swiftSettings: strict),
+        .testTarget(
+            name: "ReceptionistPushTests",
+            dependencies: ["ReceptionistPush", "ReceptionistModel", "ReceptionistWire", "ReceptionistJSON", "ReceptionistSync"],
+            swiftSettings: strict),
         .testTarget(
             name: "ReceptionistGatewayTests",
-            dependencies: ["ReceptionistGateway", "ReceptionistWire", "ReceptionistLoop"],
+            dependencies: ["ReceptionistGateway", "ReceptionistPush", "ReceptionistWire", "ReceptionistLoop", "ReceptionistJSON"],
             swiftSettings: strict
         ),
     ],

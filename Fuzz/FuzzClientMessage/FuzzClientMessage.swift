@@ -33,7 +33,7 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
             fuzzCheck(since <= 9_007_199_254_740_991, "since \(since) beyond 2^53 - 1")
         }
     case .failure(let problem):
-        fuzzCheck(["bad_message", "unknown_type"].contains(problem.code), "unknown problem code \(problem.code)")
+        fuzzCheck([.badMessage, .unknownType].contains(problem.code), "unknown problem code \(problem.code.rawValue)")
         fuzzCheck((parsed == nil) == problem.message.hasPrefix("not JSON"), "parser and decoder disagree: \(problem.message)")
     }
     return 0

@@ -69,12 +69,6 @@ public final class EventLoop {
         uv_run(raw, UV_RUN_DEFAULT)
     }
 
-    /// Runs one iteration without blocking (for tests that step the loop).
-    public func runOnce() {
-        precondition(isCurrent)
-        uv_run(raw, UV_RUN_NOWAIT)
-    }
-
     /// Queues `target` to be flushed before the loop next sleeps.
     func scheduleFlush(_ target: any LoopFlushable) {
         dirty.append(target)

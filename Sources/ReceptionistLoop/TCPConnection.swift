@@ -1,4 +1,5 @@
 import CLibUV
+import ReceptionistSync
 
 /// One accepted TCP socket with a corked, bounded-by-policy outbound queue.
 ///

@@ -104,7 +104,7 @@ extension ModelStore {
                 state.models = models
                 state.version = version
                 let changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
-                state.history.append(changeSet)
+                state.history.append(changeSet, number: version)
                 state.notifyingThread = pthread_self()
                 return changeSet
             }
@@ -136,7 +136,7 @@ extension ModelStore {
                 }
                 state.models = newModels
                 state.version = version
-                state.history = ChangeHistory(capacity: state.history.capacity)
+                state.history.removeAll()
                 state.notifyingThread = pthread_self()
                 var changeSet = ChangeSet(
                     store: name, version: version, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)

@@ -17,7 +17,7 @@ public final class ModelStore: Sendable {
     struct State {
         var models: [String: JSONValue] = [:]
         var version: UInt64 = 0
-        var history: ChangeHistory
+        var history: HistoryRing<ChangeSet>
         /// The thread notifying observers right now, to refuse a commit from inside an observer.
         var notifyingThread: pthread_t?
     }
@@ -52,7 +52,7 @@ public final class ModelStore: Sendable {
         self.name = name
         self.replication = replication
         self.epoch = epoch ?? Self.newEpoch()
-        state = PThreadLock(State(history: ChangeHistory(capacity: historyLimit)))
+        state = PThreadLock(State(history: HistoryRing(capacity: historyLimit)))
     }
 
     // MARK: Reading
@@ -70,11 +70,12 @@ public final class ModelStore: Sendable {
 
     public var modelIDs: [String] { state.withLock { Array($0.models.keys) } }
 
-    public var modelCount: Int { state.withLock { $0.models.count } }
-
     /// The change sets after `version`, oldest first, or nil if the history no longer reaches back.
     public func changes(since version: UInt64) -> [ChangeSet]? {
-        state.withLock { $0.history.since(version, current: $0.version) }
+        state.withLock { state in
+            let (missing, changeSets) = state.history.after(version, latest: state.version)
+            return missing == nil ? changeSets : nil
+        }
     }
 
     // MARK: Committing
@@ -103,7 +104,7 @@ public final class ModelStore: Sendable {
                 let changeSet = ChangeSet(
                     store: name, version: state.version,
                     committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
-                state.history.append(changeSet)
+                state.history.append(changeSet, number: state.version)
                 state.notifyingThread = pthread_self()
                 return .success(changeSet)
             }

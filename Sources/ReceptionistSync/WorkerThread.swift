@@ -28,7 +28,4 @@ public struct WorkerThread: Sendable {
     public func join() {
         pthread_join(thread, nil)
     }
-
-    /// The calling thread's identity, comparable with `isCurrent`.
-    public static var currentID: pthread_t { pthread_self() }
 }

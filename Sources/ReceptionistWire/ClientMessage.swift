@@ -11,12 +11,28 @@ public enum ClientMessage: Sendable, Equatable {
     /// Why a message could not be understood; answered with an `error` message, never a close.
     public struct Problem: Error, Sendable, Equatable {
         /// The protocol's error code, such as `bad_message` or `unknown_type`.
-        public let code: String
+        public let code: Code
         public let message: String
 
-        public init(_ code: String, _ message: String) {
+        public init(_ code: Code, _ message: String) {
             self.code = code
             self.message = message
+        }
+
+        /// Every error code of `docs/PROTOCOL.md`; the raw value is what the client reads.
+        public enum Code: String, Sendable, CaseIterable {
+            case badMessage = "bad_message"
+            case unknownType = "unknown_type"
+            case noSuchStore = "no_such_store"
+            case invalidTopic = "invalid_topic"
+            case alreadySubscribed = "already_subscribed"
+            case notSubscribed = "not_subscribed"
+            case unauthorized = "unauthorized"
+            case forbidden = "forbidden"
+            case tokenInvalid = "token_invalid"
+            case tokenExpired = "token_expired"
+            case tooManySubscriptions = "too_many_subscriptions"
+            case rateLimited = "rate_limited"
         }
     }
 
@@ -26,42 +42,42 @@ public enum ClientMessage: Sendable, Equatable {
         do {
             value = try JSONParser.parse(text)
         } catch {
-            return .failure(Problem("bad_message", "not JSON: \(error)"))
+            return .failure(Problem(.badMessage, "not JSON: \(error)"))
         }
-        guard value.objectValue != nil else { return .failure(Problem("bad_message", "a message is a JSON object")) }
+        guard value.objectValue != nil else { return .failure(Problem(.badMessage, "a message is a JSON object")) }
         guard let type = value["type"]?.stringValue else {
-            return .failure(Problem("bad_message", "a message needs a string \"type\""))
+            return .failure(Problem(.badMessage, "a message needs a string \"type\""))
         }
         switch type {
         case "subscribe", "unsubscribe":
             break
         case "auth":
             guard let token = value["token"]?.stringValue, !token.isEmpty else {
-                return .failure(Problem("bad_message", "an auth message needs a string \"token\""))
+                return .failure(Problem(.badMessage, "an auth message needs a string \"token\""))
             }
             return .success(.authenticate(token: token))
         default:
-            return .failure(Problem("unknown_type", "unknown type '\(type)'; use auth, subscribe or unsubscribe"))
+            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe or unsubscribe"))
         }
         let target: StreamTarget
         switch (value["store"], value["topic"]) {
         case (.string(let store)?, nil): target = .store(store)
         case (nil, .string(let topic)?): target = .topic(topic)
         default:
-            return .failure(Problem("bad_message", "name exactly one of \"store\" or \"topic\", as a string"))
+            return .failure(Problem(.badMessage, "name exactly one of \"store\" or \"topic\", as a string"))
         }
         if type == "unsubscribe" { return .success(.unsubscribe(target)) }
         var since: UInt64?
         if let raw = value["since"], raw != .null {
             guard let number = raw.numberValue, number >= 0, number <= 9_007_199_254_740_991, number.rounded() == number else {
-                return .failure(Problem("bad_message", "\"since\" must be a whole number at least 0"))
+                return .failure(Problem(.badMessage, "\"since\" must be a whole number at least 0"))
             }
             since = UInt64(number)
         }
         var epoch: String?
         if let raw = value["epoch"], raw != .null {
             guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= 64 else {
-                return .failure(Problem("bad_message", "\"epoch\" must be the string a snapshot gave"))
+                return .failure(Problem(.badMessage, "\"epoch\" must be the string a snapshot gave"))
             }
             epoch = text
         }

@@ -13,10 +13,10 @@ public enum JSONWebToken {
         case notYetValid
 
         /// The protocol's error code for this failure.
-        public var code: String {
+        public var code: ClientMessage.Problem.Code {
             switch self {
-            case .expired: "token_expired"
-            default: "token_invalid"
+            case .expired: .tokenExpired
+            default: .tokenInvalid
             }
         }
 

@@ -1,5 +1,6 @@
 import ReceptionistLoop
 import ReceptionistModel
+import ReceptionistSync
 
 /// Publishes to one topic at a fixed rate over a few keep-alive connections for a fixed time, with
 /// ~100-byte JSON bodies that carry their send time (`sentAt`, wall-clock microseconds), and

@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistSync
 
 /// One keep-alive HTTP connection of the publisher: writes whole POSTs (pipelined up to the
 /// publisher's window) and counts the responses by their heads and Content-Length.

@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import Glibc
+import ReceptionistSync
 @testable import ReceptionistLoop
 import Synchronization
 import Testing

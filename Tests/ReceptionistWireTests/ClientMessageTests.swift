@@ -7,7 +7,7 @@ import Testing
     }
 
     private func code(_ text: String) -> String? {
-        if case .failure(let problem) = decode(text) { return problem.code }
+        if case .failure(let problem) = decode(text) { return problem.code.rawValue }
         return nil
     }
 

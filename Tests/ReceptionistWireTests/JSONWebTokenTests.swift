@@ -92,7 +92,7 @@ import ReceptionistWire
 
 extension Result where Failure == JSONWebToken.Failure {
     var failureCode: String? {
-        if case .failure(let failure) = self { return failure.code }
+        if case .failure(let failure) = self { return failure.code.rawValue }
         return nil
     }
 }

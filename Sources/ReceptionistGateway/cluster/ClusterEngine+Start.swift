@@ -1,0 +1,40 @@
+import Logging
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistPush
+
+extension GatewayConfig {
+    /// Whether `url` is a `redis://` URL the `redis` engine accepts.
+    public static func isValidRedisURL(_ url: String) -> Bool {
+        RedisEndpoint(url: url) != nil
+    }
+}
+
+extension ClusterEngine {
+    /// The stores' commit path: through Redis with the `redis` engine, local otherwise.
+    static func replication(for config: GatewayConfig, loop: EventLoop) -> RedisStoreReplication? {
+        config.redisURL == nil ? nil : RedisStoreReplication(mailbox: loop.mailbox)
+    }
+
+    /// Starts the `redis` engine on the loop, sharing the hub's topics and the registry's stores;
+    /// nil with the `memory` engine.
+    static func start(
+        _ config: GatewayConfig, replication: RedisStoreReplication?, loop: EventLoop, stores: StoreRegistry, hub: PushHub,
+        logger: Logger
+    ) throws -> ClusterEngine? {
+        guard let url = config.redisURL, let replication else { return nil }
+        guard let endpoint = RedisEndpoint(url: url) else { throw ClusterConfigError(url: url) }
+        let engine = ClusterEngine(
+            loop: loop, endpoint: endpoint, stores: stores, hub: hub, historyLimit: config.historyLimit, logger: logger)
+        hub.topicSource = engine
+        replication.attach(engine)
+        engine.start()
+        logger.info("redis engine", metadata: ["redis": "\(endpoint)"])
+        return engine
+    }
+}
+
+struct ClusterConfigError: Error, CustomStringConvertible {
+    let url: String
+    var description: String { "'\(url)' is not a redis:// URL" }
+}

@@ -1,0 +1,191 @@
+import Logging
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistPush
+
+/// The `redis` engine: every node shares topics and stores through one Redis, on this loop.
+///
+/// - Writes (a topic message, a store's change set, a new store) are Lua scripts
+///   (`ClusterScripts`): each one numbers the write, appends it to the topic's or store's stream
+///   and publishes a notice on the cluster's channel, in one atomic step.
+/// - Every node follows every stream it has heard of (`StreamReader`) when a notice arrives,
+///   after its own writes, and after every reconnection: topics into the hub
+///   (`TopicFollower`), stores into their replicas (`StoreFollower`).
+/// - The connections and their health are the `RedisLink`'s.
+///
+/// Loop thread only.
+final class ClusterEngine: TopicSource {
+    let loop: EventLoop
+    let link: RedisLink
+    private let logger: Logger
+    private let keys: ClusterKeys
+    private let historyLimit: Int
+    private let stores: StoreRegistry
+    /// The thread store replicas are changed on, in stream order: not the loop (a receptionist
+    /// may block on the loop for backpressure) and not the job pool (whose threads wait for it).
+    private let applier = SerialWorker()
+    private unowned let hub: PushHub
+    private var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
+    private var storeReaders: [String: StreamReader] = [:]
+
+    init(loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int, logger: Logger) {
+        self.loop = loop
+        self.stores = stores
+        self.hub = hub
+        self.historyLimit = max(1, historyLimit)
+        self.logger = logger
+        keys = ClusterKeys(database: endpoint.database)
+        link = RedisLink(loop: loop, endpoint: endpoint, channel: keys.channel, logger: logger)
+        link.onUp = { [unowned self] in self.catchUp() }
+        link.onNotice = { [unowned self] payload in self.notice(payload) }
+    }
+
+    func start() {
+        link.start()
+    }
+
+    /// Closes both connections and stops the replica thread. Loop thread, at shutdown.
+    func close() {
+        link.close()
+        applier.stop()
+    }
+
+    var isUp: Bool { link.isUp }
+
+    private var commands: RedisConnection { link.commands }
+
+    /// After (re)connecting: learn the stores created meanwhile and re-read every stream from
+    /// where this node stopped, so nothing published while it was away is missed.
+    private func catchUp() {
+        _ = commands.send(["SMEMBERS", keys.stores]) { [unowned self] reply in
+            for name in reply?.elements?.compactMap(\.text) ?? [] where StoreRegistry.isValidName(name) {
+                self.storeReader(name).read()
+            }
+        }
+        for reader in storeReaders.values { reader.read() }
+        for (reader, _) in topicReaders.values { reader.read() }
+    }
+
+    private func notice(_ payload: [UInt8]) {
+        switch ClusterKeys.decode(payload) {
+        case .storeCreated(let name)?, .storeChanged(let name)?:
+            guard StoreRegistry.isValidName(name) else { return }
+            storeReader(name).read()
+        case .topicPublished(let name)?:
+            guard PushHub.isValidTopicName(name) else { return }
+            topicReader(name).reader.read()
+        case nil:
+            logger.debug("unknown cluster notice", metadata: ["payload": "\(String(decoding: payload, as: UTF8.self))"])
+        }
+    }
+
+    // MARK: Topics
+
+    /// Starts mirroring `name` (the hub calls this when it creates the topic).
+    func watchTopic(_ name: String) {
+        _ = topicReader(name)
+    }
+
+    private func topicReader(_ name: String) -> (reader: StreamReader, follower: TopicFollower) {
+        if let pair = topicReaders[name] { return pair }
+        let follower = TopicFollower(name: name, hub: hub, logger: logger)
+        let reader = StreamReader(key: keys.topicLog(name), cursor: StreamCursor(), commands: commands, follower: follower)
+        topicReaders[name] = (reader, follower)
+        _ = hub.topic(name)
+        reader.read()
+        return (reader, follower)
+    }
+
+    /// Publishes through Redis; `completion` gets the message's number once this node has it too.
+    func publish(topic name: String, data: [UInt8], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
+        guard isUp else { return completion(.failure(.unavailable("Redis is unreachable"))) }
+        let (reader, follower) = topicReader(name)
+        let sent = commands.send([
+            "EVAL", ClusterScripts.publish, "2", keys.topicSeq(name), keys.topicLog(name), String(historyLimit),
+            String(decoding: data, as: UTF8.self), String(Clock.microsecondsSinceEpoch()), keys.channel,
+            ClusterKeys.encode(.topicPublished(name)),
+        ]) { reply in
+            switch reply {
+            case .integer(let seq)?:
+                follower.waitFor(UInt64(seq), reader: reader, completion)
+                reader.read()
+            case .error(let text)?:
+                completion(.failure(.unavailable("Redis refused the message: \(text)")))
+            default:
+                completion(.failure(.unavailable("lost the connection to Redis before it answered; the message may or may not be published")))
+            }
+        }
+        if !sent { completion(.failure(.unavailable("Redis is unreachable"))) }
+    }
+
+    // MARK: Stores
+
+    private func storeReader(_ name: String) -> StreamReader {
+        if let reader = storeReaders[name] { return reader }
+        let follower = StoreFollower(
+            name: name, loop: loop, stores: stores, applier: applier, commands: commands, keys: keys, logger: logger)
+        let reader = StreamReader(key: keys.storeLog(name), cursor: nil, commands: commands, follower: follower)
+        storeReaders[name] = reader
+        return reader
+    }
+
+    /// Runs the commit script; see `RedisStoreReplication`.
+    func commit(
+        store name: String, expectedVersion: UInt64, entry: [UInt8], models: [(String, [UInt8])],
+        completion: @escaping @Sendable (ReplicationOutcome) -> Void
+    ) {
+        guard isUp else { return completion(.failed(.unavailable("Redis is unreachable"))) }
+        var arguments: [[UInt8]] = [
+            "EVAL", ClusterScripts.commit, "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
+            String(expectedVersion), String(historyLimit),
+        ].map { Array($0.utf8) }
+        arguments.append(entry)
+        arguments.append(Array(keys.channel.utf8))
+        arguments.append(Array(ClusterKeys.encode(.storeChanged(name)).utf8))
+        for (id, json) in models {
+            arguments.append(Array(id.utf8))
+            arguments.append(json)
+        }
+        let reader = storeReader(name)
+        let sent = commands.send(arguments) { reply in
+            switch reply {
+            case .array(let parts)? where parts.count == 2:
+                let code = parts[0].integer ?? -2
+                let version = UInt64(max(0, parts[1].integer ?? 0))
+                switch code {
+                case 1: completion(.committed(version))
+                case 0: completion(.conflict(version))
+                default: completion(.failed(.noSuchStore(name)))
+                }
+                reader.read()
+            case .error(let text)?:
+                completion(.failed(.unavailable("Redis refused the commit: \(text)")))
+            default:
+                completion(.failed(.unavailable("lost the connection to Redis before it answered; the commit may or may not be applied")))
+            }
+        }
+        if !sent { completion(.failed(.unavailable("Redis is unreachable"))) }
+    }
+
+    /// Registers a store in Redis; `completion` gets nil when created.
+    func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+        guard isUp else { return completion(.unavailable("Redis is unreachable")) }
+        let sent = commands.send([
+            "EVAL", ClusterScripts.createStore, "2", keys.storeVersion(name), keys.stores, name, keys.channel,
+            ClusterKeys.encode(.storeCreated(name)),
+        ]) { [unowned self] reply in
+            switch reply {
+            case .integer(1)?:
+                completion(nil)
+                storeReader(name).read()
+            case .integer?:
+                completion(.storeExists(name))
+            case .error(let text)?:
+                completion(.unavailable("Redis refused: \(text)"))
+            default:
+                completion(.unavailable("lost the connection to Redis before it answered"))
+            }
+        }
+        if !sent { completion(.unavailable("Redis is unreachable")) }
+    }
+}

@@ -1,0 +1,105 @@
+import Logging
+import ReceptionistJSON
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistSync
+
+/// Applies one store's Redis stream to this node's replica, in version order, on the replica
+/// thread; re-reads the store whole (models, version and last log ID together) when the stream
+/// skipped versions (trimmed before this node read them) or went back (Redis lost its data).
+///
+/// Loop thread only; the replica is changed on `applier`.
+final class StoreFollower: StreamFollower {
+    let name: String
+    private let loop: EventLoop
+    private let stores: StoreRegistry
+    private let applier: SerialWorker
+    private unowned let commands: RedisConnection
+    private let keys: ClusterKeys
+    private let logger: Logger
+
+    init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
+        self.name = name
+        self.loop = loop
+        self.stores = stores
+        self.applier = applier
+        self.commands = commands
+        self.keys = keys
+        self.logger = logger
+    }
+
+    func follow(_ entries: [StreamEntry], reader: StreamReader) {
+        var batch: [(UInt64, [UInt8])] = []
+        for entry in entries {
+            guard let version = entry.number("v"), let json = entry.fields["c"] else { continue }
+            guard var cursor = reader.cursor else { break }
+            let verdict = cursor.accept(id: entry.id, number: version)
+            reader.cursor = cursor
+            switch verdict {
+            case .next:
+                batch.append((version, json))
+            case .duplicate:
+                continue
+            case .gap(let from, let to):
+                logger.warning("store changes were trimmed before this node read them; re-reading the store", metadata: [
+                    "store": "\(name)", "from": "\(from)", "to": "\(to)",
+                ])
+                reader.cursor = nil
+            case .regressed:
+                logger.error("store version went back: did Redis lose its data? Re-reading the store", metadata: ["store": "\(name)"])
+                reader.cursor = nil
+            }
+        }
+        if !batch.isEmpty { apply(batch, reader: reader) }
+    }
+
+    func caughtUp(_ reader: StreamReader) {}
+
+    func unreachable(_ reader: StreamReader) {}
+
+    /// Hands change sets to the replica thread, in order. One that does not fit the replica
+    /// (which should not happen) sends the reader back to a snapshot.
+    private func apply(_ batch: [(UInt64, [UInt8])], reader: StreamReader) {
+        let store = stores.replica(name)
+        let back = LoopBound(reader, loop: loop)
+        let mailbox = loop.mailbox
+        applier.enqueue {
+            for (version, json) in batch {
+                if version <= store.version { continue }
+                guard let value = try? JSONParser.parse(json), let entry = ReplicatedChangeSet.decode(value),
+                      store.applyReplicated(version: version, committedAt: entry.committedAt, changes: entry.changes)
+                else {
+                    _ = mailbox.post {
+                        back.value.cursor = nil
+                        back.value.read()
+                    }
+                    return
+                }
+            }
+        }
+    }
+
+    /// Reads the store whole and resets the replica to it.
+    func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
+        let store = stores.replica(name)
+        let applier = self.applier
+        let sent = commands.send([
+            "EVAL", ClusterScripts.snapshot, "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
+        ]) { reply in
+            guard let parts = reply?.elements, parts.count == 3, let versionNumber = parts[0].integer,
+                  let flat = parts[1].elements, let lastID = parts[2].text
+            else { return done(nil) }
+            let version = UInt64(max(0, versionNumber))
+            let snapshot = StreamEntry.pairs(flat)
+            applier.enqueue {
+                var models: [String: JSONValue] = [:]
+                for (id, json) in snapshot {
+                    if let value = try? JSONParser.parse(json) { models[id] = value }
+                }
+                store.resetReplica(models: models, version: version)
+            }
+            done(StreamCursor(lastID: lastID, lastNumber: version))
+        }
+        if !sent { done(nil) }
+    }
+}

@@ -1,0 +1,70 @@
+import ReceptionistLoop
+
+/// What a `StreamReader` hands what it reads to: a topic's mirror or a store's replica.
+///
+/// Loop thread only.
+protocol StreamFollower: AnyObject {
+    /// Entries read after the cursor, in stream order; judge each with `reader.cursor`.
+    func follow(_ entries: [StreamEntry], reader: StreamReader)
+    /// The reader has read everything the stream held when it asked.
+    func caughtUp(_ reader: StreamReader)
+    /// Redis could not be asked; what follows comes with the catch-up after reconnection.
+    func unreachable(_ reader: StreamReader)
+    /// The reader has no cursor: read the whole state, and call `done` with the cursor to go on
+    /// from (nil if it could not be read).
+    func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void)
+}
+
+/// One Redis stream this node follows, for topics and stores alike: `XREAD` from the last entry
+/// ID, at most `batch` entries at a time, one read in flight. A read asked for while one is in
+/// flight is remembered and made when it ends, so a notice is never lost, and a full batch is
+/// followed by another at once.
+///
+/// Loop thread only.
+final class StreamReader {
+    static let batch = 512
+
+    let key: String
+    /// Nil until the follower has read the whole state, and again whenever it must.
+    var cursor: StreamCursor?
+    private unowned let commands: RedisConnection
+    private let follower: any StreamFollower
+    private var reading = false
+    private var again = false
+
+    init(key: String, cursor: StreamCursor?, commands: RedisConnection, follower: any StreamFollower) {
+        self.key = key
+        self.cursor = cursor
+        self.commands = commands
+        self.follower = follower
+    }
+
+    func read() {
+        guard !reading else { again = true; return }
+        again = false
+        reading = true
+        guard let cursor else {
+            return follower.resync(self) { [self] cursor in
+                reading = false
+                guard let cursor else { return }
+                self.cursor = cursor
+                read()
+            }
+        }
+        let sent = commands.send(["XREAD", "COUNT", String(Self.batch), "STREAMS", key, cursor.lastID]) { [self] reply in
+            reading = false
+            guard let reply else { return }  // the connection dropped; the catch-up reads again
+            let entries = StreamEntry.parse(xread: reply)
+            follower.follow(entries, reader: self)
+            if self.cursor == nil || entries.count >= Self.batch || again {
+                read()
+            } else {
+                follower.caughtUp(self)
+            }
+        }
+        if !sent {
+            reading = false
+            follower.unreachable(self)
+        }
+    }
+}

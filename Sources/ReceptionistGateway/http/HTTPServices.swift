@@ -1,0 +1,30 @@
+import Logging
+import ReceptionistLoop
+import ReceptionistModel
+
+/// What every HTTP session is handed when it starts: the router, the job threads and the door
+/// back to the loop, the date header, and the stream services a connection upgrades into.
+/// Sessions see these and nothing else of the gateway.
+///
+/// Loop thread only.
+final class HTTPServices {
+    let config: GatewayConfig
+    let router: Router
+    let jobs: JobRunner
+    let mailbox: Mailbox
+    let dateCache: DateCache
+    let streams: StreamServices
+
+    init(config: GatewayConfig, router: Router, jobs: JobRunner, mailbox: Mailbox, dateCache: DateCache, streams: StreamServices) {
+        self.config = config
+        self.router = router
+        self.jobs = jobs
+        self.mailbox = mailbox
+        self.dateCache = dateCache
+        self.streams = streams
+    }
+
+    var logger: Logger { streams.logger }
+    var counters: GatewayCounters { streams.counters }
+    var table: any SessionTable { streams.table }
+}

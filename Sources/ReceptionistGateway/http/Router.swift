@@ -1,0 +1,185 @@
+import ReceptionistModel
+import ReceptionistPush
+import ReceptionistWire
+
+/// Maps a request to its reply, or to work for a job thread, after the trust checks of
+/// `docs/SECURITY.md`: origin, API key, publish rate and subscription token. Loop thread only.
+final class Router {
+    private let staticFiles: StaticFiles
+    private let storeAPI: StoreAPI
+    private let jobAPI: JobAPI
+    private let topicAPI: TopicAPI
+    private let hub: PushHub
+    private let enableEcho: Bool
+    private let access: AccessControl
+    private let origins: OriginPolicy
+    private let publishLimiter: KeyedRateLimiter
+    private let counters: GatewayCounters
+    /// `/healthz`, `/readyz`, `/metrics`, and whether the gateway takes new streams.
+    private let operations: OperationsEndpoints
+
+    init(
+        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub, cluster: ClusterEngine?,
+        config: GatewayConfig, access: AccessControl, counters: GatewayCounters, operations: OperationsEndpoints
+    ) {
+        self.staticFiles = staticFiles
+        storeAPI = StoreAPI(stores: stores)
+        jobAPI = JobAPI(stores: stores, jobs: jobs)
+        topicAPI = TopicAPI(hub: hub, cluster: cluster)
+        self.hub = hub
+        enableEcho = config.enableEcho
+        self.access = access
+        origins = OriginPolicy(allowed: config.allowedOrigins)
+        publishLimiter = KeyedRateLimiter(limit: config.publishRate)
+        self.counters = counters
+        self.operations = operations
+    }
+
+    /// `client` is the peer's address; `now` the loop's time in milliseconds.
+    func route(_ request: HTTPRequest, client: String, now: UInt64) -> RouteResult {
+        if let answer = operations.answer(request.rawPath) {
+            return .reply(readOnly(request, answer))
+        }
+        switch request.rawPath {
+        case "/ws":
+            return upgrade(request, .push)
+        case "/ws/echo" where enableEcho:
+            return upgrade(request, .echo)
+        default:
+            break
+        }
+        let api: APIPath?
+        do {
+            api = try APIPath(request)
+        } catch {
+            return .reply(Reply(.error(.badRequest, "the path is not allowed: \(error)"), closesConnection: true))
+        }
+        guard let segments = api?.segments else {
+            return .reply(readOnly(request) { staticFiles.reply(for: request) })
+        }
+        let origin = request.headers["Origin"]
+        if let refusal = refuseOrigin(request, "call this API") { return .reply(refusal) }
+        if request.method == .options, let origin {
+            return .reply(.noContent(headers: origins.preflight(origin: origin)))
+        }
+        if let refusal = checkMutation(request, client: client, now: now) {
+            return .reply(refusal.withHeaders(origins.corsHeaders(origin: origin)))
+        }
+        return withCORS(routeAPI(request, segments, origin: origin), origin: origin)
+    }
+
+    private func routeAPI(_ request: HTTPRequest, _ segments: [String], origin: String?) -> RouteResult {
+        switch segments.first {
+        case "stores" where segments.count == 3 && segments[2] == "events":
+            guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
+            return stream(request, .store(segments[1]), origin: origin)
+        case "topics" where segments.count == 3 && segments[2] == "events":
+            guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
+            return stream(request, .topic(segments[1]), origin: origin)
+        case "stores": return storeAPI.route(request, segments.dropFirst())
+        case "topics": return topicAPI.route(request, segments.dropFirst())
+        case "jobs": return jobAPI.route(request, segments.dropFirst())
+        default: return .reply(.error(.notFound, "no such API resource"))
+        }
+    }
+
+    // MARK: Checks
+
+    /// A mutating call needs the API key (when one is configured) and room in its publish bucket.
+    private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Reply? {
+        switch request.method {
+        case .post, .put, .patch, .delete: break
+        default: return nil
+        }
+        switch access.checkKey(request, client: client) {
+        case .refused(let detail):
+            counters.refused(.apiKey)
+            return .error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])
+        case .allowed(let rateKey):
+            if case .limited(let seconds) = publishLimiter.take(rateKey, now: now) {
+                counters.refused(.publishRate)
+                return .error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
+                              headers: [("Retry-After", "\(seconds)")])
+            }
+            return nil
+        }
+    }
+
+    private func stream(_ request: HTTPRequest, _ target: StreamTarget, origin: String?) -> RouteResult {
+        if let draining = operations.refusingStreams { return .reply(draining) }
+        var grant = StreamGrant(corsOrigin: origin)
+        if access.requiresToken {
+            let token = StreamRequest.query(request, "token") ?? AccessControl.bearer(request.headers["Authorization"])
+            switch checkToken(token) {
+            case .failure(let failure): return .reply(failure.reply)
+            case .success(let claims):
+                guard claims.allows(target) else {
+                    counters.refused(.tokenScope)
+                    return .reply(.error(.forbidden, "the token does not cover \(target)"))
+                }
+                grant.claims = claims
+            }
+        }
+        return StreamRequest.route(request, target: target, hub: hub, grant: grant)
+    }
+
+    /// Verifies a subscription token, answering 401 for a missing, bad or expired one.
+    private func checkToken(_ token: String?) -> Result<TokenClaims, ReplyError> {
+        guard let token, !token.isEmpty else {
+            counters.refused(.tokenMissing)
+            return .failure(ReplyError(.error(.unauthorized, "a subscription token is required: ?token= or Authorization: Bearer")))
+        }
+        switch access.checkToken(token) {
+        case .success(let claims):
+            return .success(claims)
+        case .failure(let failure):
+            counters.refused(failure == .expired ? .tokenExpired : .tokenInvalid)
+            return .failure(ReplyError(.error(.unauthorized, failure.description)))
+        }
+    }
+
+    private func upgrade(_ request: HTTPRequest, _ mode: WebSocketSession.Mode) -> RouteResult {
+        guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
+        // A draining gateway takes no new streams; clients reconnect to another node.
+        if let draining = operations.refusingStreams { return .reply(draining) }
+        // Browsers always send Origin on a WebSocket upgrade; this is the guard against
+        // cross-site WebSocket hijacking.
+        if let refusal = refuseOrigin(request, "open a WebSocket here") { return .reply(refusal) }
+        var claims: TokenClaims?
+        if access.requiresToken, mode == .push, let token = StreamRequest.query(request, "token") {
+            switch checkToken(token) {
+            case .failure(let failure): return .reply(failure.reply)
+            case .success(let verified): claims = verified
+            }
+        }
+        return .upgrade(mode, claims: claims)
+    }
+
+    /// The 403 for a request whose `Origin` is not allowed to `action`, or nil when it may.
+    private func refuseOrigin(_ request: HTTPRequest, _ action: String) -> Reply? {
+        let origin = request.headers["Origin"]
+        guard !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
+        counters.refused(.origin)
+        return .error(.forbidden, "the origin \(origin ?? "") may not \(action); see --allowed-origin")
+    }
+
+    private func withCORS(_ result: RouteResult, origin: String?) -> RouteResult {
+        guard origin != nil else { return result }
+        let headers = origins.corsHeaders(origin: origin)
+        switch result {
+        case .reply(let reply):
+            return .reply(reply.withHeaders(headers))
+        case .work(let work):
+            return .work { work().withHeaders(headers) }
+        case .upgrade, .stream:
+            return result
+        }
+    }
+
+    private func readOnly(_ request: HTTPRequest, _ body: () -> Reply) -> Reply {
+        switch request.method {
+        case .get, .head: body()
+        default: .methodNotAllowed(request.method, allow: "GET, HEAD")
+        }
+    }
+}

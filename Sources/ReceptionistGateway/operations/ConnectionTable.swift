@@ -1,0 +1,117 @@
+import Logging
+import ReceptionistLoop
+import ReceptionistWire
+
+/// Every open connection's current session, the connection limits, and the periodic sweep.
+///
+/// A connection over `--max-connections` or `--max-connections-per-address` gets its refusal
+/// and is closed; it is tracked until then but not counted. A connection that lingers (shut
+/// down for writing, read out) longer than `--linger` is closed here, whatever it speaks.
+///
+/// Loop thread only.
+final class ConnectionTable: SessionTable {
+    private let config: GatewayConfig
+    private let counters: GatewayCounters
+    private let logger: Logger
+    /// Every connection's current session, keyed by the connection (a session that upgrades to
+    /// WebSocket or SSE replaces itself under the same key).
+    private var sessions: [ObjectIdentifier: any GatewaySession] = [:]
+    /// Sessions that count against `maxConnections` (refused ones do not).
+    private var servingCount = 0
+    /// Serving connections per client address, for `maxConnectionsPerAddress`.
+    private var perAddress: [String: Int] = [:]
+    private var refused: Set<ObjectIdentifier> = []
+    /// Called when the last connection closes (the drain waits for it).
+    var onEmpty: (() -> Void)?
+
+    init(config: GatewayConfig, counters: GatewayCounters, logger: Logger) {
+        self.config = config
+        self.counters = counters
+        self.logger = logger
+    }
+
+    var isEmpty: Bool { sessions.isEmpty }
+    var count: Int { sessions.count }
+    var all: [any GatewaySession] { Array(sessions.values) }
+
+    func session(_ id: ObjectIdentifier) -> (any GatewaySession)? { sessions[id] }
+
+    /// Open connections by the protocol they speak, for `/metrics`.
+    func countByTransport() -> [SessionTransport: Int] {
+        var counts: [SessionTransport: Int] = [:]
+        for session in sessions.values { counts[session.transport, default: 0] += 1 }
+        return counts
+    }
+
+    /// A new connection's session: started, or refused over a limit.
+    func accept(_ session: HTTPSession) {
+        let connection = session.connection
+        let id = ObjectIdentifier(connection)
+        sessions[id] = session
+        let address = connection.peerAddress ?? "unknown"
+        if servingCount >= config.maxConnections {
+            return refuse(session, id, .connectionLimit, .serviceUnavailable, "too many connections")
+        }
+        let fromAddress = perAddress[address, default: 0]
+        if fromAddress >= config.maxConnectionsPerAddress {
+            return refuse(session, id, .addressLimit, .tooManyRequests, "too many connections from this address")
+        }
+        perAddress[address] = fromAddress + 1
+        servingCount += 1
+        session.start()
+    }
+
+    private func refuse(_ session: HTTPSession, _ id: ObjectIdentifier, _ reason: Refusal, _ status: HTTPStatus, _ detail: String) {
+        refused.insert(id)
+        counters.refused(reason)
+        session.refuse(status, detail)
+        logger.debug("connection refused", metadata: ["reason": "\(reason.rawValue)"])
+    }
+
+    func replaceSession(of connection: TCPConnection, with session: any GatewaySession) {
+        let id = ObjectIdentifier(connection)
+        guard sessions[id] != nil else { return }
+        sessions[id] = session
+    }
+
+    func sessionDidClose(_ connection: TCPConnection) {
+        let id = ObjectIdentifier(connection)
+        guard sessions.removeValue(forKey: id) != nil else { return }
+        if refused.remove(id) == nil {
+            servingCount -= 1
+            let address = connection.peerAddress ?? "unknown"
+            let remaining = perAddress[address, default: 1] - 1
+            perAddress[address] = remaining > 0 ? remaining : nil
+        }
+        if sessions.isEmpty { onEmpty?() }
+    }
+
+    /// Asks every open session for its deadlines, and closes connections that linger too long.
+    func sweep(now: UInt64) {
+        let linger = UInt64(config.lingerSeconds * 1000)
+        for session in Array(sessions.values) {
+            let connection = session.connection
+            switch connection.state {
+            case .open:
+                session.sweep(now: now)
+            case .lingering:
+                if let since = connection.lingeringSince, now &- since >= linger { connection.close() }
+            case .closing, .closed:
+                break
+            }
+        }
+    }
+
+    /// Closes every connection now (a second signal, or the drain timeout).
+    func closeAll() {
+        for session in Array(sessions.values) { session.connection.close() }
+    }
+
+    /// The sweep's period: a tenth of the shortest timeout, between 10 ms and 1 s.
+    static func sweepInterval(_ config: GatewayConfig) -> UInt64 {
+        let shortest = min(
+            config.idleTimeoutSeconds, config.headTimeoutSeconds, config.lingerSeconds,
+            config.pingIntervalSeconds, config.pingTimeoutSeconds, config.sseHeartbeatSeconds)
+        return UInt64(max(10, min(1000, shortest * 1000 / 10)))
+    }
+}

@@ -1,0 +1,131 @@
+import Prometheus
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistPush
+import ReceptionistWire
+
+/// `GET /metrics` in the Prometheus text format, through swift-prometheus's registry.
+///
+/// The gateway counts in plain loop-thread integers (`GatewayCounters`, the loop's byte counts)
+/// so that the fan-out path pays one add per event; a scrape copies them into the registry's
+/// collectors and renders. Counters are reset and set to the running total at each scrape, which
+/// is sound because only the loop thread scrapes. Loop thread only.
+final class GatewayMetrics {
+    private let registry = PrometheusCollectorRegistry()
+    private let refusals: [Refusal: Counter]
+    private let connections: [SessionTransport: Gauge]
+    private let counters: [(Counter, (Sample) -> Int)]
+    private let gauges: [(Gauge, (Sample) -> Int)]
+    private let jobs: [String: Gauge]
+    /// How late the loop ran a timer due every `lagProbeMilliseconds`: the loop's responsiveness.
+    let loopLag: ValueHistogram
+    private var redis: Gauge?
+
+    static let lagProbeMilliseconds: UInt64 = 100
+
+    /// Everything a scrape reads, gathered on the loop thread.
+    struct Sample {
+        var counters: GatewayCounters
+        var push: PushCounters
+        var bytesRead: UInt64
+        var bytesWritten: UInt64
+        var connections: [SessionTransport: Int]
+        var storeSubscriptions: Int
+        var topicSubscriptions: Int
+        var stores: Int
+        var topics: Int
+        var mailboxDepth: Int
+        var jobStates: [String]
+    }
+
+    init() {
+        let registry = registry
+        func counter(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Counter {
+            registry.makeCounter(
+                descriptor: MetricNameDescriptor(namespace: "receptionist", metricName: name, unitName: "total", helpText: help),
+                labels: labels)
+        }
+        func gauge(_ name: String, _ help: String, _ labels: [(String, String)] = []) -> Gauge {
+            registry.makeGauge(
+                descriptor: MetricNameDescriptor(namespace: "receptionist", metricName: name, unitName: "", helpText: help),
+                labels: labels)
+        }
+        refusals = Dictionary(uniqueKeysWithValues: Refusal.allCases.map {
+            ($0, counter("refusals", "Clients turned away, by reason (docs/SECURITY.md).", [("reason", $0.rawValue)]))
+        })
+        connections = Dictionary(uniqueKeysWithValues: SessionTransport.allCases.map {
+            ($0, gauge("connections", "Open connections by the protocol they speak.", [("transport", $0.rawValue)]))
+        })
+        counters = [
+            (counter("http_requests", "HTTP requests answered or in progress."), { $0.counters.httpRequests }),
+            (counter("messages_in", "Protocol messages received.", [("transport", "websocket")]), { $0.counters.webSocketMessagesIn }),
+            (counter("messages_out", "Server messages written to streams.", [("transport", "websocket")]), { $0.counters.webSocketMessagesOut }),
+            (counter("messages_out", "Server messages written to streams.", [("transport", "sse")]), { $0.counters.sseMessagesOut }),
+            (counter("bytes_in", "Bytes read from every socket."), { Int(clamping: $0.bytesRead) }),
+            (counter("bytes_out", "Bytes written to every socket."), { Int(clamping: $0.bytesWritten) }),
+            (counter("deliveries", "Change sets and topic messages handed to a subscriber."), { $0.push.deliveries }),
+            (counter("conflated_change_sets", "Change sets folded into one message for a slow subscriber."), { $0.push.conflatedChangeSets }),
+            (counter("resumes", "Subscriptions resumed from a position.", [("kind", "store")]), { $0.push.storeResumes }),
+            (counter("resumes", "Subscriptions resumed from a position.", [("kind", "topic")]), { $0.push.topicResumes }),
+            (counter("resets", "Store resumes answered with a reset snapshot."), { $0.push.resets }),
+            (counter("gaps", "Topic resumes that reported a gap."), { $0.push.gaps }),
+            (counter("topic_publishes", "Messages published to topics."), { $0.push.topicPublishes }),
+            (counter("change_sets", "Store change sets fanned out to subscribers."), { $0.push.changeSetsFannedOut }),
+        ]
+        gauges = [
+            (gauge("subscriptions", "Live subscriptions.", [("kind", "store")]), { $0.storeSubscriptions }),
+            (gauge("subscriptions", "Live subscriptions.", [("kind", "topic")]), { $0.topicSubscriptions }),
+            (gauge("stores", "Model stores."), { $0.stores }),
+            (gauge("topics", "Topics."), { $0.topics }),
+            (gauge("mailbox_depth", "Closures waiting in the loop's mailbox."), { $0.mailboxDepth }),
+        ]
+        jobs = Dictionary(uniqueKeysWithValues: ["running", "stopped", "failed"].map {
+            ($0, gauge("jobs", "Jobs by state.", [("state", $0)]))
+        })
+        loopLag = registry.makeValueHistogram(
+            descriptor: MetricNameDescriptor(
+                namespace: "receptionist", metricName: "loop_lag", unitName: "seconds",
+                helpText: "How late the loop ran a timer due every 100 ms."),
+            buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5])
+        gauge("build_info", "The running build.", [("version", BuildInfo.version), ("configuration", BuildInfo.configuration)]).set(Int64(1))
+    }
+
+    /// Reports whether the shared engine is reachable (1) or not (0); absent for the memory engine.
+    func setEngineUp(_ up: Bool) {
+        if redis == nil {
+            redis = registry.makeGauge(
+                descriptor: MetricNameDescriptor(
+                    namespace: "receptionist", metricName: "redis_up", unitName: "",
+                    helpText: "Whether the Redis engine is connected."),
+                labels: [])
+        }
+        redis?.set(Int64(up ? 1 : 0))
+    }
+
+    func render(_ sample: Sample) -> Reply {
+        for (reason, counter) in refusals {
+            set(counter, sample.counters.count(reason))
+        }
+        for (counter, read) in counters {
+            set(counter, read(sample))
+        }
+        for (transport, gauge) in connections {
+            gauge.set(Int64(sample.connections[transport, default: 0]))
+        }
+        for (gauge, read) in gauges {
+            gauge.set(Int64(read(sample)))
+        }
+        for (state, gauge) in jobs {
+            gauge.set(Int64(sample.jobStates.count { $0 == state }))
+        }
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        headers.add("Cache-Control", "no-store")
+        return Reply(HTTPResponse(status: .ok, headers: headers, body: registry.emitToBuffer()))
+    }
+
+    private func set(_ counter: Counter, _ total: Int) {
+        counter.reset()
+        counter.increment(by: Int64(total))
+    }
+}

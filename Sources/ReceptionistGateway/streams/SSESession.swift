@@ -1,0 +1,88 @@
+import ReceptionistLoop
+import ReceptionistPush
+import ReceptionistWire
+
+/// One `text/event-stream` response: a single subscription streamed until either side ends it.
+///
+/// The response has no length and says `Connection: close`, so the stream is delimited by the
+/// connection itself; nothing the client sends after its request is read. The heartbeat and the
+/// goodbye are decided by `SSESessionState`; the subscription, the outbound limit and the token's
+/// expiry are `StreamSession`'s.
+///
+/// Loop thread only.
+final class SSESession: StreamSession {
+    let connection: TCPConnection
+    var core: StreamCore
+    private var state: SSESessionState
+
+    init(connection: TCPConnection, services: StreamServices, claims: TokenClaims?) {
+        self.connection = connection
+        core = StreamCore(services: services, claims: claims)
+        state = SSESessionState(
+            now: connection.loop.nowMilliseconds, heartbeatMilliseconds: UInt64(services.config.sseHeartbeatSeconds * 1000))
+        connection.highWaterBytes = services.config.maxQueuedBytes
+    }
+
+    /// Takes the connection over from HTTP and starts the stream. The target was checked already
+    /// (the token covers it, and the hub can serve it).
+    func start(_ target: StreamTarget, since: UInt64?, epoch: String?, date: String, corsOrigin: String?) {
+        connection.delegate = self
+        connection.write(Self.head(date: date, corsOrigin: corsOrigin))
+        if subscribe(target, since: since, epoch: epoch) != nil {
+            connection.closeAfterFlush()
+        }
+    }
+
+    /// `corsOrigin` was checked against the allow-list already; it contains no CR or LF, since
+    /// the request parser refuses those in header values.
+    static func head(date: String, corsOrigin: String? = nil) -> [UInt8] {
+        let cors = corsOrigin.map { "Access-Control-Allow-Origin: \($0)\r\nVary: Origin\r\n" } ?? ""
+        return Array(("HTTP/1.1 200 OK\r\nDate: \(date)\r\nContent-Type: text/event-stream\r\n"
+            + "Cache-Control: no-store\r\nX-Accel-Buffering: no\r\n\(cors)Connection: close\r\n\r\n").utf8)
+    }
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {}
+
+    // MARK: StreamSession
+
+    var isWritable: Bool { connection.state == .open && !state.ended }
+
+    func write(_ event: PushEvent) {
+        core.services.counters.sseMessagesOut += 1
+        connection.write(event.sseEvent)
+        state.wrote(now: connection.loop.nowMilliseconds)
+    }
+
+    func end(_ reason: StreamEnd) {
+        guard state.ending() else { return }
+        switch reason {
+        case .slowConsumer:
+            // No close frame exists in SSE: the stream ends and the client resumes with Last-Event-ID.
+            connection.close()
+        case .tokenExpired:
+            connection.write(SSEEncoder.event("error", id: nil, data: PushEncoder.error(AccessControl.expiredProblem)))
+            connection.closeAfterFlush()
+        }
+    }
+
+    // MARK: GatewaySession
+
+    var transport: SessionTransport { .sse }
+
+    /// Ends the stream with a `draining` event whose `retry:` spreads the reconnections
+    /// (`EventSource` honours it), then closes once everything queued is written.
+    func drain() {
+        guard connection.state == .open, state.ending() else { return }
+        let delay = core.services.reconnectJitterMilliseconds()
+        connection.write(SSEEncoder.retry(milliseconds: delay))
+        connection.write(SSEEncoder.event("draining", id: nil, data: PushEncoder.draining(reconnectAfterMilliseconds: delay)))
+        connection.closeAfterFlush()
+    }
+
+    func sweep(now: UInt64) {
+        if !state.ended, expireTokenIfDue() { return }
+        if state.tick(now: now) == .heartbeat {
+            connection.write(SSEEncoder.heartbeat)
+        }
+    }
+}

@@ -1,0 +1,61 @@
+import ReceptionistPush
+import ReceptionistWire
+
+/// The state a WebSocket and an SSE session share: their subscriptions and their token. Stored
+/// inline in each session, so an idle connection pays no extra object for it; the behaviour over
+/// it is `StreamSession`'s.
+///
+/// Loop thread only.
+struct StreamCore {
+    let services: StreamServices
+    /// A connection holds a handful of subscriptions: a plain array, searched linearly, costs an
+    /// idle connection far less memory than a dictionary would.
+    var subscriptions: [Subscription] = []
+    /// The subscription token's claims, checked on every subscribe when the gateway requires
+    /// tokens; the stream ends when they expire. Boxed: most connections hold none, and an idle
+    /// connection then pays one pointer for them.
+    private var grant: Grant?
+
+    private final class Grant {
+        let claims: TokenClaims
+        init(_ claims: TokenClaims) { self.claims = claims }
+    }
+
+    init(services: StreamServices, claims: TokenClaims?) {
+        self.services = services
+        grant = claims.map(Grant.init)
+    }
+
+    var claims: TokenClaims? {
+        get { grant?.claims }
+        set { grant = newValue.map(Grant.init) }
+    }
+
+    /// Whether the token ran out by `nowSeconds` (seconds since the Unix epoch).
+    func tokenExpired(nowSeconds: Double) -> Bool {
+        guard let claims = grant?.claims else { return false }
+        return nowSeconds >= claims.expiresAt
+    }
+
+    /// Why this stream may not subscribe to `target`, or nil if it may: the token, then the
+    /// per-connection limit. Each refusal is counted.
+    func permission(for target: StreamTarget) -> ClientMessage.Problem? {
+        let counters = services.counters
+        if services.access.requiresToken {
+            guard let claims else {
+                counters.refused(.tokenMissing)
+                return ClientMessage.Problem(.unauthorized, "subscriptions need a token: send {\"type\":\"auth\",\"token\":…} first")
+            }
+            guard claims.allows(target) else {
+                counters.refused(.tokenScope)
+                return ClientMessage.Problem(.forbidden, "the token does not cover \(target)")
+            }
+        }
+        let limit = services.config.maxSubscriptionsPerConnection
+        guard subscriptions.count < limit else {
+            counters.refused(.subscriptionLimit)
+            return ClientMessage.Problem(.tooManySubscriptions, "a connection may hold at most \(limit) subscriptions")
+        }
+        return nil
+    }
+}

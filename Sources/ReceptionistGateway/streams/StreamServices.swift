@@ -1,0 +1,31 @@
+import Logging
+import ReceptionistPush
+
+/// What every WebSocket and SSE session is handed when it starts: the push hub, the trust checks,
+/// the counters and the table it reports to. Sessions see these and nothing else of the gateway,
+/// so each can be built and tested alone.
+///
+/// Loop thread only.
+final class StreamServices {
+    let config: GatewayConfig
+    let hub: PushHub
+    let access: AccessControl
+    let counters: GatewayCounters
+    let logger: Logger
+    unowned let table: any SessionTable
+
+    init(config: GatewayConfig, hub: PushHub, access: AccessControl, counters: GatewayCounters, logger: Logger, table: any SessionTable) {
+        self.config = config
+        self.hub = hub
+        self.access = access
+        self.counters = counters
+        self.logger = logger
+        self.table = table
+    }
+
+    /// A random delay of up to one second that a client told to go waits before it reconnects,
+    /// so that a drained node's clients do not all arrive at the other nodes at once.
+    func reconnectJitterMilliseconds() -> UInt64 {
+        UInt64.random(in: 0...1000)
+    }
+}

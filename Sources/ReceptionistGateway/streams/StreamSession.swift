@@ -1,0 +1,109 @@
+import ReceptionistLoop
+import ReceptionistPush
+import ReceptionistWire
+
+/// Why a stream is ended by the gateway rather than by its client.
+enum StreamEnd {
+    /// The client fell too far behind on a topic (invariant 20); it resumes from the history.
+    case slowConsumer
+    /// The subscription token ran out (`docs/SECURITY.md`).
+    case tokenExpired
+}
+
+/// A long-lived stream of push events: a WebSocket or an SSE session. Everything the two have in
+/// common is implemented once, here: the outbound limit and its policy (`send`), subscribing and
+/// unsubscribing through the hub, the catch-up after a drain, the token's expiry and the clean-up
+/// on close. Each transport says only how it frames an event and how it ends a stream.
+///
+/// Loop thread only.
+protocol StreamSession: GatewaySession, PushSink, TCPConnectionDelegate {
+    var core: StreamCore { get set }
+    /// Whether the stream still takes messages (for WebSocket: no close frame sent yet).
+    var isWritable: Bool { get }
+    /// Queues `event` in this transport's framing, and counts it.
+    func write(_ event: PushEvent)
+    /// Tells the client why, then ends the stream.
+    func end(_ reason: StreamEnd)
+}
+
+extension StreamSession {
+    // MARK: PushSink
+
+    /// Invariant 20: past `--max-queued-bytes` of what the kernel has refused, a live event is
+    /// not queued; the subscription applies its policy.
+    func send(_ event: PushEvent) -> SendOutcome {
+        guard isWritable else { return .refused }
+        if connection.backlogBytes > core.services.config.maxQueuedBytes { return .overLimit }
+        write(event)
+        return .queued
+    }
+
+    @discardableResult
+    func sendOwed(_ event: PushEvent) -> SendOutcome {
+        guard isWritable else { return .refused }
+        write(event)
+        return .queued
+    }
+
+    func endSlowConsumer(_ subscription: Subscription) {
+        core.services.logger.debug(
+            "slow consumer closed", metadata: ["target": "\(subscription.target)", "queued": "\(connection.queuedBytes)"])
+        core.services.counters.refused(.slowConsumer)
+        end(.slowConsumer)
+    }
+
+    // MARK: Subscriptions
+
+    /// Subscribes this stream to `target` after the token and limit checks.
+    func subscribe(_ target: StreamTarget, since: UInt64?, epoch: String?) -> ClientMessage.Problem? {
+        guard !core.subscriptions.contains(where: { $0.target == target }) else {
+            return ClientMessage.Problem(.alreadySubscribed, "this connection already subscribes to \(target)")
+        }
+        if let problem = core.permission(for: target) { return problem }
+        switch core.services.hub.subscribe(self, to: target, since: since, epoch: epoch) {
+        case .success(let subscription):
+            core.subscriptions.append(subscription)
+            return nil
+        case .failure(let problem):
+            return problem
+        }
+    }
+
+    func unsubscribe(_ target: StreamTarget) -> ClientMessage.Problem? {
+        guard let index = core.subscriptions.firstIndex(where: { $0.target == target }) else {
+            return ClientMessage.Problem(.notSubscribed, "this connection does not subscribe to \(target)")
+        }
+        core.services.hub.unsubscribe(core.subscriptions.remove(at: index))
+        return nil
+    }
+
+    /// Ends the stream if its token ran out; the sweep asks before anything else.
+    func expireTokenIfDue() -> Bool {
+        guard core.tokenExpired(nowSeconds: AccessControl.nowSeconds()) else { return false }
+        core.services.counters.refused(.tokenExpired)
+        end(.tokenExpired)
+        return true
+    }
+
+    // MARK: TCPConnectionDelegate (shared part)
+
+    func connectionDidReadEOF(_ connection: TCPConnection) {
+        // A peer that half-closes (a WebSocket without a close frame) gets nothing more.
+        connection.close()
+    }
+
+    /// The socket caught up: conflated subscriptions send their catch-up now.
+    func connectionDidDrain(_ connection: TCPConnection) {
+        for subscription in core.subscriptions {
+            core.services.hub.counters.conflatedChangeSets += subscription.flushConflated()
+        }
+    }
+
+    func connectionDidClose(_ connection: TCPConnection) {
+        for subscription in core.subscriptions {
+            core.services.hub.unsubscribe(subscription)
+        }
+        core.subscriptions.removeAll()
+        core.services.table.sessionDidClose(connection)
+    }
+}

@@ -1,0 +1,210 @@
+import ReceptionistLoop
+import ReceptionistPush
+import ReceptionistWire
+
+/// One upgraded connection speaking `receptionist.v1` (or echoing, on `/ws/echo`).
+///
+/// Frames are decoded by the pure `WebSocketDecoder`; keepalive and closing deadlines come from
+/// `WebSocketSessionState`; subscriptions, the outbound limit and the token's expiry are
+/// `StreamSession`'s. After our close frame nothing else is sent (invariant 22): the peer's close
+/// answer, or the close timeout, ends the connection.
+///
+/// Loop thread only.
+final class WebSocketSession: StreamSession {
+    enum Mode {
+        case push
+        case echo
+    }
+
+    let connection: TCPConnection
+    var core: StreamCore
+    private let mode: Mode
+    private var decoder: WebSocketDecoder
+    private var state: WebSocketSessionState
+    /// Protocol messages this client may still send now (`--client-message-rate`).
+    private var messageBucket: TokenBucket
+
+    init(connection: TCPConnection, services: StreamServices, mode: Mode, claims: TokenClaims? = nil) {
+        self.connection = connection
+        self.mode = mode
+        let config = services.config
+        core = StreamCore(services: services, claims: claims)
+        messageBucket = config.clientMessageRate.bucket(now: connection.loop.nowMilliseconds)
+        decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes)
+        state = WebSocketSessionState(
+            now: connection.loop.nowMilliseconds,
+            pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
+            pingTimeoutMilliseconds: UInt64(config.pingTimeoutSeconds * 1000),
+            closeTimeoutMilliseconds: UInt64(config.lingerSeconds * 1000))
+        connection.highWaterBytes = config.maxQueuedBytes
+    }
+
+    private var services: StreamServices { core.services }
+
+    /// Takes the connection over from HTTP; `remainder` is what the client sent after its upgrade request.
+    func start(remainder: [UInt8]) {
+        connection.delegate = self
+        connection.startReading()
+        if !remainder.isEmpty {
+            remainder.withUnsafeBytes { received($0) }
+        }
+    }
+
+    // MARK: Receiving
+
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        received(bytes)
+    }
+
+    private func received(_ bytes: UnsafeRawBufferPointer) {
+        state.heard(now: connection.loop.nowMilliseconds)
+        let (messages, error) = decoder.decode(bytes)
+        for message in messages {
+            handle(message)
+            if connection.state != .open { return }
+        }
+        if let error {
+            services.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])
+            if error.closeCode == WebSocketCloseCode.messageTooBig { services.counters.refused(.messageTooBig) }
+            // Failing the connection (RFC 6455 section 7.1.7): the close frame, then the socket.
+            close(code: error.closeCode, reason: Self.reason(for: error))
+            connection.closeAfterFlush()
+        }
+    }
+
+    private func handle(_ message: WebSocketMessage) {
+        switch message {
+        case .text(let text):
+            services.counters.webSocketMessagesIn += 1
+            if mode == .echo {
+                writeFrame(WebSocketEncoder.text(text))
+            } else if !state.closeSent {
+                guard services.config.clientMessageRate.take(&messageBucket, now: connection.loop.nowMilliseconds) else {
+                    services.counters.refused(.messageRate)
+                    return sendError(ClientMessage.Problem(.rateLimited, "too many messages; this one was dropped"))
+                }
+                perform(ClientMessage.decode(Array(text.utf8)))
+            }
+        case .binary(let bytes):
+            services.counters.webSocketMessagesIn += 1
+            if mode == .echo {
+                writeFrame(WebSocketEncoder.frame(.binary, payload: bytes))
+            } else {
+                sendError(ClientMessage.Problem(.badMessage, "binary messages are not part of receptionist.v1; send JSON text"))
+            }
+        case .ping(let payload):
+            writeFrame(WebSocketEncoder.frame(.pong, payload: payload))
+        case .pong:
+            break
+        case .close(let code, _):
+            if state.sendingClose(now: connection.loop.nowMilliseconds) {
+                // Echo the peer's status code, as RFC 6455 section 5.5.1 asks.
+                if let code {
+                    connection.write(WebSocketEncoder.close(code: code, reason: ""))
+                } else {
+                    connection.write(WebSocketEncoder.frame(.close, payload: []))
+                }
+            }
+            connection.closeAfterFlush()
+        }
+    }
+
+    private func perform(_ decoded: Result<ClientMessage, ClientMessage.Problem>) {
+        switch decoded {
+        case .failure(let problem):
+            sendError(problem)
+        case .success(.authenticate(let token)):
+            authenticate(token)
+        case .success(.subscribe(let target, let since, let epoch)):
+            if let problem = subscribe(target, since: since, epoch: epoch) { sendError(problem) }
+        case .success(.unsubscribe(let target)):
+            if let problem = unsubscribe(target) { return sendError(problem) }
+            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))
+        }
+    }
+
+    private func authenticate(_ token: String) {
+        switch services.access.checkToken(token) {
+        case .success(let verified):
+            core.claims = verified
+            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticated(expiresAt: verified.expiresAt)))
+        case .failure(.expired):
+            services.counters.refused(.tokenExpired)
+            end(.tokenExpired)
+        case .failure(let failure):
+            services.counters.refused(.tokenInvalid)
+            sendError(ClientMessage.Problem(failure.code, failure.description))
+        }
+    }
+
+    /// The close reason `docs/PROTOCOL.md` documents for each code.
+    static func reason(for error: WebSocketError) -> String {
+        switch error.closeCode {
+        case WebSocketCloseCode.protocolError: "protocol error: \(error.reason)"
+        case WebSocketCloseCode.invalidPayload: "invalid UTF-8"
+        case WebSocketCloseCode.messageTooBig: "message too big"
+        default: error.reason
+        }
+    }
+
+    // MARK: Sending
+
+    private func writeFrame(_ bytes: [UInt8]) {
+        guard !state.closeSent else { return }
+        services.counters.webSocketMessagesOut += 1
+        connection.write(bytes)
+    }
+
+    private func sendError(_ problem: ClientMessage.Problem) {
+        writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.error(problem)))
+    }
+
+    /// Sends our close frame once; the peer's answer or the close timeout ends the connection.
+    func close(code: UInt16, reason: String) {
+        guard connection.state == .open, state.sendingClose(now: connection.loop.nowMilliseconds) else { return }
+        connection.write(WebSocketEncoder.close(code: code, reason: reason))
+    }
+
+    // MARK: StreamSession
+
+    var isWritable: Bool { !state.closeSent }
+
+    func write(_ event: PushEvent) {
+        services.counters.webSocketMessagesOut += 1
+        connection.write(event.webSocketFrame)
+    }
+
+    func end(_ reason: StreamEnd) {
+        switch reason {
+        case .slowConsumer:
+            close(code: WebSocketCloseCode.policyViolation, reason: "slow consumer")
+        case .tokenExpired:
+            // The client is told why, then closed with 1008 (`docs/SECURITY.md`).
+            sendError(AccessControl.expiredProblem)
+            close(code: WebSocketCloseCode.policyViolation, reason: "token expired")
+        }
+    }
+
+    // MARK: GatewaySession
+
+    var transport: SessionTransport { .webSocket }
+
+    /// Tells the client when to come back (to any node), then closes with 1001.
+    func drain() {
+        guard connection.state == .open, !state.closeSent else { return }
+        if mode == .push {
+            writeFrame(WebSocketEncoder.frame(
+                .text, payload: PushEncoder.draining(reconnectAfterMilliseconds: services.reconnectJitterMilliseconds())))
+        }
+        close(code: WebSocketCloseCode.goingAway, reason: "going away: draining")
+    }
+
+    func sweep(now: UInt64) {
+        if !state.closeSent, expireTokenIfDue() { return }
+        switch state.tick(now: now) {
+        case .none: break
+        case .ping: connection.write(WebSocketEncoder.frame(.ping, payload: []))
+        case .abort: connection.close()
+        }
+    }
+}

@@ -1,0 +1,60 @@
+import ReceptionistModel
+import ReceptionistWire
+
+/// Who may publish (API keys) and who may subscribe (signed tokens). Immutable; any thread.
+struct AccessControl: Sendable {
+    /// The configured API keys; empty means mutations are open (and the gateway stays on loopback).
+    private let apiKeys: [[UInt8]]
+    /// The HS256 secret subscription tokens are checked with; nil means subscriptions are open.
+    private let tokenSecret: [UInt8]?
+
+    init(apiKeys: [String], tokenSecret: String?) {
+        self.apiKeys = apiKeys.map { Array($0.utf8) }
+        self.tokenSecret = tokenSecret.map { Array($0.utf8) }
+    }
+
+    var requiresAPIKey: Bool { !apiKeys.isEmpty }
+    var requiresToken: Bool { tokenSecret != nil }
+
+    enum KeyCheck: Equatable {
+        /// Allowed; the identity that publish rates are counted against.
+        case allowed(rateKey: String)
+        case refused(String)
+    }
+
+    /// Checks `Authorization: Bearer <key>` on a mutating request. Every configured key is compared,
+    /// each in constant time, so the time taken does not tell which key, or which byte, was close.
+    func checkKey(_ request: HTTPRequest, client: String) -> KeyCheck {
+        guard requiresAPIKey else { return .allowed(rateKey: "address " + client) }
+        guard let presented = Self.bearer(request.headers["Authorization"]).map({ Array($0.utf8) }) else {
+            return .refused("this call needs an API key: send Authorization: Bearer <key>")
+        }
+        var match: Int?
+        for (index, key) in apiKeys.enumerated() where ConstantTime.equal(key, presented) {
+            match = index
+        }
+        guard let match else { return .refused("the API key is not valid") }
+        return .allowed(rateKey: "key \(match)")
+    }
+
+    /// Checks a subscription token against the secret and the wall clock.
+    func checkToken(_ token: String) -> Result<TokenClaims, JSONWebToken.Failure> {
+        guard let tokenSecret else { return .failure(.malformed("no token secret is configured")) }
+        return JSONWebToken.verify(token, secret: tokenSecret, now: Self.nowSeconds())
+    }
+
+    /// Sent before a stream whose token ran out is ended.
+    static let expiredProblem = ClientMessage.Problem(.tokenExpired, "the subscription token has expired")
+
+    static func nowSeconds() -> Double {
+        Double(Clock.microsecondsSinceEpoch()) / 1_000_000
+    }
+
+    /// The credential of `Authorization: Bearer <credential>`.
+    static func bearer(_ header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1])
+    }
+}

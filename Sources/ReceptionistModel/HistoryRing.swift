@@ -1,0 +1,64 @@
+import DequeModule
+
+/// The newest `capacity` elements of a numbered stream (a store's change sets by version, a
+/// topic's messages by sequence number), oldest first, and what a reader that stopped at some
+/// number has missed since.
+///
+/// Invariant: numbers rise strictly from front to back; past `capacity` the oldest is dropped.
+/// A reader is never handed a partial answer silently: what has left the ring is named as the
+/// `missing` range.
+///
+/// Pure value.
+public struct HistoryRing<Element> {
+    public let capacity: Int
+    private var entries: Deque<(number: UInt64, element: Element)> = []
+
+    public init(capacity: Int) {
+        self.capacity = max(0, capacity)
+        entries.reserveCapacity(min(self.capacity, 1024))
+    }
+
+    public var count: Int { entries.count }
+    public var isEmpty: Bool { entries.isEmpty }
+    public var oldestNumber: UInt64? { entries.first?.number }
+
+    /// Appends the element numbered `number`, which must be above every number kept.
+    public mutating func append(_ element: Element, number: UInt64) {
+        guard capacity > 0 else { return }
+        precondition(entries.last.map { $0.number < number } ?? true, "history numbers must rise")
+        if entries.count == capacity { entries.removeFirst() }
+        entries.append((number, element))
+    }
+
+    /// Forgets everything (the stream restarted or skipped ahead).
+    public mutating func removeAll() {
+        entries.removeAll(keepingCapacity: true)
+    }
+
+    /// What a reader at `number` missed of a stream whose last number is `latest`: the kept
+    /// elements after `number`, oldest first, and the range before them that is no longer kept
+    /// (nil when nothing is missing).
+    public func after(_ number: UInt64, latest: UInt64) -> (missing: ClosedRange<UInt64>?, elements: [Element]) {
+        guard number < latest else { return (nil, []) }
+        let oldest = entries.first?.number ?? latest + 1
+        let missing: ClosedRange<UInt64>? = number + 1 < oldest ? (number + 1)...(oldest - 1) : nil
+        var index = firstIndex(after: number)
+        var elements: [Element] = []
+        elements.reserveCapacity(entries.count - index)
+        while index < entries.count {
+            elements.append(entries[index].element)
+            index += 1
+        }
+        return (missing, elements)
+    }
+
+    /// The index of the first entry numbered above `number` (binary search: numbers rise).
+    private func firstIndex(after number: UInt64) -> Int {
+        var low = 0, high = entries.count
+        while low < high {
+            let middle = (low + high) / 2
+            if entries[middle].number <= number { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+}

@@ -1,0 +1,182 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+/// Every store feed and topic, and the one place a subscription starts: snapshot or replay
+/// first, then the live stream, handed over by position so nothing is doubled or lost
+/// (invariant 18).
+///
+/// It knows no socket: subscribers are `PushSink`s, time comes in as values, and change sets
+/// arrive through receptionists on `context`.
+///
+/// The thread `context` runs its work on (the loop's) only.
+public final class PushHub {
+    public typealias Problem = ClientMessage.Problem
+
+    private let stores: StoreRegistry
+    private let context: any ExecutionContext
+    private let historyLimit: Int
+    public private(set) var feeds: [String: StoreFeed] = [:]
+    public private(set) var topics: [String: Topic] = [:]
+    public let counters: PushCounters
+    /// The cluster engine, when this hub is one node's replica of shared topics and stores.
+    public weak var topicSource: (any TopicSource)?
+
+    public init(stores: StoreRegistry, context: any ExecutionContext, historyLimit: Int, counters: PushCounters) {
+        self.counters = counters
+        self.stores = stores
+        self.context = context
+        self.historyLimit = historyLimit
+    }
+
+    /// A cluster node: numbers ahead of it were given out elsewhere and are on their way.
+    private var isReplica: Bool { topicSource != nil }
+
+    public var storeSubscriberCount: Int { feeds.values.reduce(0) { $0 + $1.subscriberCount } }
+    public var topicSubscriberCount: Int { topics.values.reduce(0) { $0 + $1.subscriberCount } }
+
+    /// Whether `target` can be subscribed to; checked before an SSE stream commits to a 200.
+    public func check(_ target: StreamTarget) -> Problem? {
+        switch target {
+        case .store(let name):
+            stores.store(name) == nil ? Problem(.noSuchStore, "no store named '\(name)'") : nil
+        case .topic(let name):
+            Self.isValidTopicName(name)
+                ? nil : Problem(.invalidTopic, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -")
+        }
+    }
+
+    /// Starts a subscription: sends its first messages through `sink`, then joins the live stream.
+    /// `epoch`, when given, is the store epoch `since` belongs to; another epoch cannot be resumed.
+    public func subscribe(_ sink: any PushSink, to target: StreamTarget, since: UInt64?, epoch: String? = nil)
+        -> Result<Subscription, Problem>
+    {
+        if let problem = check(target) { return .failure(problem) }
+        switch target {
+        case .store(let name):
+            return .success(subscribeStore(sink, stores.store(name)!, since: since, epoch: epoch))
+        case .topic(let name):
+            return .success(subscribeTopic(sink, topic(name), since: since))
+        }
+    }
+
+    public func unsubscribe(_ subscription: Subscription) {
+        switch subscription.target {
+        case .store(let name): feeds[name]?.remove(subscription)
+        case .topic(let name): topics[name]?.remove(subscription)
+        }
+    }
+
+    /// Publishes to a topic, creating it on first use. `publishedAt` is in microseconds since the
+    /// Unix epoch. Returns the message's sequence number.
+    public func publish(topic name: String, data: JSONValue, publishedAt: UInt64) -> Result<UInt64, Problem> {
+        if let problem = check(.topic(name)) { return .failure(problem) }
+        return .success(topic(name).publish(data, publishedAt: publishedAt))
+    }
+
+    /// The topic named `name`, created on first use (and, in a cluster, mirrored from then on).
+    public func topic(_ name: String) -> Topic {
+        if let topic = topics[name] { return topic }
+        let topic = Topic(name: name, historyLimit: historyLimit, counters: counters)
+        topics[name] = topic
+        if let topicSource {
+            topic.isSynced = false
+            topicSource.watchTopic(name)
+        }
+        return topic
+    }
+
+    /// Cluster: the topic's stream has been read once; start the subscriptions that waited.
+    public func topicSynced(_ topic: Topic) {
+        topic.isSynced = true
+        let waiting = topic.pending
+        topic.pending = []
+        for (subscription, since) in waiting {
+            startTopic(subscription, topic, since: since)
+        }
+    }
+
+    private func feed(_ store: ModelStore) -> StoreFeed {
+        if let feed = feeds[store.name], feed.store === store { return feed }
+        let feed = StoreFeed(store: store, context: context, counters: counters)
+        feeds[store.name] = feed
+        return feed
+    }
+
+    private func subscribeStore(_ sink: any PushSink, _ store: ModelStore, since: UInt64?, epoch: String?) -> Subscription {
+        let feed = feed(store)
+        let subscription = Subscription(target: .store(store.name), sink: sink)
+        // A version from another epoch (the gateway restarted, or another store had the name), from
+        // the future, or older than the history cannot be resumed: the client gets a fresh
+        // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
+        // elsewhere and is on its way: the subscription resumes from it as the replica catches up.
+        let sameEpoch = epoch == nil || epoch == store.epoch
+        func resumed(_ since: UInt64) -> PushEvent {
+            PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch))
+        }
+        if let since, sameEpoch, since > store.version, isReplica {
+            sink.sendOwed(resumed(since))
+            counters.storeResumes += 1
+            subscription.advance(to: since)
+        } else if let since, sameEpoch, since <= store.version, let missed = store.changes(since: since) {
+            sink.sendOwed(resumed(since))
+            counters.storeResumes += 1
+            subscription.advance(to: since)
+            for changeSet in missed {
+                subscription.deliver(PushEvent.changes(changeSet))
+            }
+        } else {
+            let (version, json) = feed.snapshot(reset: since != nil)
+            if since != nil { counters.resets += 1 }
+            sink.sendOwed(PushEvent(name: "snapshot", id: version, json: json))
+            subscription.advance(to: version)
+        }
+        // Change sets up to `position` are covered; later ones reach the feed and pass the filter.
+        feed.add(subscription)
+        return subscription
+    }
+
+    private func subscribeTopic(_ sink: any PushSink, _ topic: Topic, since: UInt64?) -> Subscription {
+        let subscription = Subscription(target: .topic(topic.name), sink: sink)
+        if topic.isSynced {
+            startTopic(subscription, topic, since: since)
+        } else {
+            topic.pending.append((subscription, since))
+        }
+        return subscription
+    }
+
+    private func startTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {
+        let sink = subscription.sink
+        // A number past the topic's last one belongs to an earlier life of the topic: not resumable.
+        // In a cluster it was published through another node and is on its way here: resume from it.
+        if let since, since > topic.seq, isReplica {
+            sink.sendOwed(subscribed(topic, seq: since, resumed: true))
+            subscription.advance(to: since)
+        } else if let since, since <= topic.seq {
+            sink.sendOwed(subscribed(topic, seq: topic.seq, resumed: true))
+            counters.topicResumes += 1
+            subscription.advance(to: since)
+            let (gap, events) = topic.replay(after: since)
+            if let gap {
+                counters.gaps += 1
+                subscription.gap(from: gap.lowerBound, to: gap.upperBound)
+            }
+            for event in events {
+                subscription.deliver(event)
+            }
+        } else {
+            sink.sendOwed(subscribed(topic, seq: topic.seq, resumed: false))
+            subscription.advance(to: topic.seq)
+        }
+        topic.add(subscription)
+    }
+
+    private func subscribed(_ topic: Topic, seq: UInt64, resumed: Bool) -> PushEvent {
+        PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: seq, resumed: resumed))
+    }
+
+    public static func isValidTopicName(_ name: String) -> Bool {
+        StoreRegistry.isValidName(name)
+    }
+}

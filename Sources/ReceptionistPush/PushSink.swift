@@ -1,0 +1,27 @@
+/// What happened to an event offered to a sink, as uWebSockets' `send` says what happened to a
+/// message: there is no separate "is it full?" question whose answer could be ignored.
+public enum SendOutcome: Sendable, Equatable {
+    /// Queued on the connection.
+    case queued
+    /// Not queued: the connection's backlog is past its limit. The caller applies its policy: a
+    /// store subscription conflates, a topic subscription is ended (invariant 20).
+    case overLimit
+    /// Not queued: the connection is closing and takes nothing more.
+    case refused
+}
+
+/// A connection that subscriptions write to: a WebSocket or an SSE stream, or a test's fake.
+///
+/// Loop thread only.
+public protocol PushSink: AnyObject {
+    /// Offers a live event (a change set or a topic message), queued only while the connection's
+    /// backlog is within its limit.
+    func send(_ event: PushEvent) -> SendOutcome
+    /// Queues a message the subscriber is owed whatever its backlog: its snapshot, the
+    /// `subscribed` that opens a resume, a `gap`, or the catch-up of a conflated subscription.
+    @discardableResult
+    func sendOwed(_ event: PushEvent) -> SendOutcome
+    /// The subscriber fell too far behind on a stream that cannot be conflated (a topic): the sink
+    /// ends the connection with a documented code, and the client resumes from the history.
+    func endSlowConsumer(_ subscription: Subscription)
+}

@@ -1,0 +1,103 @@
+import ReceptionistModel
+import ReceptionistWire
+
+/// One subscriber's place in one store or topic, and the slow-client policy for it.
+///
+/// Invariants:
+/// - `position` is the last version or sequence number the subscriber has been given (or that
+///   its snapshot or history replay already covered); an event at or below it is skipped, so the
+///   hand-over from snapshot or replay to the live stream neither doubles nor drops anything
+///   (invariant 18).
+/// - When its sink answers `.overLimit`, a store subscription conflates change sets into
+///   `conflation` (bounded by the store's size) instead of queueing them; `flushConflated` hands
+///   them over as one message once the sink has drained. A topic subscription is ended instead
+///   (invariant 20).
+///
+/// Loop thread only.
+public final class Subscription {
+    public let target: StreamTarget
+    public unowned let sink: any PushSink
+    public private(set) var position: UInt64
+    /// Only a subscriber that fell behind pays for this, so it lives out of line.
+    private var conflation: Conflation?
+
+    private final class Conflation {
+        /// The position the subscriber had when conflation began.
+        let from: UInt64
+        var buffer = CoalescingBuffer()
+        var changeSets = 0
+        init(from: UInt64) { self.from = from }
+    }
+
+    public init(target: StreamTarget, sink: any PushSink, position: UInt64 = 0) {
+        self.target = target
+        self.sink = sink
+        self.position = position
+    }
+
+    /// Whether change sets are being folded while the sink catches up.
+    public var isConflating: Bool { conflation != nil }
+
+    /// Moves the position forward past a replay or snapshot the caller has sent.
+    public func advance(to position: UInt64) {
+        if position > self.position { self.position = position }
+    }
+
+    /// Moves the position to exactly `position`, forward or back, dropping anything conflated:
+    /// after a reset snapshot, or when a cluster topic's numbering restarted.
+    public func reset(to position: UInt64) {
+        conflation = nil
+        self.position = position
+    }
+
+    /// A topic's messages `from...to` are lost: says so for the part this subscriber has not had.
+    public func gap(from: UInt64, to: UInt64) {
+        let first = max(from, position + 1)
+        guard first <= to else { return }
+        sink.sendOwed(PushEvent(name: "gap", id: nil, json: PushEncoder.gap(topic: target.name, from: first, to: to)))
+        position = to
+    }
+
+    /// Hands `event` to the sink unless the subscriber already has it. Returns whether it was
+    /// delivered: queued, or folded into the conflation of a subscriber that is behind.
+    @discardableResult
+    public func deliver(_ event: PushEvent) -> Bool {
+        guard let id = event.id, id > position else { return false }
+        if let pending = conflation, let changeSet = event.changeSet {
+            pending.buffer.absorb(changeSet)
+            pending.changeSets += 1
+            position = id
+            return true
+        }
+        switch sink.send(event) {
+        case .queued:
+            position = id
+            return true
+        case .overLimit:
+            guard let changeSet = event.changeSet else {
+                sink.endSlowConsumer(self)
+                return false
+            }
+            let pending = Conflation(from: position)
+            pending.buffer.absorb(changeSet)
+            pending.changeSets = 1
+            conflation = pending
+            position = id
+            return true
+        case .refused:
+            return false
+        }
+    }
+
+    /// The sink drained: sends what was conflated, if anything, as one `changes` message.
+    /// Returns how many change sets were folded into it.
+    @discardableResult
+    public func flushConflated() -> Int {
+        guard let pending = conflation else { return 0 }
+        conflation = nil
+        let changes = pending.buffer.take()
+        let json = PushEncoder.conflated(store: target.name, version: position, from: pending.from, changes: changes)
+        sink.sendOwed(PushEvent(name: "changes", id: position, json: json))
+        return pending.changeSets
+    }
+}

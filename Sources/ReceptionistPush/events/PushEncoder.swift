@@ -1,0 +1,168 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+/// The JSON of every server message in `docs/PROTOCOL.md`. Pure: values in, bytes out.
+///
+/// Messages are written field by field rather than through a `JSONValue` tree, since a change set
+/// is encoded on the fan-out path; only model values go through `JSONWriter`.
+public enum PushEncoder {
+    public static func changes(_ changeSet: ChangeSet) -> [UInt8] {
+        var out = head("changes")
+        field("store", changeSet.store, &out)
+        number("version", changeSet.version, &out)
+        number("committedAt", changeSet.committedAtMicroseconds, &out)
+        writeChanges(changeSet.changes, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// A slow subscriber's pending change sets, folded to the latest value per (model, path).
+    public static func conflated(store: String, version: UInt64, from: UInt64, changes: [ModelChange]) -> [UInt8] {
+        var out = head("changes")
+        field("store", store, &out)
+        number("version", version, &out)
+        number("from", from, &out)
+        out += ",\"conflated\":true".utf8
+        writeChanges(changes, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public static func snapshot(_ snapshot: StoreSnapshot, reset: Bool, epoch: String) -> [UInt8] {
+        var out = head("snapshot")
+        field("store", snapshot.store, &out)
+        number("version", snapshot.version, &out)
+        field("epoch", epoch, &out)
+        out += (reset ? ",\"reset\":true" : ",\"reset\":false").utf8
+        out += ",\"models\":".utf8
+        JSONWriter.write(.object(snapshot.models), to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public static func subscribedStore(_ store: String, version: UInt64, epoch: String) -> [UInt8] {
+        var out = head("subscribed")
+        field("store", store, &out)
+        number("version", version, &out)
+        field("epoch", epoch, &out)
+        out += ",\"resumed\":true}".utf8
+        return out
+    }
+
+    public static func subscribedTopic(_ topic: String, seq: UInt64, resumed: Bool) -> [UInt8] {
+        var out = head("subscribed")
+        field("topic", topic, &out)
+        number("seq", seq, &out)
+        out += (resumed ? ",\"resumed\":true}" : ",\"resumed\":false}").utf8
+        return out
+    }
+
+    public static func message(topic: String, seq: UInt64, publishedAt: UInt64, data: JSONValue) -> [UInt8] {
+        var out = head("message")
+        field("topic", topic, &out)
+        number("seq", seq, &out)
+        number("publishedAt", publishedAt, &out)
+        out += ",\"data\":".utf8
+        JSONWriter.write(data, to: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// As `message(topic:seq:publishedAt:data:)`, with `data` already JSON text (from Redis).
+    public static func message(topic: String, seq: UInt64, publishedAt: UInt64, rawData: [UInt8]) -> [UInt8] {
+        var out = head("message")
+        field("topic", topic, &out)
+        number("seq", seq, &out)
+        number("publishedAt", publishedAt, &out)
+        out += ",\"data\":".utf8
+        out += rawData
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public static func gap(topic: String, from: UInt64, to: UInt64) -> [UInt8] {
+        var out = head("gap")
+        field("topic", topic, &out)
+        number("from", from, &out)
+        number("to", to, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public static func unsubscribed(_ target: StreamTarget) -> [UInt8] {
+        var out = head("unsubscribed")
+        switch target {
+        case .store(let name): field("store", name, &out)
+        case .topic(let name): field("topic", name, &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    public static func error(_ problem: ClientMessage.Problem) -> [UInt8] {
+        var out = head("error")
+        field("code", problem.code.rawValue, &out)
+        field("message", problem.message, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// The gateway is shutting down: reconnect (to any node) after the given delay.
+    public static func draining(reconnectAfterMilliseconds: UInt64) -> [UInt8] {
+        var out = head("draining")
+        number("reconnectAfterMs", reconnectAfterMilliseconds, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// A token was accepted for the subscriptions that follow.
+    public static func authenticated(expiresAt: Double) -> [UInt8] {
+        var out = head("authenticated")
+        number("expiresAt", UInt64(max(0, expiresAt)), &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    // MARK: Pieces
+
+    private static func head(_ type: String) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        out += "{\"type\":\"".utf8
+        out += type.utf8
+        out.append(UInt8(ascii: "\""))
+        return out
+    }
+
+    private static func field(_ name: String, _ value: String, _ out: inout [UInt8]) {
+        out += ",\"".utf8
+        out += name.utf8
+        out += "\":".utf8
+        JSONWriter.writeString(value, to: &out)
+    }
+
+    private static func number(_ name: String, _ value: UInt64, _ out: inout [UInt8]) {
+        out += ",\"".utf8
+        out += name.utf8
+        out += "\":".utf8
+        out += String(value).utf8
+    }
+
+    private static func writeChanges(_ changes: [ModelChange], _ out: inout [UInt8]) {
+        out += ",\"changes\":[".utf8
+        for (index, change) in changes.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out += "{\"model\":".utf8
+            JSONWriter.writeString(change.model, to: &out)
+            out += ",\"path\":".utf8
+            JSONWriter.writeString(change.keyPath.description, to: &out)
+            out += ",\"kind\":\"".utf8
+            out += change.kind.rawValue.utf8
+            out += "\",\"value\":".utf8
+            JSONWriter.write(change.newValue ?? .null, to: &out)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+}

@@ -1,0 +1,48 @@
+import ReceptionistModel
+import ReceptionistSync
+import ReceptionistWire
+
+/// One server message for many subscribers: its JSON is encoded once, and each transport's bytes
+/// are built once, on first use, then shared by every subscriber of that transport.
+///
+/// Loop thread only.
+public final class PushEvent {
+    /// The SSE event name, which is also the message's `type`.
+    public let name: String
+    /// The store version or topic sequence number the event carries, used for ordering and as the
+    /// SSE `id:`; nil for events that do not advance the stream (such as `subscribed` or `gap`).
+    public let id: UInt64?
+    public let json: [UInt8]
+    /// The change set behind a `changes` event, kept so a slow subscriber can conflate it.
+    public let changeSet: ChangeSet?
+
+    private var webSocketBytes: SharedBytes?
+    private var sseBytes: SharedBytes?
+
+    public init(name: String, id: UInt64?, json: [UInt8], changeSet: ChangeSet? = nil) {
+        self.name = name
+        self.id = id
+        self.json = json
+        self.changeSet = changeSet
+    }
+
+    /// The event as one unmasked WebSocket text frame.
+    public var webSocketFrame: SharedBytes {
+        if let webSocketBytes { return webSocketBytes }
+        let bytes = SharedBytes(WebSocketEncoder.frame(.text, payload: json))
+        webSocketBytes = bytes
+        return bytes
+    }
+
+    /// The event in `text/event-stream` framing.
+    public var sseEvent: SharedBytes {
+        if let sseBytes { return sseBytes }
+        let bytes = SharedBytes(SSEEncoder.event(name, id: id, data: json))
+        sseBytes = bytes
+        return bytes
+    }
+
+    public static func changes(_ changeSet: ChangeSet) -> PushEvent {
+        PushEvent(name: "changes", id: changeSet.version, json: PushEncoder.changes(changeSet), changeSet: changeSet)
+    }
+}

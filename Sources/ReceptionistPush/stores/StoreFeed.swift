@@ -1,0 +1,86 @@
+import ReceptionistModel
+import ReceptionistSync
+import ReceptionistWire
+
+/// The push core's side of one store: a receptionist that bounces every change set onto the
+/// hub's execution context, and the subscriptions it fans out to.
+///
+/// The receptionist runs the `each` policy, so every change set arrives in version order and none
+/// is lost (a context that falls behind makes the committing jobs wait, never drops). Each change
+/// set is encoded once, into a `PushEvent` every subscriber shares (invariant 19).
+///
+/// The thread that creates it, which must be the one `context` runs its work on (the loop's).
+public final class StoreFeed {
+    public let store: ModelStore
+    private var receptionist: Receptionist?
+    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    /// The last snapshot sent, reused while the version stands (reconnect storms ask for the same one).
+    private var cachedSnapshot: (version: UInt64, reset: Bool, json: [UInt8])?
+
+    private let counters: PushCounters
+
+    init(store: ModelStore, context: any ExecutionContext, counters: PushCounters) {
+        self.store = store
+        self.counters = counters
+        let feed = ThreadBound(WeakFeed(self))
+        receptionist = Receptionist(store: store, policy: .each, target: context) { delivery in
+            feed.value.feed?.fanOut(delivery)
+        }
+    }
+
+    deinit {
+        receptionist?.cancel()
+    }
+
+    func add(_ subscription: Subscription) {
+        subscriptions[ObjectIdentifier(subscription)] = subscription
+    }
+
+    public var subscriberCount: Int { subscriptions.count }
+
+    func remove(_ subscription: Subscription) {
+        subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
+    }
+
+    /// A consistent snapshot as a `snapshot` message, and its version.
+    func snapshot(reset: Bool) -> (version: UInt64, json: [UInt8]) {
+        let version = store.version
+        if let cached = cachedSnapshot, cached.version == version, cached.reset == reset {
+            return (version, cached.json)
+        }
+        let snapshot = store.snapshot()
+        let json = PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch)
+        cachedSnapshot = (snapshot.version, reset, json)
+        return (snapshot.version, json)
+    }
+
+    /// The receptionist's delivery: every change set since the last one, in version order.
+    private func fanOut(_ delivery: Receptionist.Delivery) {
+        guard !subscriptions.isEmpty else { return }
+        var delivered = 0
+        for changeSet in delivery.changeSets {
+            if changeSet.isReset {
+                // A cluster replica was re-read whole: the versions in between are unknown, so
+                // every subscriber starts again from a snapshot marked reset.
+                let (version, json) = snapshot(reset: true)
+                let event = PushEvent(name: "snapshot", id: version, json: json)
+                for subscription in subscriptions.values {
+                    subscription.reset(to: version)
+                    subscription.sink.sendOwed(event)
+                }
+                continue
+            }
+            let event = PushEvent.changes(changeSet)
+            for subscription in subscriptions.values where subscription.deliver(event) {
+                delivered += 1
+            }
+        }
+        counters.deliveries += delivered
+        counters.changeSetsFannedOut += delivery.changeSets.count
+    }
+
+    private final class WeakFeed {
+        weak var feed: StoreFeed?
+        init(_ feed: StoreFeed) { self.feed = feed }
+    }
+}

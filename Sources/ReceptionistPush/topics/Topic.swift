@@ -1,0 +1,94 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+/// A named stream of published messages with sequence numbers 1, 2, 3 … and a history ring.
+///
+/// Invariants: sequence numbers are gapless; the ring holds the newest `historyLimit` messages;
+/// a replay never skips a message silently: what has left the ring is reported as one gap.
+///
+/// Loop thread only.
+public final class Topic {
+    public let name: String
+    public private(set) var seq: UInt64 = 0
+    private var history: HistoryRing<PushEvent>
+    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    /// Cluster: false until this node has read the topic's stream from Redis once. Subscriptions
+    /// that arrive before wait in `pending` (with their `since`), so none starts from a partial
+    /// history.
+    public internal(set) var isSynced = true
+    var pending: [(subscription: Subscription, since: UInt64?)] = []
+
+    private let counters: PushCounters
+
+    public init(name: String, historyLimit: Int, counters: PushCounters) {
+        self.name = name
+        self.counters = counters
+        history = HistoryRing(capacity: historyLimit)
+    }
+
+    public var historyLimit: Int { history.capacity }
+    public var subscriberCount: Int { subscriptions.count }
+
+    func add(_ subscription: Subscription) {
+        subscriptions[ObjectIdentifier(subscription)] = subscription
+    }
+
+    func remove(_ subscription: Subscription) {
+        subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
+        pending.removeAll { $0.subscription === subscription }
+    }
+
+    /// Sequences `data`, published at `publishedAt` (microseconds since the Unix epoch), keeps it
+    /// in the history and hands it to every subscriber. Returns its number.
+    public func publish(_ data: JSONValue, publishedAt: UInt64) -> UInt64 {
+        seq += 1
+        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
+        record(PushEvent(name: "message", id: seq, json: json))
+        return seq
+    }
+
+    /// Cluster: appends the next message as Redis numbered it (`seq` is one above the last);
+    /// `data` is JSON text.
+    public func mirror(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
+        self.seq = seq
+        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, rawData: data)
+        record(PushEvent(name: "message", id: seq, json: json))
+    }
+
+    /// Cluster: messages `from...to` left Redis before this node read them. The history restarts
+    /// after them (so a replay reports them as a gap) and every subscriber is told now.
+    public func skip(from: UInt64, to: UInt64) {
+        history.removeAll()
+        seq = to
+        for subscription in subscriptions.values {
+            subscription.gap(from: from, to: to)
+        }
+    }
+
+    /// Cluster: Redis restarted the numbering (it lost its data). The history is dropped and the
+    /// topic goes on from `seq`; subscribers ahead of it are moved back so they get what follows.
+    public func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
+        history.removeAll()
+        for subscription in subscriptions.values {
+            subscription.reset(to: seq - 1)
+        }
+        mirror(seq: seq, publishedAt: publishedAt, data: data)
+    }
+
+    private func record(_ event: PushEvent) {
+        history.append(event, number: seq)
+        var delivered = 0
+        for subscription in subscriptions.values where subscription.deliver(event) {
+            delivered += 1
+        }
+        counters.deliveries += delivered
+        counters.topicPublishes += 1
+    }
+
+    /// The messages after `since` that are still kept, and the range of those that are not.
+    public func replay(after since: UInt64) -> (gap: ClosedRange<UInt64>?, events: [PushEvent]) {
+        let (missing, events) = history.after(since, latest: seq)
+        return (missing, events)
+    }
+}

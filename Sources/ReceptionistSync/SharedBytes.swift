@@ -1,0 +1,37 @@
+/// An immutable byte buffer that many connections can queue at once without copying.
+///
+/// Encode a broadcast once into `SharedBytes`, then hand the same instance to every subscriber.
+///
+/// Why `@unchecked Sendable` is safe: the memory is written only in `init` and freed only in
+/// `deinit`; in between every access is a read.
+public final class SharedBytes: @unchecked Sendable {
+    /// The first byte; the loop hands it to `writev` without copying. Read only.
+    public let base: UnsafeMutableRawPointer
+    public let count: Int
+
+    public init(_ bytes: some Collection<UInt8>) {
+        count = bytes.count
+        base = .allocate(byteCount: max(count, 1), alignment: 8)
+        let copied: Void? = bytes.withContiguousStorageIfAvailable { source in
+            base.copyMemory(from: source.baseAddress!, byteCount: source.count)
+        }
+        if copied == nil {
+            let destination = UnsafeMutableRawBufferPointer(start: base, count: count)
+            _ = destination.initializeMemory(as: UInt8.self, from: bytes)
+        }
+    }
+
+    public convenience init(_ string: String) {
+        self.init(Array(string.utf8))
+    }
+
+    deinit {
+        base.deallocate()
+    }
+
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    public var array: [UInt8] { withUnsafeBytes { Array($0) } }
+}
