@@ -18,6 +18,9 @@
 # BENCH_SCENARIOS="small large store full idle cluster" the scenarios (store and cluster are
 # Receptionist's alone). cluster runs the small workload over two nodes sharing one redis-server,
 # half the subscribers on each and the publisher on the first, beside one node with them all.
+# BENCH_BASELINE=<path to another receptionist binary> adds the server `baseline`: that build run
+# exactly as `receptionist` is, for a before-and-after comparison in one run
+# (BENCH_SERVERS="receptionist baseline").
 # The gateways run with their per-address and publish-rate limits off: the load comes from a few
 # loopback addresses and the publisher is meant to go as fast as it can.
 set -euo pipefail
@@ -64,8 +67,10 @@ start_server() {
   port=$(free_port)
   out="$work/$kind.$port.out"
   case "$kind" in
-    receptionist)
-      taskset -c 0 "$receptionist" serve --host 127.0.0.1 --port "$port" --log-level warning \
+    receptionist|baseline)
+      local binary=$receptionist
+      [ "$kind" = baseline ] && binary=${BENCH_BASELINE:?set BENCH_BASELINE to the binary to compare with}
+      taskset -c 0 "$binary" serve --host 127.0.0.1 --port "$port" --log-level warning \
         --max-connections 19800 --max-connections-per-address 20000 --publish-rate 0 "${server_args[@]}" > "$out" 2>&1 &
       publish_path="/api/topics/bench/messages" dialect=receptionist ;;
     nchan)
