@@ -11,7 +11,7 @@ final class LagProbe {
     init(loop: EventLoop, metrics: GatewayMetrics) {
         let period = GatewayMetrics.lagProbeMilliseconds
         var due = Clock.monotonicSeconds() + Double(period) / 1000
-        let timer = LoopTimer(loop: loop) { [unowned metrics] in
+        let timer = LoopTimer(loop: loop) {
             let now = Clock.monotonicSeconds()
             metrics.loopLag.record(max(0, now - due))
             due = now + Double(period) / 1000
