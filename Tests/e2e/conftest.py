@@ -490,14 +490,15 @@ def wait_version_above(port: int, store: str, floor: int, timeout: float = 10.0)
                     f"store {store!r} never moved past version {floor}")
 
 
-def wait_version_settled(port: int, store: str, gap: float = 0.3, timeout: float = 10.0) -> int:
-    """Poll until two reads `gap` seconds apart show the same version; returns it."""
-    def settled():
-        before = store_version(port, store)
-        deadline = time.monotonic() + gap
-        while time.monotonic() < deadline:
-            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
-        after = store_version(port, store)
-        return (after,) if after == before else None
+def stop_job(port: int, job_id: str) -> dict:
+    """DELETE /api/jobs/{id}; returns the job as the reply shows it, which must say "stopped".
 
-    return wait_for(settled, timeout, f"store {store!r} version kept moving")[0]
+    "stopped" means the job takes no new slice of work and a slice in flight commits at most the
+    change set it is on; it does not say that slice has finished, so the store may still take one
+    more change set per job thread. Store requests run on the job threads in arrival order, so on
+    a gateway with one job thread any store request made after the stop runs after the job's last
+    commit: the version it reads or writes is past everything the job will ever commit.
+    """
+    job = json_ok(api(port, "DELETE", f"/api/jobs/{job_id}"))
+    assert (job["id"], job["state"]) == (job_id, "stopped"), job
+    return job

@@ -14,11 +14,11 @@ from conftest import (
     assert_json_error,
     json_ok,
     server_binary,
+    stop_job,
     store_snapshot,
     store_version,
     wait_for,
     wait_version_above,
-    wait_version_settled,
 )
 
 COLOR = re.compile(r"#[0-9a-fA-F]{6}")
@@ -30,6 +30,16 @@ _sequence = itertools.count()
 @pytest.fixture(scope="module")
 def demo_server(module_servers):
     return module_servers("--demo")
+
+
+@pytest.fixture(scope="module")
+def serial_demo_server(module_servers):
+    """A demo server with one job thread, where a stopped job's last commit is observable.
+
+    Store requests run on the job threads in arrival order, so with a single thread a store
+    request made after a job's stop runs only once the slice the job had in flight has finished.
+    """
+    return module_servers("--demo", "--job-threads", "1")
 
 
 def list_jobs(port: int) -> list[dict]:
@@ -52,6 +62,14 @@ def assert_job_shape(job: dict) -> None:
     assert isinstance(job["rate"], (int, float)) and not isinstance(job["rate"], bool), job
     assert isinstance(job["changes"], int) and job["changes"] >= 0, job
     assert job["state"] in ("running", "stopped"), job
+
+
+def get_job(port: int, job_id: str) -> dict:
+    """GET /api/jobs/{id}, checked for shape."""
+    job = json_ok(api(port, "GET", f"/api/jobs/{job_id}"))
+    assert_job_shape(job)
+    assert job["id"] == job_id, job
+    return job
 
 
 def job_changes(port: int, job_id: str) -> int:
@@ -86,6 +104,29 @@ def running_job(port: int, store: str, rate):
     finally:
         resp = api(port, "DELETE", f"/api/jobs/{job['id']}")
         assert resp.status in (200, 404), resp.body
+
+
+def assert_stopped_for_good(port: int, store: str, base: int, job_ids) -> int:
+    """After the jobs `job_ids` were stopped on `serial_demo_server`: every version `store` gained
+    since `base` is a change set they report committing, and the store takes no more of them.
+
+    Nothing but the jobs may have written `store` since `base`. The test's own commit runs after
+    the jobs' last slices, so its version is exactly one past theirs. Then the demo job commits
+    a few change sets on the same job thread, while a job still running would have committed
+    many, and the store must not have moved. Returns the version the jobs left the store at.
+    """
+    value = {"color": START_COLOR, "label": "L0", "meta": {"i": 0}}  # m0 as `animated_store` wrote it
+    own = json_ok(api(port, "PUT", f"/api/stores/{store}/models/m0", value))["version"]
+    jobs = [get_job(port, job_id) for job_id in job_ids]
+    assert all(job["state"] == "stopped" for job in jobs), jobs
+    changes = sum(job["changes"] for job in jobs)
+    assert own == base + changes + 1, (
+        f"our commit got version {own}, but the jobs report {changes} change sets since version {base}")
+    tiles = store_version(port, "tiles")
+    wait_version_above(port, "tiles", tiles + 4)
+    assert store_version(port, store) == own, "the store moved after its jobs were stopped"
+    assert [get_job(port, job_id) for job_id in job_ids] == jobs, "a stopped job went on committing"
+    return own - 1
 
 
 def assert_animated_shape(models: dict, count: int) -> None:
@@ -168,8 +209,8 @@ def test_demo_rate_from_environment(start_server):
 
 # ---- Starting, retuning and stopping a job -----------------------------
 
-def test_animate_job_lifecycle(demo_server):
-    port = demo_server.port
+def test_animate_job_lifecycle(serial_demo_server):
+    port = serial_demo_server.port
     store = animated_store(port)
     created_at = store_version(port, store)
     demo_ids = {job["id"] for job in list_jobs(port)}
@@ -211,10 +252,10 @@ def test_animate_job_lifecycle(demo_server):
     assert stopped["changes"] >= base + 150
 
     # The store's version stops moving, and stays put.
-    settled = wait_version_settled(port, store)
+    settled = assert_stopped_for_good(port, store, created_at, [job["id"]])
     assert settled > created_at
-    final_changes = (find_job(port, job["id"]) or stopped)["changes"]
-    assert wait_version_settled(port, store, timeout=1.0) == settled
+    final_changes = settled - created_at
+    assert final_changes >= stopped["changes"]
     after = find_job(port, job["id"])
     assert after is None or (after["state"] == "stopped" and after["changes"] == final_changes), after
     assert_animated_shape(store_snapshot(port, store)["models"], 4)
@@ -224,9 +265,10 @@ def test_animate_job_lifecycle(demo_server):
     wait_version_above(port, "tiles", tiles)
 
 
-def test_two_jobs_on_one_store_have_distinct_ids(demo_server):
-    port = demo_server.port
+def test_two_jobs_on_one_store_have_distinct_ids(serial_demo_server):
+    port = serial_demo_server.port
     store = animated_store(port, models=2)
+    base = store_version(port, store)
     with running_job(port, store, 10) as first, running_job(port, store, 15) as second:
         assert first["id"] != second["id"]
         listed = {job["id"]: job for job in list_jobs(port)}
@@ -234,17 +276,18 @@ def test_two_jobs_on_one_store_have_distinct_ids(demo_server):
         assert listed[first["id"]]["store"] == listed[second["id"]]["store"] == store
         for job_id in (first["id"], second["id"]):
             assert json_ok(api(port, "DELETE", f"/api/jobs/{job_id}"))["state"] == "stopped"
-    wait_version_settled(port, store)
+    assert_stopped_for_good(port, store, base, [first["id"], second["id"]])
 
 
 @pytest.mark.parametrize("rate", [0.5, 10000000])
-def test_rate_bounds_are_accepted(demo_server, rate):
-    port = demo_server.port
+def test_rate_bounds_are_accepted(serial_demo_server, rate):
+    port = serial_demo_server.port
     store = animated_store(port, models=1)
+    base = store_version(port, store)
     job = start_job(port, store, rate)
-    stopped = json_ok(api(port, "DELETE", f"/api/jobs/{job['id']}"))
+    stopped = stop_job(port, job["id"])
     assert (stopped["id"], stopped["rate"], stopped["state"]) == (job["id"], rate, "stopped"), stopped
-    wait_version_settled(port, store)
+    assert_stopped_for_good(port, store, base, [job["id"]])
 
 
 def test_jobs_share_a_single_job_thread(start_server):

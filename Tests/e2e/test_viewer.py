@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, api, http_client_request, json_ok, store_snapshot, wait_for, wait_version_settled
+from conftest import (REPO_ROOT, api, http_client_request, json_ok, stop_job, store_snapshot, store_version, wait_for,
+                      wait_version_above)
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
@@ -136,10 +137,14 @@ def running_jobs(port: int, store: str = "tiles") -> list[dict]:
 
 
 def stop_animation(port: int, store: str = "tiles") -> int:
-    """Stops every animate job on the store; returns the settled version."""
+    """Stops every animate job on the store; returns its version, which no job moves any more.
+
+    The demo gateway has one job thread, so the version is read after the jobs' last commits
+    (see `stop_job`).
+    """
     for job in running_jobs(port, store):
-        json_ok(api(port, "DELETE", f"/api/jobs/{job['id']}"))
-    return wait_version_settled(port, store)
+        stop_job(port, job["id"])
+    return store_version(port, store)
 
 
 def patch_color(port: int, model: str, color: str, store: str = "tiles") -> dict:
@@ -148,8 +153,11 @@ def patch_color(port: int, model: str, color: str, store: str = "tiles") -> dict
 
 @pytest.fixture(scope="module")
 def demo(module_servers):
-    """A gateway serving the real viewer, with the demo store."""
-    return module_servers("--demo", public=PUBLIC)
+    """A gateway serving the real viewer, with the demo store.
+
+    One job thread makes a stopped job's last commit observable (see `stop_animation`).
+    """
+    return module_servers("--demo", "--job-threads", "1", public=PUBLIC)
 
 
 @pytest.fixture
@@ -212,6 +220,7 @@ def test_two_tabs_stay_in_sync_and_tiles_paint_by_click_and_keyboard(browser, se
     port = quiet.port
     open_viewer(browser, port)
     open_viewer(second_browser, port)
+    base = store_version(port, "tiles")
     # A click, Enter and Space each paint through the HTTP API; both tabs see the result.
     strokes = [("tile-12", "#00aa55", None), ("tile-13", "#aa0055", Keys.ENTER), ("tile-14", "#5500aa", Keys.SPACE)]
     for model, color, key in strokes:
@@ -224,7 +233,9 @@ def test_two_tabs_stay_in_sync_and_tiles_paint_by_click_and_keyboard(browser, se
             tile.send_keys(key)
         wait_for(lambda: store_snapshot(port, "tiles")["models"][model]["color"] == color, 5.0,
                  f"{model} was not painted {color} on the server")
-    wait_version_settled(port, "tiles")
+    # Each stroke is one PATCH, and nothing else writes: the store ends exactly three versions on.
+    version = wait_version_above(port, "tiles", base + len(strokes) - 1, timeout=5.0)
+    assert version == base + len(strokes), f"{len(strokes)} strokes took the store from {base} to {version}"
     first = wait_colors_match_store(browser, port)
     second = wait_colors_match_store(second_browser, port)
     assert first == second

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import api, json_ok, store_snapshot, wait_version_settled
+from conftest import api, json_ok, stop_job, store_snapshot
 from wsclient import (
     RawWebSocket,
     apply_changes,
@@ -268,10 +268,14 @@ def test_demo_tiles_converge_while_animated(start_server):
         assert set(snapshot["models"]) == {f"tile-{i}" for i in range(64)}
         models = snapshot["models"]
         follow(ws, "tiles", models, snapshot["version"], snapshot["version"] + 10)
-        assert json_ok(api(port, "DELETE", "/api/jobs/job-1"))["state"] == "stopped"
-        settled = wait_version_settled(port, "tiles")
-        follow(ws, "tiles", models, snapshot["version"] + 10, settled)
-        assert models == store_snapshot(port, "tiles")["models"]
+        stop_job(port, "job-1")
+        # A change of the test's own, then a snapshot: its version is at least ours, and the
+        # subscriber's folded changes up to exactly that version must be the snapshot's models.
+        own = patch_model(port, "tiles", "tile-0", {"color": "#010203"})
+        final = store_snapshot(port, "tiles")
+        assert final["version"] >= own > snapshot["version"] + 10
+        follow(ws, "tiles", models, snapshot["version"] + 10, final["version"])
+        assert models == final["models"]
 
 
 # ---- Errors ------------------------------------------------------------
