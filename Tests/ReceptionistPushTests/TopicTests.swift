@@ -34,4 +34,77 @@ import Testing
         #expect(gap == 2...4)
         #expect(events.isEmpty)
     }
+
+    // MARK: Through subscriptions
+
+    @discardableResult
+    private func subscribe(_ topic: Topic, _ sink: FakeSink, at position: UInt64) -> Subscription {
+        let subscription = Subscription(target: .topic(topic.name), sink: sink, position: position)
+        topic.add(subscription)
+        return subscription
+    }
+
+    @Test func theRingKeepsTheNewestMessages() {
+        let topic = topic(history: 3, published: 5)
+        #expect(topic.historyLimit == 3 && topic.seq == 5)
+        let (gap, events) = topic.replay(after: 0)
+        #expect(gap == 1...2)
+        #expect(events.map(\.id) == [3, 4, 5])
+        #expect(events.map(FakeSink.describe) == ["message t 3", "message t 4", "message t 5"])
+        #expect(topic.replay(after: 5).gap == nil && topic.replay(after: 5).events.isEmpty)
+    }
+
+    @Test func aMessageReachesEverySubscriberThatHasNotHadIt() {
+        let counters = PushCounters()
+        let topic = Topic(name: "t", historyLimit: 10, counters: counters)
+        let a = FakeSink(), b = FakeSink(), ahead = FakeSink()
+        let subscriptions = [subscribe(topic, a, at: 0), subscribe(topic, b, at: 0), subscribe(topic, ahead, at: 1)]
+        #expect(topic.subscriberCount == 3)
+        #expect(topic.publish("x", publishedAt: 1) == 1)
+        #expect(topic.publish("y", publishedAt: 2) == 2)
+        #expect(a.trace == ["message t 1", "message t 2"] && b.trace == a.trace)
+        #expect(ahead.trace == ["message t 2"])
+        #expect(subscriptions.map(\.position) == [2, 2, 2])
+        #expect(counters.deliveries == 5 && counters.topicPublishes == 2)
+
+        topic.remove(subscriptions[1])
+        _ = topic.publish("z", publishedAt: 3)
+        #expect(b.trace.count == 2 && a.trace.last == "message t 3")
+    }
+
+    @Test func skipReportsTheLostMessagesAsAGapToEachSubscriber() {
+        let topic = topic(history: 10, published: 3)
+        let current = FakeSink(), ahead = FakeSink(), further = FakeSink()
+        subscribe(topic, current, at: 3)
+        subscribe(topic, ahead, at: 5)  // resumed from a number published through another node
+        subscribe(topic, further, at: 9)
+        topic.skip(from: 4, to: 7)
+        #expect(current.owed == ["gap t 4...7"])
+        #expect(ahead.owed == ["gap t 6...7"])
+        #expect(further.trace.isEmpty, "it already had everything up to 9")
+        #expect(topic.seq == 7)
+        let (gap, events) = topic.replay(after: 2)
+        #expect(gap == 3...7 && events.isEmpty, "the history restarts after the skipped messages")
+
+        topic.mirror(seq: 8, publishedAt: 0, data: Array("8".utf8))
+        #expect(current.trace == ["gap t 4...7", "message t 8"])
+        #expect(ahead.trace == ["gap t 6...7", "message t 8"])
+        #expect(further.trace.isEmpty)
+        #expect(topic.replay(after: 7).events.map(\.id) == [8])
+    }
+
+    @Test func restartMovesEverySubscriberBackToTheNewNumbering() throws {
+        let topic = topic(history: 10, published: 5)
+        let current = FakeSink(), ahead = FakeSink()
+        let subscriptions = [subscribe(topic, current, at: 5), subscribe(topic, ahead, at: 9)]
+        topic.restart(seq: 1, publishedAt: 4, data: Array("{\"k\":1}".utf8))
+        #expect(topic.seq == 1)
+        #expect(current.trace == ["message t 1"] && ahead.trace == ["message t 1"])
+        #expect(try current.json(0) == ["type": "message", "topic": "t", "seq": 1, "publishedAt": 4, "data": ["k": 1]])
+        #expect(subscriptions.map(\.position) == [1, 1])
+        let (gap, events) = topic.replay(after: 0)
+        #expect(gap == nil && events.map(\.id) == [1], "the old numbering's messages are gone")
+        #expect(topic.publish(2, publishedAt: 5) == 2)
+        #expect(current.trace == ["message t 1", "message t 2"])
+    }
 }

@@ -56,6 +56,9 @@ public final class StoreFeed {
 
     /// The receptionist's delivery: every change set since the last one, in version order.
     private func fanOut(_ delivery: Receptionist.Delivery) {
+        // A replica reset may put other models in place at a version already seen: a snapshot
+        // cached for that version no longer describes the store.
+        if delivery.changeSets.contains(where: \.isReset) { cachedSnapshot = nil }
         guard !subscriptions.isEmpty else { return }
         var delivered = 0
         for changeSet in delivery.changeSets {

@@ -71,7 +71,7 @@ public final class Topic {
     public func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
         history.removeAll()
         for subscription in subscriptions.values {
-            subscription.reset(to: seq - 1)
+            subscription.reset(to: max(seq, 1) - 1)
         }
         mirror(seq: seq, publishedAt: publishedAt, data: data)
     }

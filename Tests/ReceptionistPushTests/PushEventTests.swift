@@ -1,0 +1,62 @@
+@testable import ReceptionistPush
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+import Testing
+
+/// Invariant 19: a broadcast is encoded once.
+@Suite struct PushEventTests {
+    @Test func oneChangeSetReachesEverySinkAsOneEvent() throws {
+        let push = PushFixture()
+        let store = try push.createStore("s")
+        let sinks = (0..<5).map { _ in FakeSink() }
+        for sink in sinks { try push.subscribe(sink, .store("s")) }
+        try store.put("m", 1)
+        try store.put("m", 2)
+        push.drain()
+
+        for sink in sinks { #expect(sink.trace == ["snapshot s 0", "changes s 1", "changes s 2"]) }
+        for index in 1...2 {
+            let first = sinks[0].events[index]
+            #expect(sinks.allSatisfy { $0.events[index] === first }, "change set \(index) is one PushEvent for all")
+            #expect(first.changeSet?.version == UInt64(index))
+        }
+        #expect(sinks[0].events[1] !== sinks[0].events[2])
+    }
+
+    @Test func oneTopicMessageIsOneEventForEverySinkAndTheHistory() throws {
+        let push = PushFixture()
+        let sinks = (0..<3).map { _ in FakeSink() }
+        for sink in sinks { try push.subscribe(sink, .topic("t")) }
+        _ = push.hub.publish(topic: "t", data: "hello", publishedAt: 7)
+        let first = sinks[0].events[1]
+        #expect(sinks.allSatisfy { $0.events[1] === first })
+        let replayed = push.hub.topic("t").replay(after: 0).events
+        #expect(replayed.count == 1 && replayed[0] === first, "a replay hands out the same event again")
+    }
+
+    @Test func eachTransportsBytesAreBuiltOnceOnFirstUse() throws {
+        let changeSet = ChangeSet(store: "s", version: 3, committedAtMicroseconds: 5, changes: [
+            ModelChange(model: "m", keyPath: "n", oldValue: 1, newValue: 2),
+        ])
+        let event = PushEvent.changes(changeSet)
+        #expect(event.name == "changes" && event.id == 3 && event.changeSet == changeSet)
+        #expect(event.json == PushEncoder.changes(changeSet))
+
+        let frame = event.webSocketFrame
+        #expect(event.webSocketFrame === frame)
+        #expect(frame.array == WebSocketEncoder.frame(.text, payload: event.json))
+        let sse = event.sseEvent
+        #expect(event.sseEvent === sse)
+        #expect(sse !== frame)
+        #expect(sse.array == Array("event: changes\nid: 3\ndata: ".utf8) + event.json + Array("\n\n".utf8))
+    }
+
+    @Test func anEventWithoutAPositionHasNoSSEId() {
+        let json = PushEncoder.gap(topic: "t", from: 1, to: 2)
+        let event = PushEvent(name: "gap", id: nil, json: json)
+        #expect(event.changeSet == nil)
+        #expect(event.sseEvent.array == Array("event: gap\ndata: ".utf8) + json + Array("\n\n".utf8))
+        #expect(event.sseEvent === event.sseEvent)
+    }
+}

@@ -1,0 +1,63 @@
+@testable import ReceptionistPush
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+
+/// A hub on a `ManualContext`, and the registry of stores it serves. Create it, commit and drain
+/// on the test's thread: the feeds' receptionists then deliver on that thread, as on the loop.
+final class PushFixture {
+    let context = ManualContext()
+    let counters = PushCounters()
+    let stores: StoreRegistry
+    let hub: PushHub
+
+    init(storeHistory: Int = 1000, topicHistory: Int = 1000, replication: (any StoreReplication)? = nil) {
+        stores = StoreRegistry(historyLimit: storeHistory, replication: replication)
+        hub = PushHub(stores: stores, context: context, historyLimit: topicHistory, counters: counters)
+    }
+
+    @discardableResult
+    func createStore(_ name: String) throws -> ModelStore {
+        try stores.create(name)
+    }
+
+    @discardableResult
+    func subscribe(_ sink: FakeSink, _ target: StreamTarget, since: UInt64? = nil, epoch: String? = nil) throws -> Subscription {
+        try hub.subscribe(sink, to: target, since: since, epoch: epoch).get()
+    }
+
+    /// Runs the receptionists' queued deliveries. Returns how many jobs ran.
+    @discardableResult
+    func drain() -> Int {
+        withExtendedLifetime(hub) { context.drain() }
+    }
+}
+
+extension ModelStore {
+    /// Commits `{"n": n}` as model `model`.
+    @discardableResult
+    func put(_ model: String, _ n: Int) throws -> ChangeSet {
+        try commit([.put(model: model, value: ["n": .number(Double(n))])])
+    }
+}
+
+/// A shared log that takes no commits: enough to make a registry's stores replicas, which the
+/// tests then drive with `applyReplicated` and `resetReplica` as the cluster engine would.
+final class FakeReplication: StoreReplication {
+    func commit(_ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64) -> ReplicationOutcome {
+        .failed(.unavailable("no log in this test"))
+    }
+
+    func createStore(_ name: String) throws(StoreError) {}
+}
+
+/// The cluster engine as the hub sees it: records which topics it was asked to mirror.
+final class FakeTopicSource: TopicSource {
+    private(set) var watched: [String] = []
+    func watchTopic(_ name: String) { watched.append(name) }
+}
+
+/// A `put` of `{"n": n}` as the log carries it.
+func replicatedPut(_ model: String, _ n: Int) -> [ReplicatedChange] {
+    [ReplicatedChange(model: model, keyPath: .whole, value: ["n": .number(Double(n))])]
+}
