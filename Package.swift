@@ -97,7 +97,7 @@ let package = Package(
             name: "FuzzClientMessage", dependencies: ["FuzzSupport", "ReceptionistWire", "ReceptionistJSON"],
             path: "Fuzz/FuzzClientMessage", swiftSettings: strict),
 
-        .testTarget(name: "ReceptionistWireTests", dependencies: ["ReceptionistWire"], swiftSettings: strict),
+        .testTarget(name: "ReceptionistWireTests", dependencies: ["ReceptionistWire", "ReceptionistJSON"], swiftSettings: strict),
         .testTarget(name: "ReceptionistJSONTests", dependencies: ["ReceptionistJSON"], swiftSettings: strict),
         .testTarget(
             name: "ReceptionistModelTests", dependencies: ["ReceptionistModel", "ReceptionistJSON", "ReceptionistSync"],
@@ -109,7 +109,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "ReceptionistGatewayTests",
-            dependencies: ["ReceptionistGateway", "ReceptionistPush", "ReceptionistWire", "ReceptionistLoop", "ReceptionistJSON"],
+            dependencies: ["ReceptionistGateway", "ReceptionistWire", "ReceptionistLoop"],
             swiftSettings: strict
         ),
     ],
