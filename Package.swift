@@ -35,8 +35,10 @@ let package = Package(
         // Primitives every other module may share: locks, threads, thread-confined boxes and
         // immutable byte buffers. No IO.
         .target(name: "ReceptionistSync", swiftSettings: strict),
-        // JSON values and their text codec: pure.
-        .target(name: "ReceptionistJSON", swiftSettings: strict),
+        // JSON values and their text codec: pure. Numbers keep their literal, objects their order.
+        .target(
+            name: "ReceptionistJSON", dependencies: [.product(name: "OrderedCollections", package: "swift-collections")],
+            swiftSettings: strict),
         // Pure codecs: bytes in, values out. No IO, no clock, no threads.
         .target(name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL", "ReceptionistJSON"], swiftSettings: strict),
         // Model stores, observation, receptionists and job threads. No IO, no libuv.
@@ -60,6 +62,7 @@ let package = Package(
                 "ReceptionistSync",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "OrderedCollections", package: "swift-collections"),
             ],
             swiftSettings: strict
         ),

@@ -41,13 +41,13 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
 
 /// The message as `docs/PROTOCOL.md` writes it.
 func canonicalJSON(_ message: ClientMessage) -> JSONValue {
-    var members: [String: JSONValue] = [:]
+    var members = JSONObject()
     let target: StreamTarget
     switch message {
     case .subscribe(let subscribed, let since, let epoch):
         members["type"] = "subscribe"
         target = subscribed
-        if let since { members["since"] = .number(Double(since)) }
+        if let since { members["since"] = .number(JSONNumber(since)) }
         if let epoch { members["epoch"] = .string(epoch) }
     case .authenticate(let token):
         return ["type": "auth", "token": .string(token)]

@@ -50,9 +50,12 @@ public final class Gateway {
             loop: loop, drain: drain, table: table, hub: hub, stores: stores, jobs: jobs, counters: counters, metrics: metrics,
             engine: cluster?.link)
         let access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
+        let keys: any IdempotencyStore = cluster.map {
+            RedisIdempotencyStore(engine: $0, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
+        } ?? LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
         let router = Router(
-            staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, hub: hub, cluster: cluster, config: config,
-            access: access, counters: counters, operations: operations)
+            staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, hub: hub, cluster: cluster,
+            idempotency: Idempotency(store: keys), config: config, access: access, counters: counters, operations: operations)
         let streams = StreamServices(config: config, hub: hub, access: access, counters: counters, logger: logger, table: table)
         let services = HTTPServices(
             config: config, router: router, jobs: jobs, mailbox: loop.mailbox, dateCache: DateCache(), streams: streams)

@@ -53,6 +53,11 @@ public struct GatewayConfig: Sendable {
     public var maxSubscriptionsPerConnection = 64
     /// Publishes and store mutations, per API key (or per client address without keys).
     public var publishRate = RateLimit(perSecond: 1000, burst: 2000)
+    /// How long an `Idempotency-Key` is remembered after its first use.
+    public var idempotencyWindowSeconds = 300.0
+    /// The most idempotency keys remembered at once (in a cluster, across every node); past it
+    /// the oldest are forgotten first, and the window holds only as long as they last.
+    public var maxIdempotencyKeys = 100_000
     /// Protocol messages a WebSocket client may send.
     public var clientMessageRate = RateLimit(perSecond: 50, burst: 100)
 

@@ -1,4 +1,7 @@
 /// A strict RFC 8259 JSON parser: bytes in, a `JSONValue` or a positioned error out.
+///
+/// Numbers keep their literal text and objects their member order (a repeated member name keeps
+/// its first place and its last value), so nothing the writer meant is lost.
 public struct JSONParser {
     public struct Error: Swift.Error, Sendable, Equatable, CustomStringConvertible {
         public let offset: Int
@@ -22,6 +25,35 @@ public struct JSONParser {
 
     public static func parse(_ text: String) throws(Error) -> JSONValue {
         try parse(Array(text.utf8))
+    }
+
+    /// Validates `bytes` as one JSON text and returns it without the whitespace outside strings:
+    /// every other byte (member order, a number's digits, a string's escapes) is as it was sent.
+    /// This is how a published payload is forwarded: checked, never re-encoded.
+    public static func compact(_ bytes: [UInt8]) throws(Error) -> [UInt8] {
+        _ = try parse(bytes)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var inString = false
+        var escaped = false
+        for byte in bytes {
+            if inString {
+                out.append(byte)
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+            } else if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D {
+                continue
+            } else {
+                if byte == UInt8(ascii: "\"") { inString = true }
+                out.append(byte)
+            }
+        }
+        return out
     }
 
     private let bytes: UnsafeBufferPointer<UInt8>
@@ -67,7 +99,7 @@ public struct JSONParser {
 
     private mutating func parseObject(depth: Int) throws(Error) -> JSONValue {
         index += 1
-        var members: [String: JSONValue] = [:]
+        var members = JSONObject()
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
@@ -119,7 +151,7 @@ public struct JSONParser {
         }
     }
 
-    private mutating func parseNumber() throws(Error) -> Double {
+    private mutating func parseNumber() throws(Error) -> JSONNumber {
         let start = index
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
@@ -139,9 +171,8 @@ public struct JSONParser {
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
-        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
-        guard let value = Double(text), value.isFinite else { throw Error(offset: start, reason: "number out of range") }
-        return value
+        // Kept as written: no range is imposed, and nothing is rounded.
+        return JSONNumber(validLiteral: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= 48 && byte <= 57 }

@@ -6,7 +6,8 @@ extension JSONValue {
         public let value: JSONValue?
     }
 
-    /// Applies an RFC 7386 JSON Merge Patch and reports each key path it changed.
+    /// Applies an RFC 7386 JSON Merge Patch and reports each key path it changed. Members the
+    /// patch adds are appended in its order; members it changes keep their places.
     ///
     /// An object member merges into an existing object; `null` removes a key; anything else
     /// replaces. Effects that change nothing are not reported, so the effects applied in order to
@@ -39,19 +40,17 @@ extension JSONValue {
             effects.append(PatchEffect(path: path, value: replacement))
             return
         }
-        // Take the dictionary out so it stays uniquely referenced while it is edited.
+        // Take the members out so they stay uniquely referenced while they are edited. Members
+        // the patch adds go at the end, in the patch's order; the others keep their places.
         self = .null
-        for key in members.keys.sorted() {
-            let member = members[key]!
+        for (key, member) in members {
             let childPath = path + [key]
             if member == .null {
                 if target.removeValue(forKey: key) != nil {
                     effects.append(PatchEffect(path: childPath, value: nil))
                 }
-            } else if case .object = member, var child = target[key], child.objectValue != nil {
-                target[key] = nil
-                child.merge(member, at: childPath, effects: &effects)
-                target[key] = child
+            } else if case .object = member, let index = target.index(forKey: key), target.values[index].objectValue != nil {
+                target.values[index].merge(member, at: childPath, effects: &effects)
             } else {
                 let replacement = member.objectValue != nil ? Self.mergePatchResult(member) : member
                 if target[key] != replacement {

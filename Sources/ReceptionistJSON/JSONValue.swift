@@ -1,15 +1,22 @@
+import OrderedCollections
+
+/// A JSON object's members, in the order they were written.
+public typealias JSONObject = OrderedDictionary<String, JSONValue>
+
 /// A JSON value (RFC 8259): the type of every model property.
 ///
-/// Object keys are unordered; encoding writes them sorted so equal values encode equally.
+/// A value keeps what its writer meant: numbers their literal text (`JSONNumber`), objects their
+/// member order. Encoding writes it back as it came, less whitespace, so a value read and written
+/// again is the same text, and equal values encode equally.
 public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
-    case number(Double)
+    case number(JSONNumber)
     case string(String)
     case array([JSONValue])
-    case object([String: JSONValue])
+    case object(JSONObject)
 
-    public var objectValue: [String: JSONValue]? {
+    public var objectValue: JSONObject? {
         if case .object(let members) = self { return members }
         return nil
     }
@@ -19,13 +26,26 @@ public enum JSONValue: Sendable, Hashable {
         return nil
     }
 
+    /// The number's nearest `Double`, for values the gateway computes with (rates, times).
     public var numberValue: Double? {
-        if case .number(let number) = self { return number }
+        if case .number(let number) = self { return number.doubleValue }
+        return nil
+    }
+
+    /// The number as an unsigned integer, when its literal is one (a version, a time in µs).
+    public var uint64Value: UInt64? {
+        if case .number(let number) = self { return number.uint64Value }
         return nil
     }
 
     public subscript(key: String) -> JSONValue? {
         objectValue?[key]
+    }
+
+    /// An object of `members` written in key order, for tables without an order of their own
+    /// (a store's models by id).
+    public static func sortedObject(_ members: [String: JSONValue]) -> JSONValue {
+        .object(JSONObject(uniqueKeysWithValues: members.sorted { $0.key < $1.key }))
     }
 
     /// The value at `path` (object members only), or nil if any step is missing.
@@ -38,16 +58,17 @@ public enum JSONValue: Sendable, Hashable {
         return current
     }
 
-    /// Sets (or with nil removes) the value at `path`, creating intermediate objects.
+    /// Sets (or with nil removes) the value at `path`, creating intermediate objects. A member
+    /// that exists keeps its place; a new one is added at the end.
     ///
     /// A step through a non-object replaces it with an object. The payload is taken out of `self`
-    /// before it is changed so the dictionary stays uniquely referenced and is edited in place.
+    /// before it is changed so the members stay uniquely referenced and are edited in place.
     public mutating func setValue(_ value: JSONValue?, at path: ArraySlice<String>) {
         guard let key = path.first else {
             self = value ?? .null
             return
         }
-        var members: [String: JSONValue]
+        var members: JSONObject
         if case .object(let existing) = self {
             members = existing
             self = .null
@@ -56,8 +77,10 @@ public enum JSONValue: Sendable, Hashable {
         }
         if path.count == 1 {
             members[key] = value
-        } else if value != nil || members[key] != nil {
-            var child = members.removeValue(forKey: key) ?? .object([:])
+        } else if let index = members.index(forKey: key) {
+            members.values[index].setValue(value, at: path.dropFirst())
+        } else if value != nil {
+            var child = JSONValue.object([:])
             child.setValue(value, at: path.dropFirst())
             members[key] = child
         }
@@ -69,12 +92,15 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
 {
     public init(stringLiteral value: String) { self = .string(value) }
-    public init(integerLiteral value: Int) { self = .number(Double(value)) }
-    public init(floatLiteral value: Double) { self = .number(value) }
+    public init(integerLiteral value: Int) { self = .number(JSONNumber(value)) }
+    public init(floatLiteral value: Double) { self = .number(JSONNumber(value)) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    /// Members in the order written; a repeated key keeps its first place and its last value.
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
-        self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
+        var members = JSONObject()
+        for (key, value) in elements { members[key] = value }
+        self = .object(members)
     }
     public init(nilLiteral: ()) { self = .null }
 }

@@ -1,4 +1,4 @@
-/// Encodes `JSONValue`s as compact JSON text with sorted object keys.
+/// Encodes `JSONValue`s as compact JSON text: numbers as their literals, members in their order.
 public enum JSONWriter {
     public static func encode(_ value: JSONValue) -> [UInt8] {
         var out: [UInt8] = []
@@ -15,7 +15,7 @@ public enum JSONWriter {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: flag ? "true".utf8 : "false".utf8)
-        case .number(let number): writeNumber(number, to: &out)
+        case .number(let number): out.append(contentsOf: number.literal.utf8)
         case .string(let text): writeString(text, to: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
@@ -26,24 +26,13 @@ public enum JSONWriter {
             out.append(UInt8(ascii: "]"))
         case .object(let members):
             out.append(UInt8(ascii: "{"))
-            for (i, key) in members.keys.sorted().enumerated() {
+            for (i, (key, member)) in members.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
                 writeString(key, to: &out)
                 out.append(UInt8(ascii: ":"))
-                write(members[key]!, to: &out)
+                write(member, to: &out)
             }
             out.append(UInt8(ascii: "}"))
-        }
-    }
-
-    /// Integral values within ±2^53 are written without a fraction.
-    public static func writeNumber(_ number: Double, to out: inout [UInt8]) {
-        if number.isFinite, number == number.rounded(), abs(number) <= 9_007_199_254_740_992 {
-            out.append(contentsOf: String(Int64(number)).utf8)
-        } else if number.isFinite {
-            out.append(contentsOf: "\(number)".utf8)
-        } else {
-            out.append(contentsOf: "null".utf8)
         }
     }
 

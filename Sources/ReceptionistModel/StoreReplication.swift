@@ -42,21 +42,21 @@ public struct ReplicatedChange: Sendable, Hashable {
 public enum ReplicatedChangeSet {
     public static func encode(_ changeSet: ChangeSet) -> JSONValue {
         let changes: [JSONValue] = changeSet.changes.map { change in
-            var object: [String: JSONValue] = [
+            var object: JSONObject = [
                 "m": .string(change.model), "p": .array(change.keyPath.components.map { .string($0) }),
             ]
             if let value = change.newValue { object["v"] = value }
             return .object(object)
         }
         return [
-            "v": .number(Double(changeSet.version)), "t": .number(Double(changeSet.committedAtMicroseconds)),
+            "v": .number(JSONNumber(changeSet.version)), "t": .number(JSONNumber(changeSet.committedAtMicroseconds)),
             "c": .array(changes),
         ]
     }
 
     /// Decodes an entry; nil when it is not one.
     public static func decode(_ value: JSONValue) -> (version: UInt64, committedAt: UInt64, changes: [ReplicatedChange])? {
-        guard let version = value["v"]?.numberValue, let time = value["t"]?.numberValue,
+        guard let version = value["v"]?.uint64Value, let time = value["t"]?.uint64Value,
               case .array(let items)? = value["c"], version >= 1
         else { return nil }
         var changes: [ReplicatedChange] = []
@@ -69,6 +69,6 @@ public enum ReplicatedChangeSet {
             }
             changes.append(ReplicatedChange(model: model, keyPath: ModelKeyPath(components), value: item["v"]))
         }
-        return (UInt64(version), UInt64(max(0, time)), changes)
+        return (version, time, changes)
     }
 }

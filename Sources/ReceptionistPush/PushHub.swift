@@ -67,9 +67,9 @@ public final class PushHub {
         }
     }
 
-    /// Publishes to a topic, creating it on first use. `publishedAt` is in microseconds since the
-    /// Unix epoch. Returns the message's sequence number.
-    public func publish(topic name: String, data: JSONValue, publishedAt: UInt64) -> Result<UInt64, Problem> {
+    /// Publishes `data` (JSON text, validated and compacted) to a topic, creating it on first use.
+    /// `publishedAt` is in microseconds since the Unix epoch. Returns the message's sequence number.
+    public func publish(topic name: String, data: [UInt8], publishedAt: UInt64) -> Result<UInt64, Problem> {
         if let problem = check(.topic(name)) { return .failure(problem) }
         return .success(topic(name).publish(data, publishedAt: publishedAt))
     }

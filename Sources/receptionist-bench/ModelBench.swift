@@ -89,7 +89,7 @@ struct ModelBench: ParsableCommand {
                         operations.removeAll(keepingCapacity: true)
                         for c in 0..<changesPerSet {
                             let model = "m\((t &* 7919 &+ i &* 31 &+ c) % models)"
-                            operations.append(.set(model: model, keyPath: "color", value: .number(Double(i))))
+                            operations.append(.set(model: model, keyPath: "color", value: .number(JSONNumber(i))))
                         }
                         try! store.commit(operations)
                         i += 1

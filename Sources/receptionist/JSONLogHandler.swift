@@ -17,15 +17,15 @@ struct JSONLogHandler: LogHandler {
     }
 
     func log(event: LogEvent) {
-        var fields: [String: JSONValue] = [:]
-        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
-            fields[key] = Self.json(value)
+        // The fixed fields first, then the metadata in key order.
+        var fields: JSONObject = [
+            "ts": .string(Self.timestamp()), "level": .string(event.level.rawValue), "label": .string(label),
+            "message": .string(event.message.description), "source": .string(event.source),
+        ]
+        let merged = metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 })
+        for key in merged.keys.sorted() where fields[key] == nil {
+            fields[key] = Self.json(merged[key]!)
         }
-        fields["ts"] = .string(Self.timestamp())
-        fields["level"] = .string(event.level.rawValue)
-        fields["label"] = .string(label)
-        fields["message"] = .string(event.message.description)
-        fields["source"] = .string(event.source)
         var line = JSONWriter.encode(.object(fields))
         line.append(UInt8(ascii: "\n"))
         // One write per line, so lines from different threads never interleave.
@@ -37,7 +37,7 @@ struct JSONLogHandler: LogHandler {
         case .string(let text): .string(text)
         case .stringConvertible(let convertible): .string(convertible.description)
         case .array(let items): .array(items.map(json))
-        case .dictionary(let entries): .object(entries.mapValues(json))
+        case .dictionary(let entries): .sortedObject(entries.mapValues(json))
         }
     }
 

@@ -98,6 +98,12 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Publishes a key may make in one burst above --publish-rate.")
     var publishBurst = 2000.0
 
+    @Option(help: "Seconds an Idempotency-Key is remembered after its first use; a retry within it is answered from the first attempt.")
+    var idempotencyWindow = 300.0
+
+    @Option(help: "Most Idempotency-Keys remembered at once; past it the oldest are forgotten first.")
+    var idempotencyKeys = 100_000
+
     @Option(help: "Protocol messages per second one WebSocket client may send; 0 for no limit.")
     var clientMessageRate = 50.0
 
@@ -141,6 +147,9 @@ struct ServeCommand: ParsableCommand {
         }
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
+        }
+        guard idempotencyWindow > 0, idempotencyKeys > 0 else {
+            throw ValidationError("--idempotency-window and --idempotency-keys must be positive")
         }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard engine == "memory" || engine == "redis" else { throw ValidationError("--engine must be memory or redis") }
@@ -193,6 +202,8 @@ struct ServeCommand: ParsableCommand {
         config.maxSubscriptionsPerConnection = maxSubscriptions
         config.publishRate = RateLimit(perSecond: publishRate, burst: publishBurst)
         config.clientMessageRate = RateLimit(perSecond: clientMessageRate, burst: clientMessageBurst)
+        config.idempotencyWindowSeconds = idempotencyWindow
+        config.maxIdempotencyKeys = idempotencyKeys
         config.redisURL = engine == "redis" ? redisUrl : nil
 
         let gateway = try Gateway(config: config, logger: logger)

@@ -4,12 +4,13 @@ import Testing
 @Suite struct JSONParserTests {
     @Test func parsesEveryKind() throws {
         let value = try JSONParser.parse(#" {"a": [1, -2.5, 3e2, true, false, null], "b": {"c": "d\u00e9\n\ud83d\ude00"}} "#)
-        #expect(value == ["a": [1, -2.5, 300, true, false, nil], "b": ["c": "dé\n😀"]])
+        #expect(value["b"] == ["c": "dé\n😀"])
+        #expect(JSONWriter.string(value) == #"{"a":[1,-2.5,3e2,true,false,null],"b":{"c":"dé\n😀"}}"#)
     }
 
     @Test(arguments: [
         "", " ", "{", "[1,]", "{\"a\":1,}", "{'a':1}", "01", "1.", ".5", "-", "+1", "1e", "tru", "nul",
-        "\"abc", "\"\\x\"", "\"\\ud800\"", "\"a\u{1}b\"", "[1] 2", "{\"a\" 1}", "NaN", "1e999",
+        "\"abc", "\"\\x\"", "\"\\ud800\"", "\"a\u{1}b\"", "[1] 2", "{\"a\" 1}", "NaN", "-01", "1.e5", "--1",
     ])
     func refusesInvalidText(_ text: String) {
         #expect(throws: JSONParser.Error.self) { try JSONParser.parse(text) }
@@ -26,12 +27,100 @@ import Testing
         #expect(throws: JSONParser.Error.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
     }
 
-    @Test func encodesCompactlyWithSortedKeys() throws {
+    @Test func encodesCompactlyInMemberOrder() throws {
         let value: JSONValue = ["b": [1, 2.5, "x\"y"], "a": nil, "c": ["z": true]]
-        #expect(JSONWriter.string(value) == #"{"a":null,"b":[1,2.5,"x\"y"],"c":{"z":true}}"#)
+        #expect(JSONWriter.string(value) == #"{"b":[1,2.5,"x\"y"],"a":null,"c":{"z":true}}"#)
         #expect(try JSONParser.parse(JSONWriter.encode(value)) == value)
         #expect(JSONWriter.string("\u{1}\t") == #""\u0001\t""#)
-        #expect(JSONWriter.string(.number(1e300)) == "1e+300")
+        #expect(JSONWriter.string(.number(JSONNumber(1e300))) == "1e+300")
+    }
+}
+
+/// What a publisher or a model's writer sent comes back as sent: numbers as written, members in
+/// their order; only whitespace outside strings may go.
+@Suite struct JSONExactnessTests {
+    static let texts = [
+        #"{"id":123456789012345678,"n":9007199254740993,"a":1,"Z":2}"#,
+        #"{"d":1.10,"big":1e400,"neg":-0.0,"e":1E+2,"tiny":5e-324,"z":0}"#,
+        #"[18446744073709551616123,-0,0.000,12.500e+00]"#,
+        #"{"s":"\u00e9\n\/x","nested":{"b":1,"a":[{"y":2,"x":1}]}}"#,
+        #"-1.5e-7"#,
+    ]
+
+    @Test(arguments: texts)
+    func parsingThenWritingGivesTheSameText(_ text: String) throws {
+        let value = try JSONParser.parse(text)
+        let written = JSONWriter.string(value)
+        if text.contains("\\") {
+            // Escapes are decoded by the parser: the value, not its spelling, survives a model.
+            #expect(try JSONParser.parse(written) == value)
+        } else {
+            #expect(written == text)
+        }
+    }
+
+    @Test(arguments: texts)
+    func compactKeepsEveryByteButWhitespaceOutsideStrings(_ text: String) throws {
+        #expect(try JSONParser.compact(Array(text.utf8)) == Array(text.utf8))
+        #expect(try JSONParser.compact(Array(Self.spaced(text).utf8)) == Array(text.utf8))
+    }
+
+    /// `text` with all four kinds of whitespace around every structural character outside strings.
+    static func spaced(_ text: String) -> String {
+        var out = " \n"
+        var inString = false, escaped = false
+        for character in text {
+            if inString {
+                out.append(character)
+                if escaped { escaped = false } else if character == "\\" { escaped = true } else if character == "\"" { inString = false }
+            } else if "{}[],:".contains(character) {
+                out += " \t\(character)\r\n"
+            } else {
+                if character == "\"" { inString = true }
+                out.append(character)
+            }
+        }
+        return out + " "
+    }
+
+    @Test func compactLeavesStringsAlone() throws {
+        let text = #"{ "a b" : "x , y : \" } ", "c":[ "\\" , "\u0020" ] }"#
+        #expect(String(decoding: try JSONParser.compact(Array(text.utf8)), as: UTF8.self)
+            == #"{"a b":"x , y : \" } ","c":["\\","\u0020"]}"#)
+    }
+
+    @Test(arguments: ["", " ", "{", "[1,]", "01", "NaN", "\"\\x\"", "[1] 2"])
+    func compactRefusesWhatIsNotJSON(_ text: String) {
+        #expect(throws: JSONParser.Error.self) { try JSONParser.compact(Array(text.utf8)) }
+    }
+
+    @Test func numbersCompareByTheirLiteral() throws {
+        #expect(try JSONParser.parse("1") != JSONParser.parse("1.0"))
+        #expect(try JSONParser.parse("9007199254740993") != JSONParser.parse("9007199254740992"))
+        #expect(try JSONParser.parse("9007199254740993").numberValue == 9_007_199_254_740_992)
+        #expect(try JSONParser.parse("18446744073709551615").uint64Value == .max)
+        #expect(try JSONParser.parse("1e400").numberValue == .infinity)
+        #expect(try JSONParser.parse("1.5").uint64Value == nil)
+    }
+
+    @Test func membersKeepTheirOrderAndARepeatedNameItsFirstPlace() throws {
+        let value = try JSONParser.parse(#"{"z":1,"a":2,"m":3,"a":4}"#)
+        #expect(JSONWriter.string(value) == #"{"z":1,"a":4,"m":3}"#)
+        #expect(value != (try JSONParser.parse(#"{"a":4,"z":1,"m":3}"#)), "order is part of the value")
+    }
+
+    @Test func settingAMemberKeepsItsPlaceAndANewOneGoesLast() throws {
+        var value = try JSONParser.parse(#"{"z":{"y":1,"x":2},"a":1}"#)
+        value.setValue(5, at: ["z", "y"][...])
+        value.setValue(6, at: ["b"][...])
+        value.setValue(7, at: ["z", "w", "v"][...])
+        #expect(JSONWriter.string(value) == #"{"z":{"y":5,"x":2,"w":{"v":7}},"a":1,"b":6}"#)
+    }
+
+    @Test func aMergePatchAppendsNewMembersInItsOwnOrder() throws {
+        var value = try JSONParser.parse(#"{"z":1,"style":{"b":1,"a":2},"a":3}"#)
+        _ = value.applyMergePatch(try JSONParser.parse(#"{"q":1,"style":{"c":3,"b":9},"a":null,"p":2}"#))
+        #expect(JSONWriter.string(value) == #"{"z":1,"style":{"b":9,"a":2,"c":3},"q":1,"p":2}"#)
     }
 }
 
@@ -62,7 +151,7 @@ import Testing
         (#"{"a":"b"}"#, #"["c"]"#, #"["c"]"#),
         (#"{"a":"foo"}"#, #"null"#, #"null"#),
         (#"{"a":"foo"}"#, #""bar""#, #""bar""#),
-        (#"{"e":null}"#, #"{"a":1}"#, #"{"a":1,"e":null}"#),
+        (#"{"e":null}"#, #"{"a":1}"#, #"{"e":null,"a":1}"#),
         (#"[1,2]"#, #"{"a":"b","c":null}"#, #"{"a":"b"}"#),
         (#"{}"#, #"{"a":{"bb":{"ccc":null}}}"#, #"{"a":{"bb":{}}}"#),
     ])

@@ -54,7 +54,7 @@ import Testing
         let store = ModelStore(name: "s", historyLimit: 3)
         try store.commit([.put(model: "m", value: ["n": 0])])
         for n in 1...5 {
-            try store.commit([.set(model: "m", keyPath: "n", value: .number(Double(n)))])
+            try store.commit([.set(model: "m", keyPath: "n", value: .number(JSONNumber(Double(n))))])
         }
         #expect(store.changes(since: 6) == [])
         #expect(store.changes(since: 3)?.map(\.version) == [4, 5, 6])
@@ -83,7 +83,7 @@ import Testing
             DispatchQueue.global().async(group: group) {
                 for i in 0..<perThread {
                     let model = "m\((t * 7 + i) % 64)"
-                    let value = JSONValue.number(Double(t * perThread + i))
+                    let value = JSONValue.number(JSONNumber(Double(t * perThread + i)))
                     try! store.commit([.set(model: model, keyPath: "color", value: value),
                                        .set(model: model, keyPath: "twin", value: value)])
                 }

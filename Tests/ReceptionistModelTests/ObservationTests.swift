@@ -57,7 +57,7 @@ import Testing
         selfToken.withLock { $0 = remover }
         victimToken.withLock { $0 = store.observe { _ in calls.withLock { $0.victim += 1 } } }
         for n in 0..<3 {
-            try store.commit([.put(model: "m", value: ["n": .number(Double(n))])])
+            try store.commit([.put(model: "m", value: ["n": .number(JSONNumber(Double(n)))])])
         }
         let result = calls.withLock { $0 }
         #expect(result.selfRemover == 1)
@@ -78,7 +78,7 @@ import Testing
             let committing = DispatchGroup()
             DispatchQueue.global().async(group: committing) {
                 for n in 0..<200 {
-                    try! store.commit([.set(model: "m", keyPath: "n", value: .number(Double(n)))])
+                    try! store.commit([.set(model: "m", keyPath: "n", value: .number(JSONNumber(Double(n))))])
                 }
             }
             _ = eventually { calls.withLock { $0 } > 0 }

@@ -54,11 +54,11 @@ import Testing
                     let a = "m\((t * 13 + i) % 64)", b = "m\((t * 5 + i * 3) % 64)"
                     // Mix single changes, pairs, nested paths and whole-model replacements.
                     switch i % 7 {
-                    case 0: try! store.commit([.put(model: a, value: ["color": .number(Double(i)), "n": ["x": 1]])])
-                    case 1: try! store.commit([.set(model: a, keyPath: "n.y", value: .number(Double(t)))])
-                    case 2: try! store.commit([.set(model: a, keyPath: "color", value: .number(Double(i))),
-                                               .set(model: b, keyPath: "color", value: .number(Double(-i)))])
-                    default: try! store.commit([.set(model: a, keyPath: "color", value: .number(Double(t * perThread + i)))])
+                    case 0: try! store.commit([.put(model: a, value: ["color": .number(JSONNumber(Double(i))), "n": ["x": 1]])])
+                    case 1: try! store.commit([.set(model: a, keyPath: "n.y", value: .number(JSONNumber(Double(t))))])
+                    case 2: try! store.commit([.set(model: a, keyPath: "color", value: .number(JSONNumber(Double(i)))),
+                                               .set(model: b, keyPath: "color", value: .number(JSONNumber(Double(-i))))])
+                    default: try! store.commit([.set(model: a, keyPath: "color", value: .number(JSONNumber(Double(t * perThread + i))))])
                     }
                 }
             }
@@ -105,7 +105,7 @@ import Testing
         for t in 0..<4 {
             DispatchQueue.global().async(group: group) {
                 for i in 0..<Int(5_000 * stressScale) {
-                    let value = JSONValue.number(Double(t * 100_000 + i))
+                    let value = JSONValue.number(JSONNumber(Double(t * 100_000 + i)))
                     try! store.commit([.set(model: "a", keyPath: "v", value: value), .set(model: "b", keyPath: "v", value: value)])
                 }
             }

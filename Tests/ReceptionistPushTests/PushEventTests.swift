@@ -28,7 +28,7 @@ import Testing
         let push = PushFixture()
         let sinks = (0..<3).map { _ in FakeSink() }
         for sink in sinks { try push.subscribe(sink, .topic("t")) }
-        _ = push.hub.publish(topic: "t", data: "hello", publishedAt: 7)
+        _ = push.hub.publish(topic: "t", data: json("hello"), publishedAt: 7)
         let first = sinks[0].events[1]
         #expect(sinks.allSatisfy { $0.events[1] === first })
         let replayed = push.hub.topic("t").replay(after: 0).events

@@ -37,7 +37,7 @@ extension ModelStore {
     /// Commits `{"n": n}` as model `model`.
     @discardableResult
     func put(_ model: String, _ n: Int) throws -> ChangeSet {
-        try commit([.put(model: model, value: ["n": .number(Double(n))])])
+        try commit([.put(model: model, value: ["n": .number(JSONNumber(Double(n)))])])
     }
 }
 
@@ -59,5 +59,10 @@ final class FakeTopicSource: TopicSource {
 
 /// A `put` of `{"n": n}` as the log carries it.
 func replicatedPut(_ model: String, _ n: Int) -> [ReplicatedChange] {
-    [ReplicatedChange(model: model, keyPath: .whole, value: ["n": .number(Double(n))])]
+    [ReplicatedChange(model: model, keyPath: .whole, value: ["n": .number(JSONNumber(Double(n)))])]
+}
+
+/// A value as the JSON text a publisher sends.
+func json(_ value: JSONValue) -> [UInt8] {
+    JSONWriter.encode(value)
 }

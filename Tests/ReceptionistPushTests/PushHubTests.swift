@@ -160,15 +160,15 @@ import Testing
 
     @Test func aFreshTopicSubscriptionStartsAfterTheLastMessage() throws {
         let push = PushFixture()
-        #expect(try push.hub.publish(topic: "t", data: "one", publishedAt: 10).get() == 1)
-        #expect(try push.hub.publish(topic: "t", data: "two", publishedAt: 11).get() == 2)
+        #expect(try push.hub.publish(topic: "t", data: json("one"), publishedAt: 10).get() == 1)
+        #expect(try push.hub.publish(topic: "t", data: json("two"), publishedAt: 11).get() == 2)
         let sink = FakeSink()
         let subscription = try push.subscribe(sink, .topic("t"))
         #expect(sink.owed == ["subscribed t 2"])
         #expect(try sink.json(0) == ["type": "subscribed", "topic": "t", "seq": 2, "resumed": false])
         #expect(subscription.position == 2)
 
-        #expect(try push.hub.publish(topic: "t", data: ["x": 3], publishedAt: 12).get() == 3)
+        #expect(try push.hub.publish(topic: "t", data: json(["x": 3]), publishedAt: 12).get() == 3)
         #expect(sink.trace == ["subscribed t 2", "message t 3"])
         #expect(sink.sent == ["message t 3"])
         #expect(try sink.json(1) == ["type": "message", "topic": "t", "seq": 3, "publishedAt": 12, "data": ["x": 3]])
@@ -178,13 +178,13 @@ import Testing
 
     @Test func aTopicResumeReplaysTheHistoryThenGoesLive() throws {
         let push = PushFixture()
-        for n in 1...5 { _ = push.hub.publish(topic: "t", data: .number(Double(n)), publishedAt: 0) }
+        for n in 1...5 { _ = push.hub.publish(topic: "t", data: json(.number(JSONNumber(Double(n)))), publishedAt: 0) }
         let sink = FakeSink()
         try push.subscribe(sink, .topic("t"), since: 2)
         #expect(sink.trace == ["subscribed t 5 resumed", "message t 3", "message t 4", "message t 5"])
         #expect(sink.owed == ["subscribed t 5 resumed"])
         #expect(try sink.json(1)["data"] == 3)
-        _ = push.hub.publish(topic: "t", data: 6, publishedAt: 0)
+        _ = push.hub.publish(topic: "t", data: json(6), publishedAt: 0)
         #expect(sink.trace.last == "message t 6" && sink.trace.count == 5)
         #expect(push.counters.topicResumes == 1 && push.counters.gaps == 0)
 
@@ -197,7 +197,7 @@ import Testing
 
     @Test func aTopicResumePastTheHistoryReportsTheGapThenTheKeptMessages() throws {
         let push = PushFixture(topicHistory: 3)
-        for n in 1...8 { _ = push.hub.publish(topic: "t", data: .number(Double(n)), publishedAt: 0) }
+        for n in 1...8 { _ = push.hub.publish(topic: "t", data: json(.number(JSONNumber(Double(n)))), publishedAt: 0) }
         let sink = FakeSink()
         let subscription = try push.subscribe(sink, .topic("t"), since: 2)
         #expect(sink.trace == ["subscribed t 8 resumed", "gap t 3...5", "message t 6", "message t 7", "message t 8"])
@@ -209,11 +209,11 @@ import Testing
 
     @Test func aTopicResumeFromANumberNotYetReachedStartsOver() throws {
         let push = PushFixture()
-        _ = push.hub.publish(topic: "t", data: 1, publishedAt: 0)
+        _ = push.hub.publish(topic: "t", data: json(1), publishedAt: 0)
         let sink = FakeSink()
         try push.subscribe(sink, .topic("t"), since: 7)  // an earlier life of the topic
         #expect(sink.trace == ["subscribed t 1"])
-        _ = push.hub.publish(topic: "t", data: 2, publishedAt: 0)
+        _ = push.hub.publish(topic: "t", data: json(2), publishedAt: 0)
         #expect(sink.trace == ["subscribed t 1", "message t 2"])
         #expect(push.counters.topicResumes == 0 && push.counters.gaps == 0)
     }
@@ -263,7 +263,7 @@ import Testing
         let invalidTopic = try #require(push.hub.check(.topic("a b")))
         #expect(throws: noSuchStore) { try push.subscribe(sink, .store("missing")) }
         #expect(throws: invalidTopic) { try push.subscribe(sink, .topic("a b"), since: 3) }
-        #expect(push.hub.publish(topic: "a b", data: 1, publishedAt: 0) == .failure(invalidTopic))
+        #expect(push.hub.publish(topic: "a b", data: json(1), publishedAt: 0) == .failure(invalidTopic))
         #expect(sink.trace.isEmpty)
         #expect(push.hub.feeds.isEmpty && push.hub.topics.isEmpty)
     }
@@ -278,7 +278,7 @@ import Testing
         ]
         try a.put("m", 1)
         try b.put("m", 2)
-        _ = push.hub.publish(topic: "t", data: 1, publishedAt: 0)
+        _ = push.hub.publish(topic: "t", data: json(1), publishedAt: 0)
         try a.put("m", 2)
         push.drain()
 
@@ -303,13 +303,13 @@ import Testing
         try push.subscribe(staying, .topic("t"))
         try store.put("m", 1)
         push.drain()
-        _ = push.hub.publish(topic: "t", data: 1, publishedAt: 0)
+        _ = push.hub.publish(topic: "t", data: json(1), publishedAt: 0)
 
         push.hub.unsubscribe(storeSubscription)
         push.hub.unsubscribe(topicSubscription)
         #expect(push.hub.storeSubscriberCount == 1 && push.hub.topicSubscriberCount == 1)
         try store.put("m", 2)
-        _ = push.hub.publish(topic: "t", data: 2, publishedAt: 0)
+        _ = push.hub.publish(topic: "t", data: json(2), publishedAt: 0)
         push.drain()
 
         #expect(leaving.trace == ["snapshot s 0", "subscribed t 0", "changes s 1", "message t 1"])
@@ -337,7 +337,7 @@ import Testing
         #expect(push.counters.changeSetsFannedOut == 6)
         #expect(push.counters.deliveries == 6 + 4 * 3, "four change sets to the first three; the others had them")
 
-        for n in 1...4 { _ = push.hub.publish(topic: "t", data: .number(Double(n)), publishedAt: 0) }
+        for n in 1...4 { _ = push.hub.publish(topic: "t", data: json(.number(JSONNumber(Double(n)))), publishedAt: 0) }
         let gapped = FakeSink(), replayed = FakeSink()
         try push.subscribe(gapped, .topic("t"), since: 1)  // the ring holds 3...4
         try push.subscribe(replayed, .topic("t"), since: 3)

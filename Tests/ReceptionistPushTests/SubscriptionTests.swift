@@ -10,11 +10,11 @@ import Testing
     }
 
     private func changes(_ version: UInt64) -> PushEvent {
-        changes(version, [ModelChange(model: "m", keyPath: "n", oldValue: nil, newValue: .number(Double(version)))])
+        changes(version, [ModelChange(model: "m", keyPath: "n", oldValue: nil, newValue: .number(JSONNumber(Double(version))))])
     }
 
     private func message(_ seq: UInt64) -> PushEvent {
-        PushEvent(name: "message", id: seq, json: PushEncoder.message(topic: "t", seq: seq, publishedAt: 0, data: .number(Double(seq))))
+        PushEvent(name: "message", id: seq, json: PushEncoder.message(topic: "t", seq: seq, publishedAt: 0, data: json(.number(JSONNumber(Double(seq))))))
     }
 
     // MARK: Position (invariant 18)

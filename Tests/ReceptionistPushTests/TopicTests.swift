@@ -6,7 +6,7 @@ import Testing
     private func topic(history: Int, published: Int) -> Topic {
         let topic = Topic(name: "t", historyLimit: history, counters: PushCounters())
         for i in 0..<published {
-            #expect(topic.publish(.number(Double(i)), publishedAt: UInt64(i)) == UInt64(i + 1))
+            #expect(topic.publish(json(.number(JSONNumber(Double(i)))), publishedAt: UInt64(i)) == UInt64(i + 1))
         }
         return topic
     }
@@ -60,15 +60,15 @@ import Testing
         let a = FakeSink(), b = FakeSink(), ahead = FakeSink()
         let subscriptions = [subscribe(topic, a, at: 0), subscribe(topic, b, at: 0), subscribe(topic, ahead, at: 1)]
         #expect(topic.subscriberCount == 3)
-        #expect(topic.publish("x", publishedAt: 1) == 1)
-        #expect(topic.publish("y", publishedAt: 2) == 2)
+        #expect(topic.publish(json("x"), publishedAt: 1) == 1)
+        #expect(topic.publish(json("y"), publishedAt: 2) == 2)
         #expect(a.trace == ["message t 1", "message t 2"] && b.trace == a.trace)
         #expect(ahead.trace == ["message t 2"])
         #expect(subscriptions.map(\.position) == [2, 2, 2])
         #expect(counters.deliveries == 5 && counters.topicPublishes == 2)
 
         topic.remove(subscriptions[1])
-        _ = topic.publish("z", publishedAt: 3)
+        _ = topic.publish(json("z"), publishedAt: 3)
         #expect(b.trace.count == 2 && a.trace.last == "message t 3")
     }
 
@@ -104,7 +104,7 @@ import Testing
         #expect(subscriptions.map(\.position) == [1, 1])
         let (gap, events) = topic.replay(after: 0)
         #expect(gap == nil && events.map(\.id) == [1], "the old numbering's messages are gone")
-        #expect(topic.publish(2, publishedAt: 5) == 2)
+        #expect(topic.publish(json(2), publishedAt: 5) == 2)
         #expect(current.trace == ["message t 1", "message t 2"])
     }
 }

@@ -1,3 +1,4 @@
+import ReceptionistJSON
 import Testing
 @testable import ReceptionistWire
 
@@ -235,5 +236,27 @@ private let validRequests: [String] = [
         let output = parse(text)
         #expect(output.requests.first?.isUpgrade == true)
         #expect(output.upgradeRemainder == Array("\u{81}\u{80}rest".utf8))
+    }
+
+    /// A published body, split between reads at every byte, chunked or not, reaches the handler
+    /// whole, and compacts to the publisher's bytes less whitespace: digits, order and escapes kept.
+    @Test func aJSONBodySplitAnywhereCompactsToThePublishersBytes() throws {
+        let compact = #"{"id":123456789012345678,"n":9007199254740993,"Z":2,"a":1,"f":1.10,"big":1e400,"neg":-0.0,"s":"\u00e9\n\/x"}"#
+        let sent = " { \"id\" : 123456789012345678 ,\n\"n\":9007199254740993,\"Z\":2, \"a\":1,\"f\":1.10,\"big\":1e400,\"neg\":-0.0,\"s\":\"\\u00e9\\n\\/x\"}\r\n"
+        let body = Array(sent.utf8)
+        let chunked = Array("\(String(body.count, radix: 16))\r\n".utf8) + body + Array("\r\n0\r\n\r\n".utf8)
+        let requests = [
+            Array("POST /api/topics/t/messages HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.count)\r\n\r\n".utf8) + body,
+            Array("POST /api/topics/t/messages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".utf8) + chunked,
+        ]
+        for bytes in requests {
+            for cut in 1..<bytes.count {
+                let output = parse([Array(bytes[..<cut]), Array(bytes[cut...])])
+                #expect(output.error == nil, "cut at \(cut)")
+                let request = try #require(output.requests.first, "cut at \(cut)")
+                #expect(request.body == body, "cut at \(cut)")
+                #expect(try JSONParser.compact(request.body) == Array(compact.utf8), "cut at \(cut)")
+            }
+        }
     }
 }

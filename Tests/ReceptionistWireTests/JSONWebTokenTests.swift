@@ -11,7 +11,7 @@ import ReceptionistWire
     }
 
     @Test func acceptsASignedTokenAndReadsItsClaims() throws {
-        let text = token(["sub": "alice", "exp": .number(now + 60), "stores": ["tiles"], "topics": ["news.*"]])
+        let text = token(["sub": "alice", "exp": .number(JSONNumber(now + 60)), "stores": ["tiles"], "topics": ["news.*"]])
         let claims = try JSONWebToken.verify(text, secret: secret, now: now).get()
         #expect(claims == TokenClaims(subject: "alice", expiresAt: now + 60, stores: ["tiles"], topics: ["news.*"]))
         #expect(claims.allows(.store("tiles")))
@@ -22,7 +22,7 @@ import ReceptionistWire
     }
 
     @Test func wildcardCoversEveryName() throws {
-        let claims = try JSONWebToken.verify(token(["exp": .number(now + 1), "stores": ["*"]]), secret: secret, now: now).get()
+        let claims = try JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 1)), "stores": ["*"]]), secret: secret, now: now).get()
         #expect(claims.allows(.store("anything")))
         #expect(!claims.allows(.topic("anything")), "a kind the token does not list is not readable")
     }
@@ -37,14 +37,14 @@ import ReceptionistWire
     }
 
     @Test func refusesExpiredAndNotYetValid() {
-        #expect(JSONWebToken.verify(token(["exp": .number(now)]), secret: secret, now: now) == .failure(.expired))
-        #expect(JSONWebToken.verify(token(["exp": .number(now - 1)]), secret: secret, now: now).failureCode == "token_expired")
-        #expect(JSONWebToken.verify(token(["exp": .number(now + 10), "nbf": .number(now + 5)]), secret: secret, now: now)
+        #expect(JSONWebToken.verify(token(["exp": .number(JSONNumber(now))]), secret: secret, now: now) == .failure(.expired))
+        #expect(JSONWebToken.verify(token(["exp": .number(JSONNumber(now - 1))]), secret: secret, now: now).failureCode == "token_expired")
+        #expect(JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 10)), "nbf": .number(JSONNumber(now + 5))]), secret: secret, now: now)
             == .failure(.notYetValid))
     }
 
     @Test func refusesOtherSecretsAndTampering() {
-        let text = token(["exp": .number(now + 60), "stores": ["tiles"]])
+        let text = token(["exp": .number(JSONNumber(now + 60)), "stores": ["tiles"]])
         #expect(JSONWebToken.verify(text, secret: Array("other".utf8), now: now) == .failure(.badSignature))
         let parts = text.split(separator: ".").map(String.init)
         let forged = Base64URL.encode(Array("{\"exp\":9999999999,\"stores\":[\"*\"]}".utf8))
@@ -66,7 +66,7 @@ import ReceptionistWire
                 continue
             }
         }
-        let badClaims = token(["exp": .number(now + 60), "stores": "tiles"])
+        let badClaims = token(["exp": .number(JSONNumber(now + 60)), "stores": "tiles"])
         #expect(JSONWebToken.verify(badClaims, secret: secret, now: now) == .failure(.malformed("\"stores\" must be an array of names")))
     }
 }

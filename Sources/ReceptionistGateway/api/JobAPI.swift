@@ -68,9 +68,9 @@ struct JobAPI {
     }
 
     static func json(_ info: JobInfo) -> JSONValue {
-        var object: [String: JSONValue] = [
+        var object: JSONObject = [
             "id": .string(info.id), "kind": .string(info.kind), "store": .string(info.store),
-            "rate": .number(info.rate), "state": .string(info.state.name), "changes": .number(Double(info.changes)),
+            "rate": .number(JSONNumber(info.rate)), "state": .string(info.state.name), "changes": .number(JSONNumber(info.changes)),
         ]
         if case .failed(let reason) = info.state { object["error"] = .string(reason) }
         return .object(object)

@@ -6,9 +6,10 @@ import ReceptionistWire
 /// its reply comes after the commit and carries the new version.
 struct StoreAPI {
     let stores: StoreRegistry
+    let idempotency: Idempotency
 
-    /// `segments` follow `/api/stores`.
-    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>) -> RouteResult {
+    /// `segments` follow `/api/stores`; `scope` is the idempotency scope of the caller's API key.
+    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
         let method = request.method
         let path = Array(segments)
         switch path.count {
@@ -23,7 +24,12 @@ struct StoreAPI {
             return .work { snapshot(path[0]) }
         case 2 where path[1] == "changes":
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
-            return .work { commitChanges(path[0], request) }
+            switch Idempotency.key(of: request) {
+            case .success(let key):
+                return .work { idempotency.run(key, scope: scope, request: request) { commitChanges(path[0], request) } }
+            case .failure(let failure):
+                return .reply(failure.reply)
+            }
         case 3 where path[1] == "models":
             let (name, id) = (path[0], path[2])
             switch method {
@@ -41,7 +47,7 @@ struct StoreAPI {
     private func list() -> Reply {
         let entries: [JSONValue] = stores.all.map { store in
             let snapshot = store.snapshot()
-            return ["name": .string(store.name), "version": .number(Double(snapshot.version)), "models": .number(Double(snapshot.models.count))]
+            return ["name": .string(store.name), "version": .number(JSONNumber(snapshot.version)), "models": .number(JSONNumber(snapshot.models.count))]
         }
         return .json(.ok, ["stores": .array(entries)])
     }
@@ -65,15 +71,15 @@ struct StoreAPI {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         let snapshot = store.snapshot()
         return .json(.ok, [
-            "store": .string(name), "version": .number(Double(snapshot.version)), "epoch": .string(store.epoch),
-            "models": .object(snapshot.models),
+            "store": .string(name), "version": .number(JSONNumber(snapshot.version)), "epoch": .string(store.epoch),
+            "models": .sortedObject(snapshot.models),
         ])
     }
 
     private func model(_ name: String, _ id: String) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         guard let (value, version) = store.model(id) else { return .error(.noSuchModel(id)) }
-        return .json(.ok, ["store": .string(name), "id": .string(id), "version": .number(Double(version)), "value": value])
+        return .json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": value])
     }
 
     private func put(_ name: String, _ id: String, _ request: HTTPRequest) -> Reply {
@@ -95,7 +101,7 @@ struct StoreAPI {
         do {
             let changeSet = try store.commit(operations)
             let created = changeSet.changes.first?.kind == .created && changeSet.changes.first?.keyPath == .whole
-            return .json(created ? .created : .ok, ["store": .string(name), "id": .string(id), "version": .number(Double(changeSet.version))])
+            return .json(created ? .created : .ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(changeSet.version))])
         } catch {
             return .error(error)
         }
@@ -115,7 +121,7 @@ struct StoreAPI {
         }
         do {
             let changeSet = try store.commit(operations)
-            return .json(.ok, ["store": .string(name), "version": .number(Double(changeSet.version)), "changes": .number(Double(changeSet.changes.count))])
+            return .json(.ok, ["store": .string(name), "version": .number(JSONNumber(changeSet.version)), "changes": .number(JSONNumber(changeSet.changes.count))])
         } catch {
             return .error(error)
         }

@@ -6,28 +6,36 @@ import ReceptionistWire
 
 /// `/api/topics/...`: publish and list. Topics live on the loop, so these answer at once; a publish
 /// is answered after the message is sequenced, in the history, and queued to every subscriber.
+/// A message's data is forwarded as the publisher's bytes, validated and compacted, never re-encoded.
 ///
 /// Loop thread only.
 struct TopicAPI {
     let hub: PushHub
     /// The `redis` engine, which numbers every message when the gateway is one node of a cluster.
     let cluster: ClusterEngine?
+    let idempotency: Idempotency
 
-    /// `segments` follow `/api/topics`.
-    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>) -> RouteResult {
+    /// `segments` follow `/api/topics`; `scope` is the idempotency scope of the caller's API key.
+    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
         let method = request.method
         let path = Array(segments)
         switch path.count {
         case 0:
             guard method == .get || method == .head else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD")) }
             let topics: [JSONValue] = hub.topics.values.sorted { $0.name < $1.name }.map {
-                ["name": .string($0.name), "seq": .number(Double($0.seq)), "subscribers": .number(Double($0.subscriberCount))]
+                ["name": .string($0.name), "seq": .number(JSONNumber($0.seq)), "subscribers": .number(JSONNumber($0.subscriberCount))]
             }
             return .reply(.json(.ok, ["topics": .array(topics)]))
         case 2 where path[1] == "messages":
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
-            if let cluster { return publishThroughCluster(path[0], request, cluster) }
-            return .reply(publish(path[0], request))
+            let key: IdempotencyKey?
+            switch Idempotency.key(of: request) {
+            case .success(let parsed): key = parsed
+            case .failure(let failure): return .reply(failure.reply)
+            }
+            if let cluster { return publishThroughCluster(path[0], request, cluster, key: key, scope: scope) }
+            // One node: the table is in memory, so the loop may ask it.
+            return .reply(idempotency.run(key, scope: scope, request: request) { publish(path[0], request) })
         default:
             return .reply(.error(.notFound, "no such resource"))
         }
@@ -35,38 +43,40 @@ struct TopicAPI {
 
     /// Cluster: Redis numbers the message; a job thread waits for it (and for this node to have
     /// it in its history), so the loop never waits. While Redis is down the answer is 503.
-    private func publishThroughCluster(_ name: String, _ request: HTTPRequest, _ cluster: ClusterEngine) -> RouteResult {
-        let data: JSONValue
-        switch Reply.parseJSONBody(request) {
-        case .success(let value): data = value
+    private func publishThroughCluster(
+        _ name: String, _ request: HTTPRequest, _ cluster: ClusterEngine, key: IdempotencyKey?, scope: String
+    ) -> RouteResult {
+        let json: [UInt8]
+        switch Reply.compactJSONBody(request) {
+        case .success(let bytes): json = bytes
         case .failure(let failure): return .reply(failure.reply)
         }
         if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
         guard cluster.isUp else { return .reply(.error(.unavailable("Redis is unreachable"))) }
         let engine = LoopBound(cluster, loop: cluster.loop)
         let mailbox = cluster.loop.mailbox
-        let json = JSONWriter.encode(data)
-        return .work {
+        let idempotency = self.idempotency
+        return .work { idempotency.run(key, scope: scope, request: request) {
             let outcome: Result<UInt64, StoreError> = LoopCall.wait(
                 mailbox, seconds: RedisStoreReplication.timeoutSeconds, timedOut: .failure(.unavailable("Redis did not answer in time"))
             ) { done in
                 engine.value.publish(topic: name, data: json, completion: done)
             }
             switch outcome {
-            case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(Double(seq))])
+            case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))])
             case .failure(let error): return .error(error)
             }
-        }
+        } }
     }
 
     private func publish(_ name: String, _ request: HTTPRequest) -> Reply {
-        let data: JSONValue
-        switch Reply.parseJSONBody(request) {
-        case .success(let value): data = value
+        let data: [UInt8]
+        switch Reply.compactJSONBody(request) {
+        case .success(let bytes): data = bytes
         case .failure(let failure): return failure.reply
         }
         switch hub.publish(topic: name, data: data, publishedAt: Clock.microsecondsSinceEpoch()) {
-        case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(Double(seq))])
+        case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))])
         case .failure(let problem): return .error(.badRequest, problem.message)
         }
     }

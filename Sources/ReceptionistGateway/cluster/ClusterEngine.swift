@@ -18,7 +18,7 @@ final class ClusterEngine: TopicSource {
     let loop: EventLoop
     let link: RedisLink
     private let logger: Logger
-    private let keys: ClusterKeys
+    let keys: ClusterKeys
     private let historyLimit: Int
     private let stores: StoreRegistry
     /// The thread store replicas are changed on, in stream order: not the loop (a receptionist

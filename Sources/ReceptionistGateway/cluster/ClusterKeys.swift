@@ -16,6 +16,10 @@ struct ClusterKeys: Sendable {
     func storeLog(_ store: String) -> String { "rcpt:s:{\(store)}:log" }
     func topicSeq(_ topic: String) -> String { "rcpt:t:{\(topic)}:seq" }
     func topicLog(_ topic: String) -> String { "rcpt:t:{\(topic)}:log" }
+    /// An idempotency key's entry, by scope (an API key's digest) and key.
+    func idempotencyEntry(scope: String, key: String) -> String { "rcpt:i:\(scope):\(key)" }
+    /// Every idempotency entry, scored by when it was first used, for the bound on their number.
+    var idempotencyEntries: String { "rcpt:i" }
 
     /// Notifications on `channel`: a kind letter, a colon, and the store or topic name.
     enum Notice: Equatable {

@@ -46,4 +46,38 @@ enum ClusterScripts {
         redis.call('PUBLISH', ARGV[4], ARGV[5])
         return seq
         """
+
+    /// KEYS: the key's entry, the table of every entry by first use. ARGV: fingerprint (hex),
+    /// window in ms, now in ms, most keys. Returns nil when claimed (the entry is then
+    /// `p:<fingerprint>`, pending, expiring after the window), else the entry as it stands
+    /// (`p:<fingerprint>` or `d:<fingerprint>:<status>:<body>`). Past the most keys the oldest
+    /// entries are deleted.
+    static let idempotencyClaim = """
+        local entry = redis.call('GET', KEYS[1])
+        if entry then return entry end
+        redis.call('SET', KEYS[1], 'p:' .. ARGV[1], 'PX', ARGV[2])
+        redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
+        redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[2]))
+        local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
+        if over > 0 then
+          for _, old in ipairs(redis.call('ZRANGE', KEYS[2], 0, over - 1)) do redis.call('DEL', old) end
+          redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
+        end
+        return false
+        """
+
+    /// KEYS: the key's entry. ARGV: fingerprint (hex), the answer (`<status>:<body>`). Stores the
+    /// answer, keeping the entry's expiry, if the entry is still this request's pending claim.
+    static let idempotencyComplete = """
+        if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then
+          redis.call('SET', KEYS[1], 'd:' .. ARGV[1] .. ':' .. ARGV[2], 'KEEPTTL')
+        end
+        return 1
+        """
+
+    /// KEYS: the key's entry. ARGV: fingerprint (hex). Forgets a pending claim of this request.
+    static let idempotencyRelease = """
+        if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then redis.call('DEL', KEYS[1]) end
+        return 1
+        """
 }

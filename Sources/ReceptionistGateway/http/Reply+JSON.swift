@@ -46,6 +46,17 @@ extension Reply {
         return error(status, storeError.description)
     }
 
+    /// Validates a request body as one JSON text and returns it compacted (whitespace outside
+    /// strings dropped, every other byte as sent), or explains why it is not JSON.
+    static func compactJSONBody(_ request: HTTPRequest) -> Result<[UInt8], ReplyError> {
+        guard !request.body.isEmpty else { return .failure(ReplyError(.error(.badRequest, "a JSON body is required"))) }
+        do {
+            return .success(try JSONParser.compact(request.body))
+        } catch {
+            return .failure(ReplyError(.error(.badRequest, "invalid JSON: \(error)")))
+        }
+    }
+
     /// Parses a request body as JSON, or explains why it is not.
     static func parseJSONBody(_ request: HTTPRequest) -> Result<JSONValue, ReplyError> {
         guard !request.body.isEmpty else { return .failure(ReplyError(.error(.badRequest, "a JSON body is required"))) }

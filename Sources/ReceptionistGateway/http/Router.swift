@@ -20,12 +20,13 @@ final class Router {
 
     init(
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub, cluster: ClusterEngine?,
-        config: GatewayConfig, access: AccessControl, counters: GatewayCounters, operations: OperationsEndpoints
+        idempotency: Idempotency, config: GatewayConfig, access: AccessControl, counters: GatewayCounters,
+        operations: OperationsEndpoints
     ) {
         self.staticFiles = staticFiles
-        storeAPI = StoreAPI(stores: stores)
+        storeAPI = StoreAPI(stores: stores, idempotency: idempotency)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
-        topicAPI = TopicAPI(hub: hub, cluster: cluster)
+        topicAPI = TopicAPI(hub: hub, cluster: cluster, idempotency: idempotency)
         self.hub = hub
         enableEcho = config.enableEcho
         self.access = access
@@ -62,13 +63,16 @@ final class Router {
         if request.method == .options, let origin {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
         }
-        if let refusal = checkMutation(request, client: client, now: now) {
-            return .reply(refusal.withHeaders(origins.corsHeaders(origin: origin)))
+        let scope: String
+        switch checkMutation(request, client: client, now: now) {
+        case .success(let allowed): scope = allowed
+        case .failure(let refusal): return .reply(refusal.reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
-        return withCORS(routeAPI(request, segments, origin: origin), origin: origin)
+        return withCORS(routeAPI(request, segments, origin: origin, scope: scope), origin: origin)
     }
 
-    private func routeAPI(_ request: HTTPRequest, _ segments: [String], origin: String?) -> RouteResult {
+    /// `scope` is the idempotency scope of a mutation's API key.
+    private func routeAPI(_ request: HTTPRequest, _ segments: [String], origin: String?, scope: String) -> RouteResult {
         switch segments.first {
         case "stores" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
@@ -76,8 +80,8 @@ final class Router {
         case "topics" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .topic(segments[1]), origin: origin)
-        case "stores": return storeAPI.route(request, segments.dropFirst())
-        case "topics": return topicAPI.route(request, segments.dropFirst())
+        case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
+        case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
         default: return .reply(.error(.notFound, "no such API resource"))
         }
@@ -86,22 +90,23 @@ final class Router {
     // MARK: Checks
 
     /// A mutating call needs the API key (when one is configured) and room in its publish bucket.
-    private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Reply? {
+    /// Returns the key's idempotency scope, or the refusal.
+    private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Result<String, ReplyError> {
         switch request.method {
         case .post, .put, .patch, .delete: break
-        default: return nil
+        default: return .success("")
         }
         switch access.checkKey(request, client: client) {
         case .refused(let detail):
             counters.refused(.apiKey)
-            return .error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])
-        case .allowed(let rateKey):
+            return .failure(ReplyError(.error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])))
+        case .allowed(let rateKey, let scope):
             if case .limited(let seconds) = publishLimiter.take(rateKey, now: now) {
                 counters.refused(.publishRate)
-                return .error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
-                              headers: [("Retry-After", "\(seconds)")])
+                return .failure(ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
+                                                  headers: [("Retry-After", "\(seconds)")])))
             }
-            return nil
+            return .success(scope)
         }
     }
 

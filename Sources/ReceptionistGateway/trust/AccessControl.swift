@@ -5,11 +5,19 @@ import ReceptionistWire
 struct AccessControl: Sendable {
     /// The configured API keys; empty means mutations are open (and the gateway stays on loopback).
     private let apiKeys: [[UInt8]]
+    /// Each key's scope for idempotency keys: a digest of the key, the same on every node that
+    /// has it, and no use to anyone who reads it.
+    private let scopes: [String]
     /// The HS256 secret subscription tokens are checked with; nil means subscriptions are open.
     private let tokenSecret: [UInt8]?
 
     init(apiKeys: [String], tokenSecret: String?) {
         self.apiKeys = apiKeys.map { Array($0.utf8) }
+        scopes = self.apiKeys.map { key in
+            HMACSHA256.mac(key: Array("receptionist scope".utf8), message: key).prefix(12).map { byte in
+                String(byte, radix: 16).count == 1 ? "0" + String(byte, radix: 16) : String(byte, radix: 16)
+            }.joined()
+        }
         self.tokenSecret = tokenSecret.map { Array($0.utf8) }
     }
 
@@ -17,15 +25,16 @@ struct AccessControl: Sendable {
     var requiresToken: Bool { tokenSecret != nil }
 
     enum KeyCheck: Equatable {
-        /// Allowed; the identity that publish rates are counted against.
-        case allowed(rateKey: String)
+        /// Allowed; the identity that publish rates are counted against, and the scope of its
+        /// idempotency keys (empty without API keys: one scope for everyone).
+        case allowed(rateKey: String, scope: String)
         case refused(String)
     }
 
     /// Checks `Authorization: Bearer <key>` on a mutating request. Every configured key is compared,
     /// each in constant time, so the time taken does not tell which key, or which byte, was close.
     func checkKey(_ request: HTTPRequest, client: String) -> KeyCheck {
-        guard requiresAPIKey else { return .allowed(rateKey: "address " + client) }
+        guard requiresAPIKey else { return .allowed(rateKey: "address " + client, scope: "") }
         guard let presented = Self.bearer(request.headers["Authorization"]).map({ Array($0.utf8) }) else {
             return .refused("this call needs an API key: send Authorization: Bearer <key>")
         }
@@ -34,7 +43,7 @@ struct AccessControl: Sendable {
             match = index
         }
         guard let match else { return .refused("the API key is not valid") }
-        return .allowed(rateKey: "key \(match)")
+        return .allowed(rateKey: "key \(match)", scope: scopes[match])
     }
 
     /// Checks a subscription token against the secret and the wall clock.

@@ -36,7 +36,7 @@ public enum PushEncoder {
         field("epoch", epoch, &out)
         out += (reset ? ",\"reset\":true" : ",\"reset\":false").utf8
         out += ",\"models\":".utf8
-        JSONWriter.write(.object(snapshot.models), to: &out)
+        JSONWriter.write(.sortedObject(snapshot.models), to: &out)
         out.append(UInt8(ascii: "}"))
         return out
     }
@@ -58,25 +58,15 @@ public enum PushEncoder {
         return out
     }
 
-    public static func message(topic: String, seq: UInt64, publishedAt: UInt64, data: JSONValue) -> [UInt8] {
+    /// A topic message. `data` is the JSON text the publisher sent (compacted, never re-encoded),
+    /// written last and as it is, so every subscriber gets the publisher's bytes.
+    public static func message(topic: String, seq: UInt64, publishedAt: UInt64, data: [UInt8]) -> [UInt8] {
         var out = head("message")
         field("topic", topic, &out)
         number("seq", seq, &out)
         number("publishedAt", publishedAt, &out)
         out += ",\"data\":".utf8
-        JSONWriter.write(data, to: &out)
-        out.append(UInt8(ascii: "}"))
-        return out
-    }
-
-    /// As `message(topic:seq:publishedAt:data:)`, with `data` already JSON text (from Redis).
-    public static func message(topic: String, seq: UInt64, publishedAt: UInt64, rawData: [UInt8]) -> [UInt8] {
-        var out = head("message")
-        field("topic", topic, &out)
-        number("seq", seq, &out)
-        number("publishedAt", publishedAt, &out)
-        out += ",\"data\":".utf8
-        out += rawData
+        out += data
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -1,4 +1,3 @@
-import ReceptionistJSON
 import ReceptionistModel
 import ReceptionistWire
 
@@ -39,9 +38,10 @@ public final class Topic {
         pending.removeAll { $0.subscription === subscription }
     }
 
-    /// Sequences `data`, published at `publishedAt` (microseconds since the Unix epoch), keeps it
-    /// in the history and hands it to every subscriber. Returns its number.
-    public func publish(_ data: JSONValue, publishedAt: UInt64) -> UInt64 {
+    /// Sequences `data` (JSON text, validated and compacted by the caller), published at
+    /// `publishedAt` (microseconds since the Unix epoch), keeps it in the history and hands it to
+    /// every subscriber. Returns its number.
+    public func publish(_ data: [UInt8], publishedAt: UInt64) -> UInt64 {
         seq += 1
         let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
         record(PushEvent(name: "message", id: seq, json: json))
@@ -52,7 +52,7 @@ public final class Topic {
     /// `data` is JSON text.
     public func mirror(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
         self.seq = seq
-        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, rawData: data)
+        let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
         record(PushEvent(name: "message", id: seq, json: json))
     }
 

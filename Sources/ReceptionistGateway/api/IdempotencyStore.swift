@@ -1,0 +1,34 @@
+import ReceptionistWire
+
+/// What a publish's first attempt answered, kept for its retries.
+struct StoredReply: Sendable, Equatable {
+    let status: HTTPStatus
+    let body: [UInt8]
+}
+
+/// What claiming an idempotency key found.
+enum IdempotencyClaim: Sendable, Equatable {
+    /// The key is new (or its window passed): this request goes ahead, then completes or releases it.
+    case claimed
+    /// The same request was answered already: answer it again, publish nothing.
+    case replay(StoredReply)
+    /// The key was used for a different request (another target or body).
+    case conflict
+    /// The same request is still being answered (a retry that overtook its first attempt).
+    case inProgress
+    /// The shared table could not be asked (the cluster's Redis is down).
+    case unavailable(String)
+}
+
+/// Idempotency keys, remembered per scope (an API key) for `--idempotency-window`, at most
+/// `--idempotency-keys` of them, the oldest forgotten first. In memory for one node, in Redis
+/// for a cluster.
+///
+/// Any thread; the Redis store blocks, so call it from a job thread, never the loop.
+protocol IdempotencyStore: Sendable {
+    func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) -> IdempotencyClaim
+    /// The claimed request was answered with `reply`, which its retries get.
+    func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply)
+    /// The claimed request failed: forget the key, so that a retry may try again.
+    func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8])
+}

@@ -1,0 +1,87 @@
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistWire
+
+/// A cluster's idempotency keys, in Redis, so that a retry is recognised on any node: one entry per
+/// (scope, key) expiring after the window, and one sorted set of every entry by first use for the
+/// bound on their number (`ClusterScripts.idempotencyClaim`).
+///
+/// Any thread except the loop's: each call waits while the loop asks Redis.
+final class RedisIdempotencyStore: IdempotencyStore {
+    static let timeoutSeconds = 10.0
+    private let mailbox: Mailbox
+    private let commands: LoopBound<RedisConnection>
+    private let keys: ClusterKeys
+    private let windowMilliseconds: Int
+    private let maxKeys: Int
+
+    /// Loop thread (it binds the engine's command connection).
+    init(engine: ClusterEngine, windowSeconds: Double, maxKeys: Int) {
+        mailbox = engine.loop.mailbox
+        commands = LoopBound(engine.link.commands, loop: engine.loop)
+        keys = engine.keys
+        windowMilliseconds = max(1, Int(windowSeconds * 1000))
+        self.maxKeys = max(1, maxKeys)
+    }
+
+    func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) -> IdempotencyClaim {
+        let hex = Self.hex(fingerprint)
+        let arguments = [
+            "EVAL", ClusterScripts.idempotencyClaim, "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
+            hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys),
+        ]
+        return LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")) {
+            [commands] done in
+            let sent = commands.value.send(arguments) { reply in
+                switch reply {
+                case .null?: done(.claimed)
+                case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))
+                case .error(let text)?: done(.unavailable("Redis refused the idempotency key: \(text)"))
+                default: done(.unavailable("lost the connection to Redis before it answered"))
+                }
+            }
+            if !sent { done(.unavailable("Redis is unreachable")) }
+        }
+    }
+
+    func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) {
+        var arguments: [[UInt8]] = [
+            "EVAL", ClusterScripts.idempotencyComplete, "1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint),
+        ].map { Array($0.utf8) }
+        arguments.append(Array("\(reply.status.code):".utf8) + reply.body)
+        run(arguments)
+    }
+
+    func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) {
+        run(["EVAL", ClusterScripts.idempotencyRelease, "1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
+            .map { Array($0.utf8) })
+    }
+
+    /// Sends a script and waits for Redis to have run it (or for the time-out).
+    private func run(_ arguments: [[UInt8]]) {
+        _ = LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: false) { [commands] done in
+            if !commands.value.send(arguments, reply: { _ in done(true) }) { done(false) }
+        }
+    }
+
+    /// What an existing entry means for a request with `fingerprint`.
+    static func judge(_ entry: [UInt8], fingerprint: String) -> IdempotencyClaim {
+        let parts = entry.split(separator: UInt8(ascii: ":"), maxSplits: 3, omittingEmptySubsequences: false)
+        guard parts.count >= 2, String(decoding: parts[1], as: UTF8.self) == fingerprint else { return .conflict }
+        guard parts[0].elementsEqual("d".utf8), parts.count == 4,
+              let code = Int(String(decoding: parts[2], as: UTF8.self))
+        else { return .inProgress }
+        return .replay(StoredReply(status: HTTPStatus(code: code, reason: code == 201 ? "Created" : "OK"), body: Array(parts[3])))
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count * 2)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

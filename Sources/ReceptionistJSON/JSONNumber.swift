@@ -1,0 +1,44 @@
+/// A JSON number exactly as it was written: its literal text (RFC 8259 grammar), never rounded
+/// through a `Double`. An integer of any size, `1.10` or `1e400` comes back out as it went in;
+/// `-0.0` stays `-0.0`.
+///
+/// Two numbers are equal when their literals are: `1` and `1.0` are different values, as they are
+/// different text. Code that must compute with a number (a version, a rate) asks for
+/// `doubleValue` or `uint64Value` at that moment.
+public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral {
+    /// The number's text, valid by the RFC 8259 grammar.
+    public let literal: String
+
+    /// `literal` must already be valid number text (the parser's job).
+    init(validLiteral literal: String) {
+        self.literal = literal
+    }
+
+    /// An integer, written in full.
+    public init<T: BinaryInteger>(_ value: T) {
+        literal = String(value)
+    }
+
+    /// A `Double`: integral values within ±2^53 without a fraction, others in Swift's shortest
+    /// round-tripping form. A non-finite value has no JSON form and is written as `null`.
+    public init(_ value: Double) {
+        if value.isFinite, value == value.rounded(), abs(value) <= 9_007_199_254_740_992 {
+            literal = String(Int64(value))
+        } else if value.isFinite {
+            literal = "\(value)"
+        } else {
+            literal = "null"
+        }
+    }
+
+    public init(integerLiteral value: Int) { self.init(value) }
+    public init(floatLiteral value: Double) { self.init(value) }
+
+    /// The nearest `Double` (infinite for a literal beyond its range, such as `1e400`).
+    public var doubleValue: Double { Double(literal) ?? .nan }
+
+    /// The value as an unsigned integer, when the literal is one (no fraction, no exponent, no sign).
+    public var uint64Value: UInt64? { UInt64(literal) }
+
+    public var description: String { literal }
+}

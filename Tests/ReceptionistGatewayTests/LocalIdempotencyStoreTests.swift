@@ -1,0 +1,78 @@
+@testable import ReceptionistGateway
+import ReceptionistWire
+import Synchronization
+import Testing
+
+@Suite struct LocalIdempotencyStoreTests {
+    /// A clock the test moves by hand.
+    final class ManualClock: Sendable {
+        private let seconds = Mutex(0.0)
+        func advance(_ by: Double) { seconds.withLock { $0 += by } }
+        var now: Double { seconds.withLock { $0 } }
+    }
+
+    private func key(_ text: String) -> IdempotencyKey { IdempotencyKey(header: text)! }
+    private let first: [UInt8] = [1], second: [UInt8] = [2]
+    private let created = StoredReply(status: .created, body: Array(#"{"seq":1}"#.utf8))
+
+    @Test func aCompletedKeyIsReplayedAndAnotherRequestUnderItIsAConflict() {
+        let store = LocalIdempotencyStore(windowSeconds: 300, maxKeys: 10)
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .claimed)
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .inProgress, "the first attempt is not answered yet")
+        store.complete(key("k"), scope: "", fingerprint: first, reply: created)
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .replay(created))
+        #expect(store.claim(key("k"), scope: "", fingerprint: second) == .conflict)
+    }
+
+    @Test func scopesAreApart() {
+        let store = LocalIdempotencyStore(windowSeconds: 300, maxKeys: 10)
+        #expect(store.claim(key("k"), scope: "a", fingerprint: first) == .claimed)
+        #expect(store.claim(key("k"), scope: "b", fingerprint: second) == .claimed)
+    }
+
+    @Test func aReleasedKeyMayBeTriedAgain() {
+        let store = LocalIdempotencyStore(windowSeconds: 300, maxKeys: 10)
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .claimed)
+        store.release(key("k"), scope: "", fingerprint: first)
+        #expect(store.claim(key("k"), scope: "", fingerprint: second) == .claimed)
+        store.complete(key("k"), scope: "", fingerprint: second, reply: created)
+        store.release(key("k"), scope: "", fingerprint: second)
+        #expect(store.claim(key("k"), scope: "", fingerprint: second) == .replay(created), "a completed key is not released")
+    }
+
+    @Test func aKeyIsForgottenWhenItsWindowHasPassed() {
+        let clock = ManualClock()
+        let store = LocalIdempotencyStore(windowSeconds: 5, maxKeys: 10, now: { clock.now })
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .claimed)
+        store.complete(key("k"), scope: "", fingerprint: first, reply: created)
+        clock.advance(4.999)
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .replay(created))
+        clock.advance(0.001)
+        #expect(store.claim(key("k"), scope: "", fingerprint: second) == .claimed)
+        #expect(store.count == 1)
+    }
+
+    /// The bound: without it the table grows with every key a publisher ever sent.
+    @Test func pastTheBoundTheOldestKeysAreForgottenFirst() {
+        let store = LocalIdempotencyStore(windowSeconds: 300, maxKeys: 3)
+        for name in ["k1", "k2", "k3", "k4", "k5"] {
+            #expect(store.claim(key(name), scope: "", fingerprint: first) == .claimed)
+            store.complete(key(name), scope: "", fingerprint: first, reply: created)
+        }
+        #expect(store.count == 3)
+        #expect(store.claim(key("k5"), scope: "", fingerprint: first) == .replay(created))
+        #expect(store.claim(key("k3"), scope: "", fingerprint: first) == .replay(created))
+        #expect(store.claim(key("k1"), scope: "", fingerprint: first) == .claimed, "k1 was the oldest")
+        #expect(store.count == 3)
+    }
+
+    @Test func aRedisEntryIsJudgedLikeALocalOne() {
+        let hex = RedisIdempotencyStore.hex([0xAB, 0x01])
+        #expect(hex == "ab01")
+        #expect(RedisIdempotencyStore.judge(Array("p:ab01".utf8), fingerprint: hex) == .inProgress)
+        #expect(RedisIdempotencyStore.judge(Array("p:ffff".utf8), fingerprint: hex) == .conflict)
+        #expect(RedisIdempotencyStore.judge(Array(#"d:ab01:201:{"a":"x:y"}"#.utf8), fingerprint: hex)
+            == .replay(StoredReply(status: .created, body: Array(#"{"a":"x:y"}"#.utf8))))
+        #expect(RedisIdempotencyStore.judge(Array("d:0000:200:{}".utf8), fingerprint: hex) == .conflict)
+    }
+}
