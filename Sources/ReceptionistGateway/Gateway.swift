@@ -125,12 +125,21 @@ public final class Gateway {
 
     /// Every connection has closed: stop the jobs at a change-set boundary (work already queued
     /// finishes first), then every handle, so the loop runs out and `run()` returns.
+    ///
+    /// The loop keeps running until the job threads have ended: a committing job may be waiting
+    /// on it (its receptionist's backpressure, a cluster commit), so joining them here could
+    /// deadlock. Their end is posted back, and only then do the cluster and the mailbox close.
     private func finish() {
-        jobs.shutDown()
         sweepTimer?.close()
         sweepTimer = nil
         lagProbe.close()
-        cluster?.close()
-        loop.mailbox.shutDown()
+        let mailbox = loop.mailbox
+        let cluster = self.cluster.map { LoopBound($0, loop: loop) }
+        jobs.shutDown {
+            _ = mailbox.post {
+                cluster?.value.close()
+                mailbox.shutDown()
+            }
+        }
     }
 }

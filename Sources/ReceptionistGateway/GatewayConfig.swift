@@ -39,6 +39,8 @@ public struct GatewayConfig: Sendable {
     public var enableEcho = false
     /// The `redis` engine's server (`redis://host:port/db`); nil runs the `memory` engine, alone.
     public var redisURL: String?
+    /// Commands the `redis` engine may have waiting for Redis's replies; past it writes answer 503.
+    public var redisMaxPendingCommands = 10_000
 
     // Trust: see docs/SECURITY.md.
     /// Keys that mutating API calls must present as `Authorization: Bearer`; empty means none is

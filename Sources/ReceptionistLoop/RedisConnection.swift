@@ -25,6 +25,10 @@ public final class RedisConnection {
     public private(set) var state: State = .disconnected
     /// The reason of the last failure, for readiness and logs.
     public private(set) var lastError: String?
+    /// Commands sent whose replies have not come back. Past `maxPendingCommands` a command is
+    /// refused at once (`send` returns false), so a slow Redis cannot grow this queue without bound.
+    public private(set) var pendingCommands = 0
+    public var maxPendingCommands = 100_000
 
     /// Called each time a connection is established (and `AUTH`/`SELECT` are queued).
     public var onConnected: (() -> Void)?
@@ -53,8 +57,9 @@ public final class RedisConnection {
         connect()
     }
 
-    /// Queues a command. Returns false (and never calls `reply`) when there is no connection;
-    /// otherwise `reply` runs once on the loop thread, with nil if the connection is lost first.
+    /// Queues a command. Returns false (and never calls `reply`) when there is no connection or
+    /// `maxPendingCommands` replies are already owed; otherwise `reply` runs once on the loop
+    /// thread, with nil if the connection is lost first.
     @discardableResult
     public func send(_ arguments: [String], reply: @escaping (RedisReply?) -> Void) -> Bool {
         send(arguments.map { Array($0.utf8) }, reply: reply)
@@ -64,8 +69,12 @@ public final class RedisConnection {
     @discardableResult
     public func send(_ arguments: [[UInt8]], reply: @escaping (RedisReply?) -> Void) -> Bool {
         precondition(loop.isCurrent)
-        guard let context, state == .connected || state == .connecting else { return false }
-        let box = Unmanaged.passRetained(ReplyBox(reply))
+        guard let context, state == .connected || state == .connecting, !isSaturated else { return false }
+        pendingCommands += 1
+        let box = Unmanaged.passRetained(ReplyBox { [unowned self] answer in
+            self.pendingCommands -= 1
+            reply(answer)
+        })
         let status = Self.withArgv(arguments) { argc, argv, lengths in
             redisAsyncCommandArgv(context, { _, reply, privdata in
                 guard let privdata else { return }
@@ -74,11 +83,15 @@ public final class RedisConnection {
             }, box.toOpaque(), argc, argv, lengths)
         }
         if status != REDIS_OK {
+            pendingCommands -= 1
             box.release()
             return false
         }
         return true
     }
+
+    /// Whether `maxPendingCommands` replies are owed already.
+    public var isSaturated: Bool { pendingCommands >= maxPendingCommands }
 
     /// Subscribes to `channel`; `message` runs for every message published on it, until the
     /// connection is lost. `subscribed` runs once Redis confirms. Returns false when not connected.

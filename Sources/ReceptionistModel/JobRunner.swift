@@ -111,14 +111,32 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Stops every job at a change-set boundary, lets queued work finish, and joins the threads.
+    /// Stops every job at a change-set boundary and lets queued work finish, then joins the
+    /// threads. Blocks: never call it on a thread the jobs may wait for (the loop's); use
+    /// `shutDown(then:)` there.
     public func shutDown() {
+        beginShutDown()
+        for worker in workers.withLock({ $0 }) { worker.join() }
+        workers.withLock { $0 = [] }
+    }
+
+    /// Stops every job at a change-set boundary and lets queued work finish, without waiting:
+    /// `done` runs on a thread of its own once every job thread has ended. The caller's thread
+    /// goes on serving meanwhile, so a job that waits on it (a receptionist's backpressure onto
+    /// the loop, a reply posted to it) can finish; joining on that thread could deadlock.
+    public func shutDown(then done: @escaping @Sendable () -> Void) {
+        beginShutDown()
+        _ = WorkerThread.start { [self] in
+            shutDown()
+            done()
+        }
+    }
+
+    private func beginShutDown() {
         for job in allJobs { job.stop() }
         jobs.withLock { $0.stopping = true }
         jobs.broadcast()
         queue.withLock { $0.shuttingDown = true }
         queue.broadcast()
-        for worker in workers.withLock({ $0 }) { worker.join() }
-        workers.withLock { $0 = [] }
     }
 }

@@ -119,6 +119,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "The redis engine's server: redis://[:password@]host[:port][/db].")
     var redisUrl = "redis://127.0.0.1:6379/0"
 
+    @Option(help: "Commands the redis engine may have waiting for Redis's replies; past it publishes and commits answer 503.")
+    var redisMaxPending = 10_000
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -148,6 +151,7 @@ struct ServeCommand: ParsableCommand {
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
+        guard redisMaxPending > 0 else { throw ValidationError("--redis-max-pending must be positive") }
         guard idempotencyWindow > 0, idempotencyKeys > 0 else {
             throw ValidationError("--idempotency-window and --idempotency-keys must be positive")
         }
@@ -205,6 +209,7 @@ struct ServeCommand: ParsableCommand {
         config.idempotencyWindowSeconds = idempotencyWindow
         config.maxIdempotencyKeys = idempotencyKeys
         config.redisURL = engine == "redis" ? redisUrl : nil
+        config.redisMaxPendingCommands = redisMaxPending
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

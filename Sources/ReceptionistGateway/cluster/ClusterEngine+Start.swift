@@ -25,7 +25,8 @@ extension ClusterEngine {
         guard let url = config.redisURL, let replication else { return nil }
         guard let endpoint = RedisEndpoint(url: url) else { throw ClusterConfigError(url: url) }
         let engine = ClusterEngine(
-            loop: loop, endpoint: endpoint, stores: stores, hub: hub, historyLimit: config.historyLimit, logger: logger)
+            loop: loop, endpoint: endpoint, stores: stores, hub: hub, historyLimit: config.historyLimit,
+            maxPendingCommands: config.redisMaxPendingCommands, logger: logger)
         hub.topicSource = engine
         replication.attach(engine)
         engine.start()

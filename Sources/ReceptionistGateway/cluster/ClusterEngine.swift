@@ -28,7 +28,10 @@ final class ClusterEngine: TopicSource {
     private var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
     private var storeReaders: [String: StreamReader] = [:]
 
-    init(loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int, logger: Logger) {
+    init(
+        loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int, maxPendingCommands: Int,
+        logger: Logger
+    ) {
         self.loop = loop
         self.stores = stores
         self.hub = hub
@@ -36,6 +39,7 @@ final class ClusterEngine: TopicSource {
         self.logger = logger
         keys = ClusterKeys(database: endpoint.database)
         link = RedisLink(loop: loop, endpoint: endpoint, channel: keys.channel, logger: logger)
+        link.commands.maxPendingCommands = maxPendingCommands
         link.onUp = { [unowned self] in self.catchUp() }
         link.onNotice = { [unowned self] payload in self.notice(payload) }
     }
@@ -53,6 +57,13 @@ final class ClusterEngine: TopicSource {
     var isUp: Bool { link.isUp }
 
     private var commands: RedisConnection { link.commands }
+
+    /// Why a command could not be sent: no connection, or too many replies owed already.
+    private var refusal: String {
+        commands.isSaturated
+            ? "Redis is not keeping up: \(commands.pendingCommands) commands wait for it (--redis-max-pending); retry later"
+            : "Redis is unreachable"
+    }
 
     /// After (re)connecting: learn the stores created meanwhile and re-read every stream from
     /// where this node stopped, so nothing published while it was away is missed.
@@ -115,7 +126,7 @@ final class ClusterEngine: TopicSource {
                 completion(.failure(.unavailable("lost the connection to Redis before it answered; the message may or may not be published")))
             }
         }
-        if !sent { completion(.failure(.unavailable("Redis is unreachable"))) }
+        if !sent { completion(.failure(.unavailable(refusal))) }
     }
 
     // MARK: Stores
@@ -164,7 +175,7 @@ final class ClusterEngine: TopicSource {
                 completion(.failed(.unavailable("lost the connection to Redis before it answered; the commit may or may not be applied")))
             }
         }
-        if !sent { completion(.failed(.unavailable("Redis is unreachable"))) }
+        if !sent { completion(.failed(.unavailable(refusal))) }
     }
 
     /// Registers a store in Redis; `completion` gets nil when created.
@@ -186,6 +197,6 @@ final class ClusterEngine: TopicSource {
                 completion(.unavailable("lost the connection to Redis before it answered"))
             }
         }
-        if !sent { completion(.unavailable("Redis is unreachable")) }
+        if !sent { completion(.unavailable(refusal)) }
     }
 }

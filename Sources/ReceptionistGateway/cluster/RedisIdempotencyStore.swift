@@ -40,7 +40,7 @@ final class RedisIdempotencyStore: IdempotencyStore {
                 default: done(.unavailable("lost the connection to Redis before it answered"))
                 }
             }
-            if !sent { done(.unavailable("Redis is unreachable")) }
+            if !sent { done(.unavailable("Redis is unreachable or not keeping up; retry later")) }
         }
     }
 

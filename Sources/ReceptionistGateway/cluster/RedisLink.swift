@@ -60,6 +60,8 @@ final class RedisLink: EngineHealth {
         isUp ? nil : commands.lastError ?? events.lastError ?? "connecting"
     }
 
+    var pendingCommands: Int { commands.pendingCommands }
+
     private func changed(_ reason: String? = nil) {
         let up = isUp
         if up != reportedUp {

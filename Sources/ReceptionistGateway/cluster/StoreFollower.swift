@@ -17,6 +17,11 @@ final class StoreFollower: StreamFollower {
     private unowned let commands: RedisConnection
     private let keys: ClusterKeys
     private let logger: Logger
+    /// Batches handed to the replica thread and not applied yet; at `maxBatchesInFlight` the
+    /// reader waits, so at most that many batches of `StreamReader.batch` change sets are queued
+    /// for one store.
+    private var batchesInFlight = 0
+    static let maxBatchesInFlight = 4
 
     init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
         self.name = name
@@ -27,6 +32,8 @@ final class StoreFollower: StreamFollower {
         self.keys = keys
         self.logger = logger
     }
+
+    var acceptsMore: Bool { batchesInFlight < Self.maxBatchesInFlight }
 
     func follow(_ entries: [StreamEntry], reader: StreamReader) {
         var batch: [(UInt64, [UInt8])] = []
@@ -61,21 +68,32 @@ final class StoreFollower: StreamFollower {
     /// (which should not happen) sends the reader back to a snapshot.
     private func apply(_ batch: [(UInt64, [UInt8])], reader: StreamReader) {
         let store = stores.replica(name)
-        let back = LoopBound(reader, loop: loop)
+        let back = LoopBound((self, reader), loop: loop)
         let mailbox = loop.mailbox
-        applier.enqueue {
-            for (version, json) in batch {
-                if version <= store.version { continue }
+        batchesInFlight += 1
+        let accepted = applier.enqueue {
+            var fits = true
+            for (version, json) in batch where version > store.version {
                 guard let value = try? JSONParser.parse(json), let entry = ReplicatedChangeSet.decode(value),
                       store.applyReplicated(version: version, committedAt: entry.committedAt, changes: entry.changes)
                 else {
-                    _ = mailbox.post {
-                        back.value.cursor = nil
-                        back.value.read()
-                    }
-                    return
+                    fits = false
+                    break
                 }
             }
+            _ = mailbox.post { [fits] in
+                let (follower, reader) = back.value
+                follower.batchesInFlight -= 1
+                if !fits { reader.cursor = nil; reader.read() }
+                reader.followerCaughtUp()
+            }
+        }
+        if !accepted {
+            // The replica thread is full (many stores at once): this store is re-read whole once
+            // there is room, and its subscribers get a reset snapshot, never a silent hole.
+            batchesInFlight -= 1
+            logger.warning("the replica thread is full; the store will be re-read", metadata: ["store": "\(name)"])
+            reader.cursor = nil
         }
     }
 
@@ -91,14 +109,14 @@ final class StoreFollower: StreamFollower {
             else { return done(nil) }
             let version = UInt64(max(0, versionNumber))
             let snapshot = StreamEntry.pairs(flat)
-            applier.enqueue {
+            let accepted = applier.enqueue {
                 var models: [String: JSONValue] = [:]
                 for (id, json) in snapshot {
                     if let value = try? JSONParser.parse(json) { models[id] = value }
                 }
                 store.resetReplica(models: models, version: version)
             }
-            done(StreamCursor(lastID: lastID, lastNumber: version))
+            done(accepted ? StreamCursor(lastID: lastID, lastNumber: version) : nil)
         }
         if !sent { done(nil) }
     }

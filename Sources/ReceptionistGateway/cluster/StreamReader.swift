@@ -4,6 +4,9 @@ import ReceptionistLoop
 ///
 /// Loop thread only.
 protocol StreamFollower: AnyObject {
+    /// Whether the follower takes more entries now; one that is behind calls
+    /// `reader.followerCaughtUp()` when it is ready again, and the reader reads then.
+    var acceptsMore: Bool { get }
     /// Entries read after the cursor, in stream order; judge each with `reader.cursor`.
     func follow(_ entries: [StreamEntry], reader: StreamReader)
     /// The reader has read everything the stream held when it asked.
@@ -40,7 +43,9 @@ final class StreamReader {
     }
 
     func read() {
-        guard !reading else { again = true; return }
+        // A read asked for while one is in flight, or while the follower is behind, is kept for
+        // later: the queue between Redis and the follower never grows past what it accepts.
+        guard !reading, follower.acceptsMore else { again = true; return }
         again = false
         reading = true
         guard let cursor else {
@@ -66,5 +71,10 @@ final class StreamReader {
             reading = false
             follower.unreachable(self)
         }
+    }
+
+    /// The follower has room again: make the read that was held back, if any.
+    func followerCaughtUp() {
+        if again { read() }
     }
 }

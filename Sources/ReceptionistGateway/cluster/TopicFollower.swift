@@ -29,6 +29,9 @@ final class TopicFollower: StreamFollower {
         waiters.append((seq, completion))
     }
 
+    /// A topic is mirrored on the loop as it is read: it is never behind.
+    var acceptsMore: Bool { true }
+
     func follow(_ entries: [StreamEntry], reader: StreamReader) {
         let topic = hub.topic(name)
         var cursor = reader.cursor ?? StreamCursor()

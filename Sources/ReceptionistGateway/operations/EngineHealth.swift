@@ -8,4 +8,6 @@ protocol EngineHealth: AnyObject {
     var isUp: Bool { get }
     /// Why it is down (the last connection error, or "connecting"); nil while up.
     var downReason: String? { get }
+    /// Commands sent to the engine whose replies are still owed.
+    var pendingCommands: Int { get }
 }

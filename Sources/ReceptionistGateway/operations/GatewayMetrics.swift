@@ -20,6 +20,7 @@ final class GatewayMetrics {
     /// How late the loop ran a timer due every `lagProbeMilliseconds`: the loop's responsiveness.
     let loopLag: ValueHistogram
     private var redis: Gauge?
+    private var redisPending: Gauge?
 
     static let lagProbeMilliseconds: UInt64 = 100
 
@@ -90,16 +91,23 @@ final class GatewayMetrics {
         gauge("build_info", "The running build.", [("version", BuildInfo.version), ("configuration", BuildInfo.configuration)]).set(Int64(1))
     }
 
-    /// Reports whether the shared engine is reachable (1) or not (0); absent for the memory engine.
-    func setEngineUp(_ up: Bool) {
+    /// Reports whether the shared engine is reachable (1) or not (0), and the commands waiting
+    /// for its replies; absent for the memory engine.
+    func setEngine(up: Bool, pendingCommands: Int) {
         if redis == nil {
             redis = registry.makeGauge(
                 descriptor: MetricNameDescriptor(
                     namespace: "receptionist", metricName: "redis_up", unitName: "",
                     helpText: "Whether the Redis engine is connected."),
                 labels: [])
+            redisPending = registry.makeGauge(
+                descriptor: MetricNameDescriptor(
+                    namespace: "receptionist", metricName: "redis_pending_commands", unitName: "",
+                    helpText: "Commands sent to Redis whose replies are still owed (at most --redis-max-pending)."),
+                labels: [])
         }
         redis?.set(Int64(up ? 1 : 0))
+        redisPending?.set(Int64(pendingCommands))
     }
 
     func render(_ sample: Sample) -> Reply {

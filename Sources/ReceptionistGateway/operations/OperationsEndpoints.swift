@@ -61,7 +61,7 @@ final class OperationsEndpoints {
     }
 
     private func renderMetrics() -> Reply {
-        if let engine { metrics.setEngineUp(engine.isUp) }
+        if let engine { metrics.setEngine(up: engine.isUp, pendingCommands: engine.pendingCommands) }
         return metrics.render(GatewayMetrics.Sample(
             counters: counters, push: hub.counters, bytesRead: loop.bytesRead, bytesWritten: loop.bytesWritten,
             connections: table.countByTransport(),

@@ -33,17 +33,29 @@ extension StreamSession {
     /// not queued; the subscription applies its policy.
     func send(_ event: PushEvent) -> SendOutcome {
         guard isWritable else { return .refused }
-        if connection.backlogBytes > core.services.config.maxQueuedBytes { return .overLimit }
+        if isOverLimit { return .overLimit }
         write(event)
         return .queued
     }
 
+    /// What a subscriber is owed goes out whatever the subscription's policy, but not past the
+    /// connection's limit: a client that reads nothing while it asks for snapshot after snapshot
+    /// is closed as a slow consumer (invariant 28), so its queue is bounded by the limit plus one
+    /// message.
     @discardableResult
     func sendOwed(_ event: PushEvent) -> SendOutcome {
         guard isWritable else { return .refused }
+        if isOverLimit {
+            core.services.counters.refused(.slowConsumer)
+            end(.slowConsumer)
+            return .overLimit
+        }
         write(event)
         return .queued
     }
+
+    /// Whether the bytes the kernel has refused on this connection are past `--max-queued-bytes`.
+    var isOverLimit: Bool { connection.backlogBytes > core.services.config.maxQueuedBytes }
 
     func endSlowConsumer(_ subscription: Subscription) {
         core.services.logger.debug(

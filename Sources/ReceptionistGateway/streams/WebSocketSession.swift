@@ -149,8 +149,14 @@ final class WebSocketSession: StreamSession {
 
     // MARK: Sending
 
+    /// Queues a reply of our own (an error, `unsubscribed`, a pong…). Replies obey the limit too
+    /// (invariant 28): a client that sends and never reads is closed, not buffered for.
     private func writeFrame(_ bytes: [UInt8]) {
         guard !state.closeSent else { return }
+        if isOverLimit {
+            services.counters.refused(.slowConsumer)
+            return end(.slowConsumer)
+        }
         services.counters.webSocketMessagesOut += 1
         connection.write(bytes)
     }

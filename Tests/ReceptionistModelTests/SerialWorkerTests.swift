@@ -1,0 +1,33 @@
+import ReceptionistModel
+import ReceptionistSync
+import Testing
+
+@Suite struct SerialWorkerTests {
+    /// The bound: while the thread is held up, at most `maxQueued` closures wait; the rest are
+    /// refused at once rather than queued without end.
+    @Test func pastItsBoundWorkIsRefusedAndWhatWasAcceptedRunsInOrder() {
+        let worker = SerialWorker(maxQueued: 3)
+        let gate = ConditionLock((open: false, started: false))
+        let ran = PThreadLock<[Int]>([])
+        #expect(worker.enqueue {
+            gate.withLock { $0.started = true }
+            gate.broadcast()
+            gate.wait(until: { $0.open }, then: { _ in })
+        })
+        // Wait for the thread to hold the first closure, so the queue is empty again.
+        gate.wait(until: { $0.started }, then: { _ in })
+        for n in 1...3 { #expect(worker.enqueue { ran.withLock { $0.append(n) } }) }
+        #expect(worker.queuedCount == 3)
+        #expect(!worker.enqueue { ran.withLock { $0.append(99) } }, "a fourth closure must be refused")
+        gate.withLock { $0.open = true }
+        gate.broadcast()
+        let done = ConditionLock(false)
+        #expect(worker.enqueue {
+            done.withLock { $0 = true }
+            done.broadcast()
+        })
+        #expect(done.wait(seconds: 10, until: { $0 }, then: { value, _ in value }))
+        #expect(ran.withLock { $0 } == [1, 2, 3])
+        worker.stop()
+    }
+}
