@@ -83,11 +83,17 @@ public final class Mailbox: Sendable {
     public var isClosed: Bool { state.withLock { $0.closed } }
 
     static let maxRoundsPerWakeup = 16
+    /// A drain that has run this long lets the loop poll before it takes the next round, so a
+    /// flood of posts (a job committing flat out) never keeps signals, timers and sockets waiting
+    /// for longer than one round.
+    static let maxNanosecondsPerWakeup: UInt64 = 10_000_000
 
     private func drain() {
         var batch: [Job] = []
         var counted = false
+        let start = uv_hrtime()
         for _ in 0..<Self.maxRoundsPerWakeup {
+            if counted && uv_hrtime() &- start > Self.maxNanosecondsPerWakeup { break }
             let more = state.withLock { state in
                 swap(&batch, &state.jobs)
                 if batch.isEmpty {

@@ -2,8 +2,9 @@
 
 The load: WebSocket subscribers to stores and topics that check every frame, HTTP publishes and
 store PATCHes, clients that disconnect (politely or with a reset) and resume with `since`,
-deliberately slow readers that get conflated or closed with 1008 and come back, and short HTTP
-connections. Every SAMPLE_SECONDS the server's resident memory and descriptor count are printed.
+deliberately slow readers that get conflated or closed with 1008 and come back, short HTTP
+connections, and clients that send one malformed frame each (unmasked, a reserved opcode, invalid
+UTF-8, an oversized message) and must be closed with 1002, 1007 or 1009. Every SAMPLE_SECONDS the server's resident memory and descriptor count are printed.
 
 It exits non-zero unless, at the end:
 - resident memory is within RSS_SLACK of the baseline taken after the warm-up (the allocator's
@@ -12,6 +13,7 @@ It exits non-zero unless, at the end:
 - the descriptor count is back to what it was before any client connected, once they have left;
 - the resuming clients lost nothing (no gap, no reset snapshot) and every live subscriber saw
   every sequence number and version, in order, once, and ends with the server's state;
+- every malformed frame was answered with its close code (and some were sent);
 - the server is alive and logged nothing at error level.
 
 Usage: SOAK_SECONDS=600 RECEPTIONIST_BIN=.build/release/receptionist .venv/bin/python Tests/soak/soak.py
@@ -34,10 +36,12 @@ from conftest import ConnectionClosed, api, json_ok, launch_server, wait_for  # 
 from procstat import error_lines, fd_count, reset_close, rss_bytes, steady_fd_count  # noqa: E402
 from wsclient import (  # noqa: E402
     OP_CLOSE,
+    OP_TEXT,
     RawWebSocket,
     apply_changes,
     close_payload,
     connect,
+    encode_frame,
     publish,
     recv_json,
     send_json,
@@ -59,6 +63,8 @@ STORE_SUBSCRIBERS = 10
 TOPIC_SUBSCRIBERS = 10
 RESUMERS = 6
 SLOW_READERS = 4
+MALFORMED_RATE = 3               # connections per second that each send one malformed frame
+MAX_MESSAGE = 16384              # --max-message-bytes, so an oversized message is cheap to send
 
 
 class Tally:
@@ -300,6 +306,54 @@ class SlowReader(Actor):
             self.tally.add("slow-reconnects")
 
 
+class MalformedFramer(Actor):
+    """Opens a WebSocket, sends one malformed frame and checks the close code that answers it."""
+
+    RESERVED_OPCODES = [3, 4, 5, 6, 7, 0xB, 0xC, 0xD, 0xE, 0xF]
+    BAD_UTF8 = [b"\xff", b"\xfe", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc3"]
+
+    def case(self) -> tuple[str, bytes, int]:
+        """One malformed frame: (kind, bytes, the close code it must get)."""
+        text = json.dumps({"type": "subscribe", "topic": "soak-news"}).encode()
+        kind = self.rng.choice(["unmasked", "opcode", "utf8", "oversized", "oversized-declared"])
+        if kind == "unmasked":
+            return kind, encode_frame(OP_TEXT, text, mask=False), 1002
+        if kind == "opcode":
+            return kind, encode_frame(self.rng.choice(self.RESERVED_OPCODES), text), 1002
+        if kind == "utf8":
+            return kind, encode_frame(OP_TEXT, b'{"type":"' + self.rng.choice(self.BAD_UTF8) + b'"}'), 1007
+        if kind == "oversized":
+            return kind, encode_frame(OP_TEXT, b'"' + b"o" * MAX_MESSAGE + b'"'), 1009
+        # Only the head of a frame declaring more than the limit (and its mask): refused unread.
+        size = self.rng.choice([MAX_MESSAGE + 1, 1 << 20, 1 << 40])
+        head = bytes([0x80 | OP_TEXT]) + (bytes([0x80 | 126]) + size.to_bytes(2, "big") if size < 65536
+                                          else bytes([0x80 | 127]) + size.to_bytes(8, "big"))
+        return "oversized-declared", head + os.urandom(4), 1009
+
+    def work(self) -> None:
+        while self.pace(MALFORMED_RATE):
+            kind, data, expected = self.case()
+            with RawWebSocket(self.port) as ws:
+                ws.open()
+                ws.send(data)
+                try:
+                    frame = ws.read_frame(timeout=10)
+                    got = frame.close_code() if frame.opcode == OP_CLOSE else f"a frame of opcode {frame.opcode}"
+                except (ConnectionClosed, OSError) as error:
+                    got = f"no close frame ({type(error).__name__})"
+                if got != expected:
+                    self.tally.add("malformed-wrong")
+                    self.tally.problem(f"{self.name}: {kind} {data[:40]!r} got {got}, not {expected}")
+                    continue
+                self.tally.add("malformed")
+                self.tally.add(f"malformed-{expected}")
+                try:
+                    ws.send_frame(OP_CLOSE, close_payload(expected))
+                except OSError:
+                    pass  # the server may already have closed the socket after the protocol error
+                ws.expect_eof()
+
+
 # ---- The run -----------------------------------------------------------
 
 def set_up(port: int) -> None:
@@ -318,6 +372,7 @@ def sample(pid: int, started: float) -> tuple[float, int, int]:
 def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="receptionist-soak-"))
     server = launch_server(workdir, ["--history", HISTORY, "--max-queued-bytes", MAX_QUEUED,
+                                     "--max-message-bytes", MAX_MESSAGE,
                                      "--ping-interval", 20, "--ping-timeout", 10, "--idle-timeout", 10])
     pid, port = server.proc.pid, server.port
     print(f"soak: {SECONDS:.0f}s against pid {pid} on port {port} (warm-up {WARM_UP:.0f}s)", flush=True)
@@ -332,7 +387,7 @@ def main() -> int:
         actors = readers + [Resumer(i, *context) for i in range(RESUMERS)] \
             + [SlowReader(i, *context) for i in range(SLOW_READERS)] \
             + [Publisher(topic, *context) for topic in TOPICS] \
-            + [Patcher("patcher", *context), HTTPChurn("http", *context)]
+            + [Patcher("patcher", *context), HTTPChurn("http", *context), MalformedFramer("malformed", *context)]
         for actor in actors:
             actor.start()
 
@@ -379,6 +434,12 @@ def main() -> int:
             failures.append("the run ended before the warm-up did")
         print(f"fds: before clients {fds_before}, peak {max(f for _, _, f in samples)}, after clients left {fds_after}")
         print(f"lost by resuming clients: {tally.counts.get('lost', 0)}")
+        malformed = tally.counts.get("malformed", 0)
+        print(f"malformed frames: {malformed} closed with the right code "
+              f"(1002: {tally.counts.get('malformed-1002', 0)}, 1007: {tally.counts.get('malformed-1007', 0)}, "
+              f"1009: {tally.counts.get('malformed-1009', 0)}), {tally.counts.get('malformed-wrong', 0)} wrong")
+        if malformed == 0:
+            failures.append("no malformed frame was answered with its close code")
         failures += tally.problems
         errors = error_lines(server.stderr_text())
         if errors:

@@ -41,11 +41,12 @@ extension StreamSession {
     /// What a subscriber is owed goes out whatever the subscription's policy, but not past the
     /// connection's limit: a client that reads nothing while it asks for snapshot after snapshot
     /// is closed as a slow consumer (invariant 28), so its queue is bounded by the limit plus one
-    /// message.
+    /// message. Everything queued counts here, what this loop iteration wrote too: a client's
+    /// requests arrive many to a read, and each would otherwise find the kernel's share empty.
     @discardableResult
     func sendOwed(_ event: PushEvent) -> SendOutcome {
         guard isWritable else { return .refused }
-        if isOverLimit {
+        if isOverOwedLimit {
             core.services.counters.refused(.slowConsumer)
             end(.slowConsumer)
             return .overLimit
@@ -54,8 +55,13 @@ extension StreamSession {
         return .queued
     }
 
-    /// Whether the bytes the kernel has refused on this connection are past `--max-queued-bytes`.
+    /// Whether the bytes the kernel has refused on this connection are past `--max-queued-bytes`:
+    /// the live stream's test, which a broadcast burst within one iteration does not trip.
     var isOverLimit: Bool { connection.backlogBytes > core.services.config.maxQueuedBytes }
+
+    /// Whether everything queued on this connection, written in this iteration or before, is past
+    /// `--max-queued-bytes`: the test for what the client itself asked for.
+    var isOverOwedLimit: Bool { connection.queuedBytes > core.services.config.maxQueuedBytes }
 
     func endSlowConsumer(_ subscription: Subscription) {
         core.services.logger.debug(

@@ -18,12 +18,18 @@ public final class StoreFeed {
     private var cachedSnapshot: (version: UInt64, reset: Bool, json: [UInt8])?
 
     private let counters: PushCounters
+    /// The most change sets one delivery brings to the loop. Past it the committing job waits.
+    public static let maxChangeSetsPerDelivery = 256
 
     init(store: ModelStore, context: any ExecutionContext, counters: PushCounters) {
         self.store = store
         self.counters = counters
         let feed = ThreadBound(WeakFeed(self))
-        receptionist = Receptionist(store: store, policy: .each, target: context) { delivery in
+        // One delivery is fanned out in one go on the loop; bounding what it may hold bounds the
+        // time the loop spends on it (a job committing flat out waits instead, invariant 16).
+        receptionist = Receptionist(
+            store: store, policy: .each, target: context, maxPendingChangeSets: Self.maxChangeSetsPerDelivery
+        ) { delivery in
             feed.value.feed?.fanOut(delivery)
         }
     }
