@@ -37,15 +37,16 @@ class RedisServer:
     """A redis-server on a free loopback port, persisting every write (AOF, fsync always), so a
     restart keeps the data as a production deployment would."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, extra_args: tuple[str, ...] = ()):
         self.directory = directory
+        self.extra_args = list(extra_args)
         self.port = free_port()
         self.proc = None
         self.start()
 
     def start(self) -> None:
         argv = [REDIS_SERVER, "--port", str(self.port), "--bind", HOST, "--dir", str(self.directory),
-                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no"]
+                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no", *self.extra_args]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self.ping, 10, "redis-server did not start")
 

@@ -24,6 +24,7 @@ import pytest
 
 from conftest import HOST, api, assert_json_error, http_client_request, json_ok, wait_for
 from procstat import rss_bytes
+from test_cluster import RedisServer, redis_installed
 from test_metrics import scrape, value
 from wsclient import (
     OP_TEXT,
@@ -271,22 +272,12 @@ ANSWER_TIMEOUT = 15.0
 HEALTH_PROMPT = 0.5
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        return probe.getsockname()[1]
-
-
-class StallableRedis:
+class StallableRedis(RedisServer):
     """A redis-server that accepts DEBUG SLEEP from loopback (off by default since Redis 7)."""
 
     def __init__(self, directory):
-        assert os.access(REDIS_SERVER, os.X_OK), "needs redis-server (scripts/install-deps.sh test)"
-        self.port = free_port()
-        argv = [REDIS_SERVER, "--port", str(self.port), "--bind", HOST, "--dir", str(directory),
-                "--save", "", "--appendonly", "no", "--daemonize", "no", "--enable-debug-command", "local"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: self.command(b"PING", timeout=1) == b"+PONG\r\n", 10, "redis-server did not start")
+        redis_installed()
+        super().__init__(directory, ("--enable-debug-command", "local"))
 
     def command(self, line: bytes, timeout: float) -> bytes | None:
         try:
@@ -295,15 +286,6 @@ class StallableRedis:
                 return sock.recv(64)
         except OSError:
             return None
-
-    @property
-    def url(self) -> str:
-        return f"redis://{HOST}:{self.port}/0"
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
 
 
 @pytest.fixture

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Instructions per delivered message on the topic fan-out path, counted by callgrind, for one or
+# more gateway builds: repeatable figures on a noisy machine, for comparing two builds of a hot
+# path (wall-clock benches swing by more than the difference).
+#
+# Each build serves SUBSCRIBERS WebSocket subscribers of one topic while the publisher POSTs
+# RATE messages a second for SECONDS over 4 keep-alive connections, one request in flight each
+# (~100-byte JSON bodies); the server runs under valgrind --tool=callgrind and is stopped with
+# SIGTERM. Prints the server's total instructions, the messages delivered and their ratio.
+# Usage: bench/callgrind.sh BINARY [BINARY…]   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+subscribers=${SUBSCRIBERS:-100}
+rate=${RATE:-100}
+seconds=${PUBLISH_SECONDS:-10}
+bench=.build/release/receptionist-bench
+[ -x "$bench" ] || { echo "build first: swift build -c release --product receptionist-bench" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "missing valgrind (apt-get install valgrind)" >&2; exit 1; }
+. bench/common.sh
+
+echo "| build | subscribers | published | delivered | server instructions | instructions per delivered message |"
+echo "|---|---:|---:|---:|---:|---:|"
+for binary in "$@"; do
+  port=$(free_port)
+  # valgrind 3.19 cannot read the DWARF of a Swift 6 build; the counts need no symbols.
+  strip -o "$work/server" "$binary"
+  valgrind --tool=callgrind --callgrind-out-file="$work/out.%p" "$work/server" serve --host 127.0.0.1 --port "$port" \
+    --log-level warning --max-connections-per-address 20000 --publish-rate 0 > "$work/server.log" 2>&1 &
+  server=$!
+  pids+=("$server")
+  for _ in $(seq 1 600); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$subscribers" --topic bench --duration 0 \
+    --connect-timeout 100 > "$work/ws.json" 2> "$work/ws.err" &
+  client=$!
+  pids+=("$client")
+  for _ in $(seq 1 600); do grep -q holding "$work/ws.err" 2>/dev/null && break; sleep 0.1; done
+  "$bench" publish --port "$port" --rate "$rate" --duration "$seconds" > "$work/publish.json"
+  sleep 2  # the last deliveries, at valgrind's pace
+  kill -TERM "$client"; wait "$client" 2>/dev/null || true
+  kill -TERM "$server"; wait "$server" 2>/dev/null || true
+  python3 - "$binary" "$subscribers" "$work" <<'PY'
+import glob, json, sys
+binary, subscribers, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+published = json.load(open(f"{work}/publish.json"))["accepted"]
+line = open(f"{work}/ws.json").read().strip().splitlines()[-1]
+delivered = json.loads(line)["delivered"]
+total = 0
+for path in glob.glob(f"{work}/out.*"):
+    for text in open(path):
+        if text.startswith("summary:") or text.startswith("totals:"):
+            total = max(total, int(text.split()[1]))
+print(f"| {binary} | {subscribers} | {published} | {delivered} | {total:,} | {total / max(delivered, 1):,.0f} |")
+PY
+  rm -f "$work"/out.*
+done
