@@ -21,6 +21,7 @@ public struct HistoryRing<Element> {
     public var count: Int { entries.count }
     public var isEmpty: Bool { entries.isEmpty }
     public var oldestNumber: UInt64? { entries.first?.number }
+    public var newestNumber: UInt64? { entries.last?.number }
 
     /// Appends the element numbered `number`, which must be above every number kept.
     public mutating func append(_ element: Element, number: UInt64) {
@@ -50,6 +51,13 @@ public struct HistoryRing<Element> {
             index += 1
         }
         return (missing, elements)
+    }
+
+    /// The element numbered `number`, if it is kept.
+    public func element(numbered number: UInt64) -> Element? {
+        let index = firstIndex(after: number &- 1)
+        guard index < entries.count, entries[index].number == number else { return nil }
+        return entries[index].element
     }
 
     /// The index of the first entry numbered above `number` (binary search: numbers rise).

@@ -98,7 +98,7 @@ public final class PushHub {
 
     private func feed(_ store: ModelStore) -> StoreFeed {
         if let feed = feeds[store.name], feed.store === store { return feed }
-        let feed = StoreFeed(store: store, context: context, counters: counters)
+        let feed = StoreFeed(store: store, context: context, historyLimit: historyLimit, counters: counters)
         feeds[store.name] = feed
         return feed
     }
@@ -122,14 +122,16 @@ public final class PushHub {
             sink.sendOwed(resumed(since))
             counters.storeResumes += 1
             subscription.advance(to: since)
+            // The events fanned out live, where the feed still has them: a reconnect storm of
+            // resuming subscribers shares one encoding of each change set (invariant 19).
             for changeSet in missed {
-                subscription.deliver(PushEvent.changes(changeSet))
+                subscription.deliver(feed.event(for: changeSet))
             }
         } else {
-            let (version, json) = feed.snapshot(reset: since != nil)
+            let snapshot = feed.snapshot(reset: since != nil)
             if since != nil { counters.resets += 1 }
-            sink.sendOwed(PushEvent(name: "snapshot", id: version, json: json))
-            subscription.advance(to: version)
+            sink.sendOwed(snapshot)
+            subscription.advance(to: snapshot.id ?? 0)
         }
         // Change sets up to `position` are covered; later ones reach the feed and pass the filter.
         feed.add(subscription)

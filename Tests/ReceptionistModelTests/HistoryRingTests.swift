@@ -68,5 +68,13 @@ import Testing
         ring.append("b", number: 2)
         #expect(ring.after(0, latest: 2) == (missing: nil, elements: ["a", "b"]))
     }
-}
 
+    @Test func anElementIsFoundByItsNumberWhileKept() {
+        var ring = HistoryRing<String>(capacity: 3)
+        for (number, text) in [(2, "b"), (5, "e"), (6, "f"), (9, "i")] { ring.append(text, number: UInt64(number)) }
+        #expect(ring.element(numbered: 2) == nil, "dropped past the capacity")
+        #expect(ring.element(numbered: 5) == "e" && ring.element(numbered: 9) == "i")
+        #expect(ring.element(numbered: 7) == nil && ring.element(numbered: 0) == nil && ring.element(numbered: 10) == nil)
+        #expect(ring.oldestNumber == 5 && ring.newestNumber == 9)
+    }
+}

@@ -8,7 +8,7 @@ import Testing
     @Test func pastItsBoundWorkIsRefusedAndWhatWasAcceptedRunsInOrder() {
         let worker = SerialWorker(maxQueued: 3)
         let gate = ConditionLock((open: false, started: false))
-        let ran = PThreadLock<[Int]>([])
+        let ran = ConditionLock<[Int]>([])
         #expect(worker.enqueue {
             gate.withLock { $0.started = true }
             gate.broadcast()
@@ -16,18 +16,18 @@ import Testing
         })
         // Wait for the thread to hold the first closure, so the queue is empty again.
         gate.wait(until: { $0.started }, then: { _ in })
-        for n in 1...3 { #expect(worker.enqueue { ran.withLock { $0.append(n) } }) }
+        for n in 1...3 {
+            #expect(worker.enqueue {
+                ran.withLock { $0.append(n) }
+                ran.broadcast()
+            })
+        }
         #expect(worker.queuedCount == 3)
         #expect(!worker.enqueue { ran.withLock { $0.append(99) } }, "a fourth closure must be refused")
         gate.withLock { $0.open = true }
         gate.broadcast()
-        let done = ConditionLock(false)
-        #expect(worker.enqueue {
-            done.withLock { $0 = true }
-            done.broadcast()
-        })
-        #expect(done.wait(seconds: 10, until: { $0 }, then: { value, _ in value }))
-        #expect(ran.withLock { $0 } == [1, 2, 3])
+        let order = ran.wait(seconds: 10, until: { $0.count == 3 }, then: { value, _ in value })
+        #expect(order == [1, 2, 3])
         worker.stop()
     }
 }

@@ -60,3 +60,38 @@ import Testing
         #expect(event.sseEvent === event.sseEvent)
     }
 }
+
+/// Reconnect storms: resuming subscribers share the events (and bytes) of the live stream.
+@Suite struct ReplayEncodingTests {
+    @Test func resumingSubscribersReplayTheEventsFannedOutLive() throws {
+        let push = PushFixture()
+        let store = try push.createStore("s")
+        let live = FakeSink()
+        try push.subscribe(live, .store("s"))
+        for n in 1...3 { try store.put("m", n) }
+        push.drain()
+        let liveEvents = live.events.filter { $0.name == "changes" }
+        #expect(liveEvents.map(\.id) == [1, 2, 3])
+        let first = FakeSink(), second = FakeSink()
+        try push.subscribe(first, .store("s"), since: 1, epoch: store.epoch)
+        try push.subscribe(second, .store("s"), since: 1, epoch: store.epoch)
+        let replayed = [first, second].map { $0.events.filter { $0.name == "changes" } }
+        for events in replayed {
+            #expect(events.map(\.id) == [2, 3])
+            #expect(events[0] === liveEvents[1] && events[1] === liveEvents[2], "the live events, not new encodings")
+            #expect(events[0].webSocketFrame === liveEvents[1].webSocketFrame)
+        }
+    }
+
+    @Test func subscribersAtOneVersionShareOneSnapshotEvent() throws {
+        let push = PushFixture()
+        let store = try push.createStore("s")
+        try store.put("m", 1)
+        let a = FakeSink(), b = FakeSink()
+        try push.subscribe(a, .store("s"))
+        try push.subscribe(b, .store("s"))
+        let snapshots = [a, b].map { $0.events.first { $0.name == "snapshot" } }
+        #expect(snapshots[0] != nil && snapshots[0] === snapshots[1])
+        #expect(snapshots[0]?.webSocketFrame === snapshots[1]?.webSocketFrame)
+    }
+}

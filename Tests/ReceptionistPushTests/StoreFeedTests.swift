@@ -15,7 +15,7 @@ import Testing
     @Test func everyPendingChangeSetArrivesInOrderInOneDelivery() throws {
         let store = ModelStore(name: "s")
         let context = ManualContext(), counters = PushCounters()
-        let feed = StoreFeed(store: store, context: context, counters: counters)
+        let feed = StoreFeed(store: store, context: context, historyLimit: 100, counters: counters)
         let sink = FakeSink()
         feed.add(Subscription(target: .store("s"), sink: sink))
         #expect(feed.subscriberCount == 1 && store.observerCount == 1)
@@ -41,7 +41,7 @@ import Testing
     @Test func aReleasedFeedStopsObservingItsStore() throws {
         let store = ModelStore(name: "s")
         let context = ManualContext()
-        var feed: StoreFeed? = StoreFeed(store: store, context: context, counters: PushCounters())
+        var feed: StoreFeed? = StoreFeed(store: store, context: context, historyLimit: 100, counters: PushCounters())
         #expect(store.observerCount == 1 && feed != nil)
         feed = nil
         #expect(store.observerCount == 0)

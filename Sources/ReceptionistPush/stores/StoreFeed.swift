@@ -14,16 +14,21 @@ public final class StoreFeed {
     public let store: ModelStore
     private var receptionist: Receptionist?
     private var subscriptions: [ObjectIdentifier: Subscription] = [:]
-    /// The last snapshot sent, reused while the version stands (reconnect storms ask for the same one).
-    private var cachedSnapshot: (version: UInt64, reset: Bool, json: [UInt8])?
+    /// The last snapshot sent, reused while the version stands: a reconnect storm asks for the
+    /// same one, and every subscriber gets the same event, its frames built once.
+    private var cachedSnapshot: (version: UInt64, reset: Bool, event: PushEvent)?
+    /// The change sets fanned out lately, as the events their subscribers got, so that a resume
+    /// replays the very same events (and bytes) instead of encoding them again per subscriber.
+    private var recent: HistoryRing<PushEvent>
 
     private let counters: PushCounters
     /// The most change sets one delivery brings to the loop. Past it the committing job waits.
     public static let maxChangeSetsPerDelivery = 256
 
-    init(store: ModelStore, context: any ExecutionContext, counters: PushCounters) {
+    init(store: ModelStore, context: any ExecutionContext, historyLimit: Int, counters: PushCounters) {
         self.store = store
         self.counters = counters
+        recent = HistoryRing(capacity: historyLimit)
         let feed = ThreadBound(WeakFeed(self))
         // One delivery is fanned out in one go on the loop; bounding what it may hold bounds the
         // time the loop spends on it (a job committing flat out waits instead, invariant 16).
@@ -48,38 +53,49 @@ public final class StoreFeed {
         subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
     }
 
-    /// A consistent snapshot as a `snapshot` message, and its version.
-    func snapshot(reset: Bool) -> (version: UInt64, json: [UInt8]) {
+    /// A consistent snapshot as a `snapshot` event (whose `id` is its version), shared by every
+    /// subscriber that asks while the version stands.
+    func snapshot(reset: Bool) -> PushEvent {
         let version = store.version
         if let cached = cachedSnapshot, cached.version == version, cached.reset == reset {
-            return (version, cached.json)
+            return cached.event
         }
         let snapshot = store.snapshot()
-        let json = PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch)
-        cachedSnapshot = (snapshot.version, reset, json)
-        return (snapshot.version, json)
+        let event = PushEvent(
+            name: "snapshot", id: snapshot.version, json: PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch))
+        cachedSnapshot = (snapshot.version, reset, event)
+        return event
+    }
+
+    /// The event for a change set being replayed: the one fanned out live when it is still kept,
+    /// else a new one.
+    func event(for changeSet: ChangeSet) -> PushEvent {
+        recent.element(numbered: changeSet.version) ?? PushEvent.changes(changeSet)
     }
 
     /// The receptionist's delivery: every change set since the last one, in version order.
     private func fanOut(_ delivery: Receptionist.Delivery) {
         // A replica reset may put other models in place at a version already seen: a snapshot
         // cached for that version no longer describes the store.
-        if delivery.changeSets.contains(where: \.isReset) { cachedSnapshot = nil }
+        if delivery.changeSets.contains(where: \.isReset) {
+            cachedSnapshot = nil
+            recent.removeAll()
+        }
         guard !subscriptions.isEmpty else { return }
         var delivered = 0
         for changeSet in delivery.changeSets {
             if changeSet.isReset {
                 // A cluster replica was re-read whole: the versions in between are unknown, so
                 // every subscriber starts again from a snapshot marked reset.
-                let (version, json) = snapshot(reset: true)
-                let event = PushEvent(name: "snapshot", id: version, json: json)
+                let event = snapshot(reset: true)
                 for subscription in subscriptions.values {
-                    subscription.reset(to: version)
+                    subscription.reset(to: event.id ?? 0)
                     subscription.sink.sendOwed(event)
                 }
                 continue
             }
             let event = PushEvent.changes(changeSet)
+            if changeSet.version > (recent.newestNumber ?? 0) { recent.append(event, number: changeSet.version) }
             for subscription in subscriptions.values where subscription.deliver(event) {
                 delivered += 1
             }
