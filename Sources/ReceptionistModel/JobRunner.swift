@@ -126,10 +126,10 @@ public final class JobRunner: Sendable {
     /// the loop, a reply posted to it) can finish; joining on that thread could deadlock.
     public func shutDown(then done: @escaping @Sendable () -> Void) {
         beginShutDown()
-        _ = WorkerThread.start { [self] in
+        WorkerThread.start { [self] in
             shutDown()
             done()
-        }
+        }.detach()
     }
 
     private func beginShutDown() {

@@ -17,7 +17,8 @@ public final class SerialWorker: Sendable {
 
     public init(maxQueued: Int = 10_000) {
         self.maxQueued = max(1, maxQueued)
-        _ = WorkerThread.start { [queue] in
+        // Never joined (`stop` must not wait, see there): the thread ends by itself once stopped.
+        WorkerThread.start { [queue] in
             while true {
                 let batch: [@Sendable () -> Void]? = queue.wait(until: { !$0.work.isEmpty || $0.stopping }) { queue in
                     if queue.work.isEmpty { return nil }
@@ -27,7 +28,7 @@ public final class SerialWorker: Sendable {
                 guard let batch else { return }
                 for work in batch { work() }
             }
-        }
+        }.detach()
     }
 
     /// Queues `work`; false (and `work` dropped) when `maxQueued` closures are waiting already.

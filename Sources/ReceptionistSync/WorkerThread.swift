@@ -28,4 +28,10 @@ public struct WorkerThread: Sendable {
     public func join() {
         pthread_join(thread, nil)
     }
+
+    /// Lets the thread end on its own: nobody will join it, and its resources go when it ends.
+    /// For a thread that finishes by itself (a shutdown's waiter, a worker told to stop).
+    public func detach() {
+        pthread_detach(thread)
+    }
 }
