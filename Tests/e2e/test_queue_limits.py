@@ -24,7 +24,7 @@ import pytest
 
 from conftest import HOST, api, assert_json_error, http_client_request, json_ok, wait_for
 from procstat import rss_bytes
-from test_cluster import RedisServer, redis_installed
+from test_cluster import RedisServer
 from test_metrics import scrape, value
 from wsclient import (
     OP_TEXT,
@@ -276,7 +276,7 @@ class StallableRedis(RedisServer):
     """A redis-server that accepts DEBUG SLEEP from loopback (off by default since Redis 7)."""
 
     def __init__(self, directory):
-        redis_installed()
+        assert os.access(REDIS_SERVER, os.X_OK), "needs redis-server (scripts/install-deps.sh test)"
         super().__init__(directory, ("--enable-debug-command", "local"))
 
     def command(self, line: bytes, timeout: float) -> bytes | None:
