@@ -86,7 +86,7 @@ public final class AnimateJob: Sendable {
             } catch .noSuchModel {
                 // Deleted under us; the next pick refreshes the list.
                 state.withLock { $0.modelIDsVersion = .max }
-            } catch .unavailable {
+            } catch .unavailable, .outcomeUnknown {
                 // The cluster's log is down: skip this recolor and keep running; it reconnects.
                 return
             } catch {

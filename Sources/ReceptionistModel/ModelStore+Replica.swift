@@ -43,7 +43,7 @@ extension ModelStore {
                 switch replication.commit(candidate, models: models, expectedVersion: base) {
                 case .committed(let version):
                     guard waitUntilApplied(version, seconds: Self.replicaWaitSeconds) else {
-                        return .failure(.unavailable("committed as version \(version), but not yet replicated to this node"))
+                        return .failure(.outcomeUnknown("committed as version \(version), but not yet replicated to this node"))
                     }
                     return .success(ChangeSet(
                         store: name, version: version, committedAtMicroseconds: candidate.committedAtMicroseconds,

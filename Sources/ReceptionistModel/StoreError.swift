@@ -11,6 +11,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case reentrantCommit
     /// The shared log (Redis) cannot be reached; nothing was acknowledged.
     case unavailable(String)
+    /// The write was sent, but whether it was applied is not known (the answer was lost, or
+    /// came too late): it may reach every subscriber yet. Answered 503 like `unavailable`.
+    case outcomeUnknown(String)
 
     public var description: String {
         switch self {
@@ -23,6 +26,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .emptyCommit: "a change set needs at least one change"
         case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"
         case .unavailable(let reason): "the cluster's store is unavailable: \(reason)"
+        case .outcomeUnknown(let reason): "the cluster's store did not confirm the write: \(reason)"
         }
     }
 }

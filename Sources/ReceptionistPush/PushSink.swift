@@ -17,8 +17,9 @@ public protocol PushSink: AnyObject {
     /// Offers a live event (a change set or a topic message), queued only while the connection's
     /// backlog is within its limit.
     func send(_ event: PushEvent) -> SendOutcome
-    /// Queues a message the subscriber is owed whatever its backlog: its snapshot, the
-    /// `subscribed` that opens a resume, a `gap`, or the catch-up of a conflated subscription.
+    /// Queues a message the subscriber is owed whatever the subscription's policy: its snapshot,
+    /// the `subscribed` that opens a resume, a `gap`, or the catch-up of a conflated subscription.
+    /// A sink may still refuse one past its own hard limit, ending the stream (`.overLimit`).
     @discardableResult
     func sendOwed(_ event: PushEvent) -> SendOutcome
     /// The subscriber fell too far behind on a stream that cannot be conflated (a topic): the sink

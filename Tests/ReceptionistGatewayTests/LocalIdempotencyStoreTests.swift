@@ -1,4 +1,5 @@
 @testable import ReceptionistGateway
+import ReceptionistModel
 import ReceptionistWire
 import Synchronization
 import Testing
@@ -74,5 +75,46 @@ import Testing
         #expect(RedisIdempotencyStore.judge(Array(#"d:ab01:201:{"a":"x:y"}"#.utf8), fingerprint: hex)
             == .replay(StoredReply(status: .created, body: Array(#"{"a":"x:y"}"#.utf8))))
         #expect(RedisIdempotencyStore.judge(Array("d:0000:200:{}".utf8), fingerprint: hex) == .conflict)
+    }
+
+    @Test func aKeyReleasedAndClaimedAgainIsNotDroppedByItsEarlierRecord() {
+        let clock = ManualClock()
+        let store = LocalIdempotencyStore(windowSeconds: 5, maxKeys: 10, now: { clock.now })
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .claimed)
+        store.release(key("k"), scope: "", fingerprint: first)
+        clock.advance(3)
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .claimed)
+        store.complete(key("k"), scope: "", fingerprint: first, reply: created)
+        clock.advance(3)  // the first claim's window has passed, the second's has not
+        #expect(store.claim(key("k"), scope: "", fingerprint: first) == .replay(created))
+    }
+
+    /// A write whose outcome is unknown (Redis took it, its answer was lost) keeps its key, so a
+    /// retry cannot write twice; a failure known to have written nothing frees it.
+    @Test func aWriteOfUnknownOutcomeKeepsItsKeyAndAKnownFailureFreesIt() {
+        let idempotency = Idempotency(store: LocalIdempotencyStore(windowSeconds: 300, maxKeys: 10))
+        let request = HTTPRequest(method: .post, target: "/api/topics/t/messages", headers: HTTPHeaders(), body: Array("1".utf8))
+        var writes = 0
+        let lost = idempotency.run(key("a"), scope: "", request: request) {
+            writes += 1
+            return .error(.outcomeUnknown("lost the connection to Redis before it answered"))
+        }
+        #expect(lost.response.status == .serviceUnavailable && !lost.outcomeKnown)
+        let retry = idempotency.run(key("a"), scope: "", request: request) {
+            writes += 1
+            return .json(.created, ["seq": 2])
+        }
+        #expect(retry.response.status == .conflict && writes == 1, "the retry must not write")
+
+        let refused = idempotency.run(key("b"), scope: "", request: request) {
+            writes += 1
+            return .error(.unavailable("Redis is unreachable"))
+        }
+        #expect(refused.response.status == .serviceUnavailable && writes == 2)
+        let again = idempotency.run(key("b"), scope: "", request: request) {
+            writes += 1
+            return .json(.created, ["seq": 3])
+        }
+        #expect(again.response.status == .created && writes == 3, "nothing was written, so the retry goes ahead")
     }
 }

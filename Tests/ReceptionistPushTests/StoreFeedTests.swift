@@ -148,6 +148,27 @@ import Testing
         #expect(models == ["other": ["n": 7]], "the store's models now, not the cached ones")
     }
 
+    /// After a replica reset, versions are numbered again; a resume that arrives before the reset
+    /// reaches the feed must replay the store's change sets, not the feed's events of the same
+    /// numbers from the store's earlier life.
+    @Test func aReplayAfterAResetIsNotAnsweredWithEventsOfTheEarlierLife() throws {
+        let push = PushFixture(replication: FakeReplication())
+        let store = try push.createStore("s")
+        let live = FakeSink()
+        try push.subscribe(live, .store("s"))
+        for version: UInt64 in 1...3 {
+            #expect(store.applyReplicated(version: version, committedAt: version, changes: replicatedPut("m", Int(version))))
+        }
+        push.drain()  // the feed now holds its events for versions 1 to 3
+        store.resetReplica(models: ["m": ["n": 1]], version: 1)
+        #expect(store.applyReplicated(version: 2, committedAt: 200, changes: replicatedPut("m", 20)))
+        let resumed = FakeSink()
+        try push.subscribe(resumed, .store("s"), since: 1, epoch: store.epoch)  // before the reset is drained
+        let replayed = resumed.events.filter { $0.name == "changes" }
+        #expect(replayed.map(\.id) == [2])
+        #expect(try JSONParser.parse(replayed[0].json)["changes"] == [["model": "m", "path": "", "kind": "updated", "value": ["n": 20]]])
+    }
+
     @Test func aResetSnapshotAtACachedVersionCarriesTheNewModels() throws {
         let push = PushFixture(storeHistory: 1, replication: FakeReplication())
         let store = try push.createStore("s")

@@ -6,7 +6,9 @@ import ReceptionistWire
 /// nothing; the same key on another request is 409.
 ///
 /// Only answers of 2xx are remembered: a request that failed (503 while Redis is down, say) may
-/// be retried under the same key.
+/// be retried under the same key. A request whose outcome is unknown (Redis took it but its
+/// answer was lost) keeps its key claimed: a retry gets 409 until the window passes, never a
+/// second write.
 struct Idempotency: Sendable {
     let store: any IdempotencyStore
 
@@ -29,7 +31,7 @@ struct Idempotency: Sendable {
             let status = reply.response.status
             if (200..<300).contains(status.code) {
                 store.complete(key, scope: scope, fingerprint: fingerprint, reply: StoredReply(status: status, body: reply.response.body))
-            } else {
+            } else if reply.outcomeKnown {
                 store.release(key, scope: scope, fingerprint: fingerprint)
             }
             return reply

@@ -1,10 +1,11 @@
-import OrderedCollections
+import DequeModule
 import ReceptionistModel
 import ReceptionistSync
 import ReceptionistWire
 
-/// One node's idempotency keys: a lock-guarded table in the order keys were first used, so the
-/// oldest is always at the front, whether it leaves for the window or for the bound.
+/// One node's idempotency keys: a lock-guarded table, with the keys in the order they were first
+/// used beside it, so the oldest is always at the front, whether it leaves for the window or for
+/// the bound. Every operation is O(1) (amortised), so the loop may claim keys too.
 ///
 /// Any thread; every call takes the lock once, briefly.
 final class LocalIdempotencyStore: IdempotencyStore {
@@ -19,10 +20,17 @@ final class LocalIdempotencyStore: IdempotencyStore {
         let key: IdempotencyKey
     }
 
+    private struct Table {
+        var entries: [ScopedKey: Entry] = [:]
+        /// Keys by first use, oldest first. A released key stays here until it reaches the front,
+        /// where it is dropped unless its entry is still the one it named (same `since`).
+        var order: Deque<(key: ScopedKey, since: Double)> = []
+    }
+
     private let windowSeconds: Double
     private let maxKeys: Int
     private let now: @Sendable () -> Double
-    private let table = PThreadLock<OrderedDictionary<ScopedKey, Entry>>([:])
+    private let table = PThreadLock(Table())
 
     /// `now` is monotonic seconds (injected, so the window is tested without waiting).
     init(windowSeconds: Double, maxKeys: Int, now: @escaping @Sendable () -> Double = Clock.monotonicSeconds) {
@@ -31,22 +39,29 @@ final class LocalIdempotencyStore: IdempotencyStore {
         self.now = now
     }
 
-    var count: Int { table.withLock { $0.count } }
+    var count: Int { table.withLock { $0.entries.count } }
 
     func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) -> IdempotencyClaim {
         let time = now()
         return table.withLock { table in
-            // Invariant: entries are in the order they were claimed, so expiry is from the front.
-            while let first = table.values.first, time - first.since >= windowSeconds {
-                table.removeFirst()
+            // Invariant: `order` is by first use, so expiry and the bound both take from the front.
+            // Released keys leave stale records behind; past twice the bound the oldest go anyway.
+            while let first = table.order.first,
+                  time - first.since >= windowSeconds || table.entries[first.key]?.since != first.since
+                    || table.order.count > 2 * maxKeys {
+                table.order.removeFirst()
+                if table.entries[first.key]?.since == first.since { table.entries.removeValue(forKey: first.key) }
             }
             let scoped = ScopedKey(scope: scope, key: key)
-            if let entry = table[scoped] {
+            if let entry = table.entries[scoped] {
                 guard entry.fingerprint == fingerprint else { return .conflict }
                 return entry.reply.map { .replay($0) } ?? .inProgress
             }
-            table[scoped] = Entry(fingerprint: fingerprint, since: time, reply: nil)
-            while table.count > maxKeys { table.removeFirst() }
+            table.entries[scoped] = Entry(fingerprint: fingerprint, since: time, reply: nil)
+            table.order.append((scoped, time))
+            while table.entries.count > maxKeys, let oldest = table.order.popFirst() {
+                if table.entries[oldest.key]?.since == oldest.since { table.entries.removeValue(forKey: oldest.key) }
+            }
             return .claimed
         }
     }
@@ -54,15 +69,17 @@ final class LocalIdempotencyStore: IdempotencyStore {
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) {
         table.withLock { table in
             let scoped = ScopedKey(scope: scope, key: key)
-            guard let index = table.index(forKey: scoped), table.values[index].fingerprint == fingerprint else { return }
-            table.values[index].reply = reply
+            guard table.entries[scoped]?.fingerprint == fingerprint else { return }
+            table.entries[scoped]?.reply = reply
         }
     }
 
     func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) {
         table.withLock { table in
             let scoped = ScopedKey(scope: scope, key: key)
-            if table[scoped]?.fingerprint == fingerprint, table[scoped]?.reply == nil { table.removeValue(forKey: scoped) }
+            if let entry = table.entries[scoped], entry.fingerprint == fingerprint, entry.reply == nil {
+                table.entries.removeValue(forKey: scoped)
+            }
         }
     }
 }

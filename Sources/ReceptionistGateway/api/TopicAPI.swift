@@ -58,7 +58,7 @@ struct TopicAPI {
         let idempotency = self.idempotency
         return .work { idempotency.run(key, scope: scope, request: request) {
             let outcome: Result<UInt64, StoreError> = LoopCall.wait(
-                mailbox, seconds: RedisStoreReplication.timeoutSeconds, timedOut: .failure(.unavailable("Redis did not answer in time"))
+                mailbox, seconds: RedisStoreReplication.timeoutSeconds, timedOut: .failure(.outcomeUnknown("Redis did not answer in time"))
             ) { done in
                 engine.value.publish(topic: name, data: json, completion: done)
             }

@@ -123,7 +123,7 @@ final class ClusterEngine: TopicSource {
             case .error(let text)?:
                 completion(.failure(.unavailable("Redis refused the message: \(text)")))
             default:
-                completion(.failure(.unavailable("lost the connection to Redis before it answered; the message may or may not be published")))
+                completion(.failure(.outcomeUnknown("lost the connection to Redis before it answered; the message may or may not be published")))
             }
         }
         if !sent { completion(.failure(.unavailable(refusal))) }
@@ -172,7 +172,7 @@ final class ClusterEngine: TopicSource {
             case .error(let text)?:
                 completion(.failed(.unavailable("Redis refused the commit: \(text)")))
             default:
-                completion(.failed(.unavailable("lost the connection to Redis before it answered; the commit may or may not be applied")))
+                completion(.failed(.outcomeUnknown("lost the connection to Redis before it answered; the commit may or may not be applied")))
             }
         }
         if !sent { completion(.failed(.unavailable(refusal))) }

@@ -71,7 +71,8 @@ final class RedisIdempotencyStore: IdempotencyStore {
         guard parts[0].elementsEqual("d".utf8), parts.count == 4,
               let code = Int(String(decoding: parts[2], as: UTF8.self))
         else { return .inProgress }
-        return .replay(StoredReply(status: HTTPStatus(code: code, reason: code == 201 ? "Created" : "OK"), body: Array(parts[3])))
+        let status = [HTTPStatus.ok, .created, .accepted, .noContent].first { $0.code == code } ?? HTTPStatus(code: code, reason: "OK")
+        return .replay(StoredReply(status: status, body: Array(parts[3])))
     }
 
     static func hex(_ bytes: [UInt8]) -> String {

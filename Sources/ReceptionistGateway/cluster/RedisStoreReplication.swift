@@ -26,7 +26,7 @@ final class RedisStoreReplication: StoreReplication {
         let entry = JSONWriter.encode(ReplicatedChangeSet.encode(changeSet))
         let pairs: [(String, [UInt8])] = models.map { id, value in (id, value.map { JSONWriter.encode($0) } ?? []) }
         let store = changeSet.store
-        return LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: .failed(.unavailable("Redis did not answer in time"))) { done in
+        return LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: .failed(.outcomeUnknown("Redis did not answer in time"))) { done in
             engine.value.commit(store: store, expectedVersion: expectedVersion, entry: entry, models: pairs, completion: done)
         }
     }

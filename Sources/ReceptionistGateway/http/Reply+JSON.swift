@@ -41,9 +41,11 @@ extension Reply {
         case .storeExists: status = .conflict
         case .invalidStoreName, .invalidModelID, .notAnObject, .emptyCommit: status = .badRequest
         case .reentrantCommit: status = .internalServerError
-        case .unavailable: status = .serviceUnavailable
+        case .unavailable, .outcomeUnknown: status = .serviceUnavailable
         }
-        return error(status, storeError.description)
+        var reply = error(status, storeError.description)
+        if case .outcomeUnknown = storeError { reply.outcomeKnown = false }
+        return reply
     }
 
     /// Validates a request body as one JSON text and returns it compacted (whitespace outside

@@ -8,6 +8,9 @@ struct Reply: Sendable {
     var sharedBody: SharedBytes?
     /// The request was hostile enough that the connection should not serve another.
     var closesConnection: Bool
+    /// False when the answer is a failure whose write may have happened all the same (a lost or
+    /// late answer from Redis): an idempotency key must not be freed for a retry then.
+    var outcomeKnown = true
 
     init(_ response: HTTPResponse, sharedBody: SharedBytes? = nil, closesConnection: Bool = false) {
         self.response = response

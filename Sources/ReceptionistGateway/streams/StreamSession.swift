@@ -26,7 +26,12 @@ protocol StreamSession: GatewaySession, PushSink, TCPConnectionDelegate {
     func end(_ reason: StreamEnd)
 }
 
+/// How many times `--max-queued-bytes` what a client asked for may queue (invariant 28).
+private let owedLimitFactor = 4
+
 extension StreamSession {
+    static var owedFactor: Int { owedLimitFactor }
+
     // MARK: PushSink
 
     /// Invariant 20: past `--max-queued-bytes` of what the kernel has refused, a live event is
@@ -38,36 +43,44 @@ extension StreamSession {
         return .queued
     }
 
-    /// What a subscriber is owed goes out whatever the subscription's policy, but not past the
-    /// connection's limit: a client that reads nothing while it asks for snapshot after snapshot
-    /// is closed as a slow consumer (invariant 28), so its queue is bounded by the limit plus one
-    /// message. Everything queued counts here, what this loop iteration wrote too: a client's
-    /// requests arrive many to a read, and each would otherwise find the kernel's share empty.
+    /// What a subscriber is owed goes out whatever the subscription's policy, but not without
+    /// bound: a client that reads nothing while it asks for snapshot after snapshot is closed as
+    /// a slow consumer (invariant 28).
     @discardableResult
     func sendOwed(_ event: PushEvent) -> SendOutcome {
         guard isWritable else { return .refused }
         if isOverOwedLimit {
-            core.services.counters.refused(.slowConsumer)
-            end(.slowConsumer)
+            closeSlowConsumer()
             return .overLimit
         }
         write(event)
         return .queued
     }
 
+    /// Counts the refusal and ends the stream with its documented code.
+    func closeSlowConsumer() {
+        core.services.counters.refused(.slowConsumer)
+        end(.slowConsumer)
+    }
+
     /// Whether the bytes the kernel has refused on this connection are past `--max-queued-bytes`:
     /// the live stream's test, which a broadcast burst within one iteration does not trip.
     var isOverLimit: Bool { connection.backlogBytes > core.services.config.maxQueuedBytes }
 
-    /// Whether everything queued on this connection, written in this iteration or before, is past
-    /// `--max-queued-bytes`: the test for what the client itself asked for.
-    var isOverOwedLimit: Bool { connection.queuedBytes > core.services.config.maxQueuedBytes }
+    /// The test for what the client itself asked for (snapshots, replies): the kernel's share
+    /// past `--max-queued-bytes`, or everything queued, this iteration's writes too, past four
+    /// times it. A client's requests arrive many to a read, so the kernel's share alone would let
+    /// one read queue without end; the factor lets a client that reads subscribe to a few stores
+    /// larger than the limit at once.
+    var isOverOwedLimit: Bool {
+        let limit = core.services.config.maxQueuedBytes
+        return connection.backlogBytes > limit || connection.queuedBytes > limit * Self.owedFactor
+    }
 
     func endSlowConsumer(_ subscription: Subscription) {
         core.services.logger.debug(
             "slow consumer closed", metadata: ["target": "\(subscription.target)", "queued": "\(connection.queuedBytes)"])
-        core.services.counters.refused(.slowConsumer)
-        end(.slowConsumer)
+        closeSlowConsumer()
     }
 
     // MARK: Subscriptions

@@ -153,10 +153,7 @@ final class WebSocketSession: StreamSession {
     /// (invariant 28): a client that sends and never reads is closed, not buffered for.
     private func writeFrame(_ bytes: [UInt8]) {
         guard !state.closeSent else { return }
-        if isOverOwedLimit {
-            services.counters.refused(.slowConsumer)
-            return end(.slowConsumer)
-        }
+        if isOverOwedLimit { return closeSlowConsumer() }
         services.counters.webSocketMessagesOut += 1
         connection.write(bytes)
     }

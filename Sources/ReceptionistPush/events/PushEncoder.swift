@@ -109,7 +109,7 @@ public enum PushEncoder {
     /// A token was accepted for the subscriptions that follow.
     public static func authenticated(expiresAt: Double) -> [UInt8] {
         var out = head("authenticated")
-        number("expiresAt", UInt64(max(0, expiresAt)), &out)
+        number("expiresAt", UInt64(min(max(0, expiresAt), 1e18)), &out)
         out.append(UInt8(ascii: "}"))
         return out
     }

@@ -70,7 +70,13 @@ public final class StoreFeed {
     /// The event for a change set being replayed: the one fanned out live when it is still kept,
     /// else a new one.
     func event(for changeSet: ChangeSet) -> PushEvent {
-        recent.element(numbered: changeSet.version) ?? PushEvent.changes(changeSet)
+        // The same version, committed at the same moment: after a replica reset a number may
+        // have been reused before the reset reached this feed.
+        if let event = recent.element(numbered: changeSet.version),
+           event.changeSet?.committedAtMicroseconds == changeSet.committedAtMicroseconds {
+            return event
+        }
+        return PushEvent.changes(changeSet)
     }
 
     /// The receptionist's delivery: every change set since the last one, in version order.
