@@ -29,7 +29,7 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
         fuzzCheck(parsed != nil, "a message decoded from text the parser refuses")
         let canonical = JSONWriter.encode(canonicalJSON(message))
         fuzzCheck(ClientMessage.decode(canonical) == .success(message), "\(message) does not survive its canonical form")
-        if case .subscribe(_, let since?, _) = message {
+        if case .subscribe(_, let since?, _, _) = message {
             fuzzCheck(since <= 9_007_199_254_740_991, "since \(since) beyond 2^53 - 1")
         }
     case .failure(let problem):
@@ -44,11 +44,15 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
     var members = JSONObject()
     let target: StreamTarget
     switch message {
-    case .subscribe(let subscribed, let since, let epoch):
+    case .subscribe(let subscribed, let since, let epoch, let options):
         members["type"] = "subscribe"
         target = subscribed
         if let since { members["since"] = .number(JSONNumber(since)) }
         if let epoch { members["epoch"] = .string(epoch) }
+        if let models = options.models { members["models"] = .array(models.map { .string($0) }) }
+        if let paths = options.paths { members["paths"] = .array(paths.map { .string($0.joined(separator: ".")) }) }
+        if let maxRate = options.maxRate { members["maxRate"] = .number(JSONNumber(maxRate)) }
+        if options.old { members["old"] = true }
     case .authenticate(let token):
         return ["type": "auth", "token": .string(token)]
     case .unsubscribe(let unsubscribed):

@@ -13,6 +13,11 @@ public struct CoalescingBuffer: Sendable {
     private var order: [String] = []
     public private(set) var version: UInt64 = 0
     public private(set) var absorbed = 0
+    /// Commit times of the first and the last change set absorbed since the last `take`.
+    public private(set) var firstCommittedAtMicroseconds: UInt64 = 0
+    public private(set) var committedAtMicroseconds: UInt64 = 0
+    /// Whether a replica's reset was absorbed since the last `take`.
+    public private(set) var sawReset = false
 
     public init() {}
 
@@ -20,6 +25,9 @@ public struct CoalescingBuffer: Sendable {
 
     public mutating func absorb(_ changeSet: ChangeSet) {
         version = changeSet.version
+        if firstCommittedAtMicroseconds == 0 { firstCommittedAtMicroseconds = changeSet.committedAtMicroseconds }
+        committedAtMicroseconds = changeSet.committedAtMicroseconds
+        sawReset = sawReset || changeSet.isReset
         for change in changeSet.changes {
             absorb(change)
         }
@@ -58,6 +66,9 @@ public struct CoalescingBuffer: Sendable {
         models.removeAll(keepingCapacity: true)
         order.removeAll(keepingCapacity: true)
         absorbed = 0
+        firstCommittedAtMicroseconds = 0
+        committedAtMicroseconds = 0
+        sawReset = false
         return result
     }
 }

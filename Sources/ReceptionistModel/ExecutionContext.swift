@@ -1,13 +1,16 @@
-/// Somewhere work can be sent to run: the loop's mailbox, or a test's queue.
+/// Somewhere work can be sent to run: the loop's mailbox, or a test's queue. It keeps the time
+/// its timers run by, so a test can run a receptionist's cadence on a clock of its own.
 public protocol ExecutionContext: Sendable {
     /// Queues `job` to run on the context. Returns false if the context accepts no more work.
     func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool
 
-    /// Calls `tick` on the context every `intervalSeconds` until the returned value is cancelled.
-    func every(_ intervalSeconds: Double, _ tick: @escaping @Sendable () -> Void) -> any Cancellable
+    /// Runs `job` on the context once, `delaySeconds` from now. Any thread.
+    func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void)
+
+    /// Monotonic seconds, the clock `after` counts by. Any thread.
+    var now: Double { get }
 }
 
-/// Something that can be stopped. Any thread.
-public protocol Cancellable: Sendable {
-    func cancel()
+extension ExecutionContext {
+    public var now: Double { Clock.monotonicSeconds() }
 }

@@ -15,7 +15,9 @@ public struct HistoryRing<Element> {
 
     public init(capacity: Int) {
         self.capacity = max(0, capacity)
-        entries.reserveCapacity(min(self.capacity, 1024))
+        // A little room up front; the deque grows as the stream does (a ring per subscription
+        // group must not cost its whole capacity before it is used).
+        entries.reserveCapacity(min(self.capacity, 64))
     }
 
     public var count: Int { entries.count }

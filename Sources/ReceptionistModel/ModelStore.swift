@@ -179,11 +179,16 @@ public final class ModelStore: Sendable {
     /// that touches what it observes, and receives only those changes.
     ///
     /// An observer added during a notification starts with the next change set.
+    ///
+    /// `filter` narrows further, to listed models and paths, cutting a change above a listed path
+    /// down to it (`ChangeFilter`); a replica's reset reaches such an observer even when nothing of
+    /// it passes.
     public func observe(
-        model: String? = nil, keyPathPrefix: ModelKeyPath? = nil, options: ObservationOptions = .new,
-        _ callback: @escaping @Sendable (ChangeSet) -> Void
+        model: String? = nil, keyPathPrefix: ModelKeyPath? = nil, filter: ChangeFilter = .all,
+        options: ObservationOptions = .new, _ callback: @escaping @Sendable (ChangeSet) -> Void
     ) -> ObservationToken {
-        let entry = ObserverEntry(model: model, keyPathPrefix: keyPathPrefix, options: options, callback: callback)
+        let entry = ObserverEntry(
+            model: model, keyPathPrefix: keyPathPrefix, options: options, changeFilter: filter, callback: callback)
         observers.withLock { $0.entries.append(entry) }
         return ObservationToken { [weak self] in self?.remove(entry) }
     }

@@ -9,24 +9,29 @@ final class ObserverEntry: @unchecked Sendable {
     let model: String?
     let keyPathPrefix: ModelKeyPath?
     let options: ObservationOptions
+    /// Which models and paths, with changes above the paths cut down to them.
+    let changeFilter: ChangeFilter
     let callback: @Sendable (ChangeSet) -> Void
     var cancelled = false
     /// The thread running `callback` right now, if any.
     var callingThread: pthread_t?
 
-    init(model: String?, keyPathPrefix: ModelKeyPath?, options: ObservationOptions,
+    init(model: String?, keyPathPrefix: ModelKeyPath?, options: ObservationOptions, changeFilter: ChangeFilter = .all,
          callback: @escaping @Sendable (ChangeSet) -> Void) {
         self.model = model
         self.keyPathPrefix = keyPathPrefix
         self.options = options
+        self.changeFilter = changeFilter
         self.callback = callback
     }
 
-    /// The part of `changeSet` this observer asked for, or nil if none of it.
+    /// The part of `changeSet` this observer asked for, or nil if none of it. A replica's reset
+    /// always passes, even with nothing left in it: the observer must learn that it happened.
     func filter(_ changeSet: ChangeSet) -> ChangeSet? {
-        if model == nil && keyPathPrefix == nil && options == .both { return changeSet }
+        if model == nil && keyPathPrefix == nil && options == .both && changeFilter.isAll { return changeSet }
         var filtered = changeSet
-        filtered.changes = changeSet.changes.compactMap { change in
+        filtered.changes = changeFilter.apply(changeSet.changes)
+        filtered.changes = filtered.changes.compactMap { change in
             if let model, change.model != model { return nil }
             if let keyPathPrefix, !change.keyPath.isRelated(to: keyPathPrefix) { return nil }
             var kept = change
@@ -34,6 +39,6 @@ final class ObserverEntry: @unchecked Sendable {
             if !options.contains(.new) { kept.newValue = nil }
             return kept
         }
-        return filtered.changes.isEmpty ? nil : filtered
+        return filtered.changes.isEmpty && !changeSet.isReset ? nil : filtered
     }
 }

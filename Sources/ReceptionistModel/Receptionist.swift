@@ -2,22 +2,26 @@ import ReceptionistJSON
 import ReceptionistSync
 
 /// Observes a store on whatever thread commits, and bounces the changes onto a target execution
-/// context, where `task` runs: the Cocoa Receptionist pattern, made thread-safe.
+/// context, where `task` runs: the Cocoa Receptionist pattern, made thread-safe. On the way it
+/// filters (models and key paths, `ChangeFilter`), coalesces, or collects into batches.
 ///
 /// Invariants:
 /// - The target is woken only when pending work goes from none to some; further changes join the
-///   pending work until the target drains it.
+///   pending work until the target drains it. So there is at most one wake-up per delivery.
 /// - `each` delivers every change set, in version order, none lost. Past `maxPendingChangeSets` the
 ///   committing thread waits for the target to catch up (backpressure onto the job, never loss).
 /// - `coalesce` and `batch` deliver the latest value per (model, key path); applying each delivery
 ///   in order converges to the store's state. Their pending work is bounded by the store's size.
+/// - `batch(interval)` delivers at most once per interval, measured on the target's clock from one
+///   delivery to the next: the first change after a quiet spell goes at once, and no change
+///   waits longer than `interval` (plus the target's own delay) after it was observed.
 ///
 /// Any thread. A receptionist works until `cancel` (or until it is released).
 public final class Receptionist: Sendable {
     public enum Policy: Sendable, Equatable {
         case each
         case coalesce
-        /// Coalesce, and deliver on a timer at this interval rather than on each wake-up.
+        /// Coalesce, and deliver at most once per interval.
         case batch(intervalSeconds: Double)
     }
 
@@ -31,6 +35,12 @@ public final class Receptionist: Sendable {
         public let changes: [ModelChange]
         /// Change sets folded into this delivery (for `each`, `changeSets.count`).
         public let changeSetCount: Int
+        /// Under `coalesce` and `batch`: the commit times of the first and last change set folded in.
+        public var firstCommittedAtMicroseconds: UInt64 = 0
+        public var committedAtMicroseconds: UInt64 = 0
+        /// Under `coalesce` and `batch`: a replica's reset was folded in, so `changes` describe a
+        /// jump between unrelated versions and the receiver needs a fresh snapshot instead.
+        public var containsReset = false
     }
 
     public struct Statistics: Sendable, Equatable {
@@ -48,6 +58,8 @@ public final class Receptionist: Sendable {
         var pendingCount = 0
         var scheduled = false
         var cancelled = false
+        /// When the last delivery ran, on the target's clock (`batch` only).
+        var lastDeliveryAt = -Double.infinity
         var statistics = Statistics()
     }
 
@@ -57,10 +69,9 @@ public final class Receptionist: Sendable {
     private let task: @Sendable (Delivery) -> Void
     private let state = ConditionLock(State())
     private let token = PThreadLock<ObservationToken?>(nil)
-    private let timer = PThreadLock<(any Cancellable)?>(nil)
 
     public init(
-        store: ModelStore, model: String? = nil, keyPathPrefix: ModelKeyPath? = nil,
+        store: ModelStore, model: String? = nil, keyPathPrefix: ModelKeyPath? = nil, filter: ChangeFilter = .all,
         policy: Policy = .each, target: any ExecutionContext, maxPendingChangeSets: Int = 65_536,
         task: @escaping @Sendable (Delivery) -> Void
     ) {
@@ -68,14 +79,11 @@ public final class Receptionist: Sendable {
         self.maxPendingChangeSets = max(1, maxPendingChangeSets)
         self.target = target
         self.task = task
-        let observation = store.observe(model: model, keyPathPrefix: keyPathPrefix, options: .both) { [weak self] changeSet in
+        let observation = store.observe(model: model, keyPathPrefix: keyPathPrefix, filter: filter, options: .both) {
+            [weak self] changeSet in
             self?.observed(changeSet)
         }
         token.withLock { $0 = observation }
-        if case .batch(let interval) = policy {
-            let ticker = target.every(interval) { [weak self] in self?.deliver() }
-            timer.withLock { $0 = ticker }
-        }
     }
 
     deinit {
@@ -88,20 +96,19 @@ public final class Receptionist: Sendable {
     public func cancel() {
         token.withLock { $0 }?.cancel()
         token.withLock { $0 = nil }
-        timer.withLock { $0 }?.cancel()
-        timer.withLock { $0 = nil }
         state.withLock { $0.cancelled = true }
         state.broadcast()
     }
 
     /// Runs on the committing thread, inside the store's notification.
     private func observed(_ changeSet: ChangeSet) {
-        let wake: Bool = state.wait(
+        // Nil: no wake-up. Otherwise the delay before the delivery should run.
+        let wake: Double? = state.wait(
             until: { state in
                 state.cancelled || policy != .each || state.pendingSets.count < maxPendingChangeSets
             },
             then: { state in
-                guard !state.cancelled else { return false }
+                guard !state.cancelled else { return nil }
                 state.statistics.observed += 1
                 state.pendingCount += 1
                 if policy == .each {
@@ -109,13 +116,16 @@ public final class Receptionist: Sendable {
                 } else {
                     state.coalescing.absorb(changeSet)
                 }
-                if case .batch = policy { return false }
-                guard !state.scheduled else { return false }
+                guard !state.scheduled else { return nil }
                 state.scheduled = true
                 state.statistics.wakeups += 1
-                return true
+                guard case .batch(let interval) = policy else { return 0 }
+                return max(0, state.lastDeliveryAt + interval - target.now)
             })
-        if wake && !target.enqueue({ [weak self] in self?.deliver() }) {
+        guard let wake else { return }
+        if wake > 0 {
+            target.after(wake) { [weak self] in self?.deliver() }
+        } else if !target.enqueue({ [weak self] in self?.deliver() }) {
             // The target has shut down; nothing will run there again.
             state.withLock { $0.cancelled = true }
             state.broadcast()
@@ -124,19 +134,27 @@ public final class Receptionist: Sendable {
 
     /// Runs on the target: hands everything pending to the task in one delivery.
     private func deliver() {
+        let now = target.now
         let delivery: Delivery? = state.withLock { state in
             state.scheduled = false
             guard !state.cancelled, state.pendingCount > 0 else { return nil }
             let count = state.pendingCount
             state.pendingCount = 0
             state.statistics.deliveries += 1
+            state.lastDeliveryAt = now
             if policy == .each {
                 let sets = state.pendingSets
                 state.pendingSets.removeAll(keepingCapacity: true)
                 return Delivery(version: sets.last?.version ?? 0, changeSets: sets, changes: [], changeSetCount: count)
             }
+            // The scalars first: a copy of the whole buffer would make `take` copy its tables.
             let version = state.coalescing.version
-            return Delivery(version: version, changeSets: [], changes: state.coalescing.take(), changeSetCount: count)
+            let first = state.coalescing.firstCommittedAtMicroseconds
+            let last = state.coalescing.committedAtMicroseconds
+            let reset = state.coalescing.sawReset
+            return Delivery(
+                version: version, changeSets: [], changes: state.coalescing.take(), changeSetCount: count,
+                firstCommittedAtMicroseconds: first, committedAtMicroseconds: last, containsReset: reset)
         }
         if policy == .each { state.broadcast() }
         if let delivery {

@@ -48,14 +48,19 @@ public final class PushHub {
 
     /// Starts a subscription: sends its first messages through `sink`, then joins the live stream.
     /// `epoch`, when given, is the store epoch `since` belongs to; another epoch cannot be resumed.
-    public func subscribe(_ sink: any PushSink, to target: StreamTarget, since: UInt64?, epoch: String? = nil)
-        -> Result<Subscription, Problem>
-    {
+    /// `options` narrow a store subscription; subscriptions with equal options share their work.
+    public func subscribe(
+        _ sink: any PushSink, to target: StreamTarget, since: UInt64?, epoch: String? = nil,
+        options: SubscriptionOptions = .none
+    ) -> Result<Subscription, Problem> {
         if let problem = check(target) { return .failure(problem) }
         switch target {
         case .store(let name):
-            return .success(subscribeStore(sink, stores.store(name)!, since: since, epoch: epoch))
+            return .success(subscribeStore(sink, stores.store(name)!, since: since, epoch: epoch, options: options))
         case .topic(let name):
+            guard options.isNone else {
+                return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))
+            }
             return .success(subscribeTopic(sink, topic(name), since: since))
         }
     }
@@ -103,9 +108,12 @@ public final class PushHub {
         return feed
     }
 
-    private func subscribeStore(_ sink: any PushSink, _ store: ModelStore, since: UInt64?, epoch: String?) -> Subscription {
+    private func subscribeStore(
+        _ sink: any PushSink, _ store: ModelStore, since: UInt64?, epoch: String?, options: SubscriptionOptions
+    ) -> Subscription {
         let feed = feed(store)
-        let subscription = Subscription(target: .store(store.name), sink: sink)
+        let group = feed.group(for: options)
+        let subscription = Subscription(target: .store(store.name), sink: sink, options: options)
         // A version from another epoch (the gateway restarted, or another store had the name), from
         // the future, or older than the history cannot be resumed: the client gets a fresh
         // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
@@ -122,19 +130,18 @@ public final class PushHub {
             sink.sendOwed(resumed(since))
             counters.storeResumes += 1
             subscription.advance(to: since)
-            // The events fanned out live, where the feed still has them: a reconnect storm of
-            // resuming subscribers shares one encoding of each change set (invariant 19).
-            for changeSet in missed {
-                subscription.deliver(feed.event(for: changeSet))
-            }
+            // Through the group's filter and cadence; the events fanned out live, where the group
+            // still has them, so a reconnect storm of resuming subscribers shares one encoding of
+            // each change set (invariant 19).
+            group.replay(missed, to: subscription)
         } else {
-            let snapshot = feed.snapshot(reset: since != nil)
+            let snapshot = group.snapshot(reset: since != nil)
             if since != nil { counters.resets += 1 }
             sink.sendOwed(snapshot)
             subscription.advance(to: snapshot.id ?? 0)
         }
-        // Change sets up to `position` are covered; later ones reach the feed and pass the filter.
-        feed.add(subscription)
+        // Change sets up to `position` are covered; later ones reach the group and pass the filter.
+        group.add(subscription)
         return subscription
     }
 

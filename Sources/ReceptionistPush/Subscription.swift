@@ -16,6 +16,9 @@ import ReceptionistWire
 /// Loop thread only.
 public final class Subscription {
     public let target: StreamTarget
+    /// What a store subscription asked for (models, paths, rate, old values); it names the group
+    /// of the store's feed that serves it.
+    public let options: SubscriptionOptions
     public unowned let sink: any PushSink
     public private(set) var position: UInt64
     /// Only a subscriber that fell behind pays for this, so it lives out of line.
@@ -29,8 +32,9 @@ public final class Subscription {
         init(from: UInt64) { self.from = from }
     }
 
-    public init(target: StreamTarget, sink: any PushSink, position: UInt64 = 0) {
+    public init(target: StreamTarget, sink: any PushSink, position: UInt64 = 0, options: SubscriptionOptions = .none) {
         self.target = target
+        self.options = options
         self.sink = sink
         self.position = position
     }
@@ -96,7 +100,8 @@ public final class Subscription {
         guard let pending = conflation else { return 0 }
         conflation = nil
         let changes = pending.buffer.take()
-        let json = PushEncoder.conflated(store: target.name, version: position, from: pending.from, changes: changes)
+        let json = PushEncoder.conflated(
+            store: target.name, version: position, from: pending.from, changes: changes, old: options.old)
         sink.sendOwed(PushEvent(name: "changes", id: position, json: json))
         return pending.changeSets
     }

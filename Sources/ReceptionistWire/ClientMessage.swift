@@ -3,7 +3,8 @@ import ReceptionistJSON
 /// A message a subscriber sends over WebSocket (`docs/PROTOCOL.md`). A pure codec: text in, value out.
 public enum ClientMessage: Sendable, Equatable {
     /// `epoch` is the store epoch `since` was read in; a different one means a fresh snapshot.
-    case subscribe(StreamTarget, since: UInt64?, epoch: String? = nil)
+    /// `options` narrow a store subscription (models, paths, rate, old values).
+    case subscribe(StreamTarget, since: UInt64?, epoch: String? = nil, options: SubscriptionOptions = .none)
     case unsubscribe(StreamTarget)
     /// Presents a subscription token (a JWT) for the subscriptions that follow.
     case authenticate(token: String)
@@ -81,6 +82,14 @@ public enum ClientMessage: Sendable, Equatable {
             }
             epoch = text
         }
-        return .success(.subscribe(target, since: since, epoch: epoch))
+        let options: SubscriptionOptions
+        switch SubscriptionOptions.decode(message: value) {
+        case .success(let decoded): options = decoded
+        case .failure(let problem): return .failure(problem)
+        }
+        if case .topic = target, !options.isNone {
+            return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))
+        }
+        return .success(.subscribe(target, since: since, epoch: epoch, options: options))
     }
 }

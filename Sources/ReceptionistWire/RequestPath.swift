@@ -24,7 +24,15 @@ public struct RequestPath: Sendable, Hashable {
         self.segments = segments
     }
 
-    private static func percentDecode(_ bytes: Substring.UTF8View.SubSequence) throws(Problem) -> [UInt8] {
+    /// A query-string value decoded: `%XX` escapes, and `+` as a space. Nil for a bad escape or
+    /// bytes that are not UTF-8.
+    public static func percentDecoded(_ raw: Substring) -> String? {
+        let plus = raw.utf8.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }
+        guard let bytes = try? percentDecode(plus[...]) else { return nil }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func percentDecode<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(Problem) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var i = bytes.startIndex

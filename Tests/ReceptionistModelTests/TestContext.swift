@@ -15,20 +15,9 @@ final class QueueContext: ExecutionContext {
         return true
     }
 
-    func every(_ intervalSeconds: Double, _ tick: @escaping @Sendable () -> Void) -> any Cancellable {
-        let timer = DispatchSource.makeTimerSource(queue: queue)
-        timer.schedule(deadline: .now() + intervalSeconds, repeating: intervalSeconds)
-        timer.setEventHandler(handler: tick)
-        timer.resume()
-        return TimerCancellable(timer: timer)
+    func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {
+        queue.asyncAfter(deadline: .now() + delaySeconds, execute: job)
     }
-}
-
-/// Why `@unchecked Sendable` is safe: a dispatch source's `cancel` is thread-safe.
-final class TimerCancellable: Cancellable, @unchecked Sendable {
-    let timer: any DispatchSourceTimer
-    init(timer: any DispatchSourceTimer) { self.timer = timer }
-    func cancel() { timer.cancel() }
 }
 
 /// Applies a delivered change to a copy of the models, as a subscriber would.

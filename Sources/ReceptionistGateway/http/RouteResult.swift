@@ -11,5 +11,5 @@ enum RouteResult {
     case upgrade(WebSocketSession.Mode, claims: TokenClaims?)
     /// An SSE stream of a store or topic, already checked, resuming after `since` when given.
     /// `epoch` is the store epoch `since` belongs to (`?epoch=`).
-    case stream(StreamTarget, since: UInt64?, epoch: String?, grant: StreamGrant)
+    case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, grant: StreamGrant)
 }

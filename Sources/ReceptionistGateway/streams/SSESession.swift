@@ -25,10 +25,12 @@ final class SSESession: StreamSession {
 
     /// Takes the connection over from HTTP and starts the stream. The target was checked already
     /// (the token covers it, and the hub can serve it).
-    func start(_ target: StreamTarget, since: UInt64?, epoch: String?, date: String, corsOrigin: String?) {
+    func start(
+        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, date: String, corsOrigin: String?
+    ) {
         connection.delegate = self
         connection.write(Self.head(date: date, corsOrigin: corsOrigin))
-        if subscribe(target, since: since, epoch: epoch) != nil {
+        if subscribe(target, since: since, epoch: epoch, options: options) != nil {
             connection.closeAfterFlush()
         }
     }

@@ -11,11 +11,33 @@ enum StreamRequest {
         }
         let text = request.headers["Last-Event-ID"] ?? query(request, "since")
         let epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
-        guard let text, !text.isEmpty else { return .stream(target, since: nil, epoch: epoch, grant: grant) }
+        let options: SubscriptionOptions
+        switch SubscriptionOptions.decode(query: { name in values(request, name) }) {
+        case .success(let decoded): options = decoded
+        case .failure(let problem): return .reply(.error(.badRequest, problem.message))
+        }
+        if case .topic = target, !options.isNone {
+            return .reply(.error(.badRequest, "models, paths, maxRate and old apply to store streams"))
+        }
+        guard let text, !text.isEmpty else { return .stream(target, since: nil, epoch: epoch, options: options, grant: grant) }
         guard let since = UInt64(text.trimmingSpaces) else {
             return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number, not '\(text)'"))
         }
-        return .stream(target, since: since, epoch: epoch, grant: grant)
+        return .stream(target, since: since, epoch: epoch, options: options, grant: grant)
+    }
+
+    /// Every value of `name` in the query string, percent-decoded (`+` is a space); a value that
+    /// does not decode (a bad escape, or bytes that are not UTF-8) is kept as it came.
+    static func values(_ request: HTTPRequest, _ name: String) -> [String] {
+        guard let query = request.query else { return [] }
+        var found: [String] = []
+        for pair in query.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.first == Substring(name) else { continue }
+            let raw = parts.count > 1 ? parts[1] : ""
+            found.append(RequestPath.percentDecoded(raw) ?? String(raw))
+        }
+        return found
     }
 
     /// The first value of `name` in the query string, undecoded (numbers need no decoding).

@@ -86,12 +86,12 @@ extension StreamSession {
     // MARK: Subscriptions
 
     /// Subscribes this stream to `target` after the token and limit checks.
-    func subscribe(_ target: StreamTarget, since: UInt64?, epoch: String?) -> ClientMessage.Problem? {
+    func subscribe(_ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions) -> ClientMessage.Problem? {
         guard !core.subscriptions.contains(where: { $0.target == target }) else {
             return ClientMessage.Problem(.alreadySubscribed, "this connection already subscribes to \(target)")
         }
         if let problem = core.permission(for: target) { return problem }
-        switch core.services.hub.subscribe(self, to: target, since: since, epoch: epoch) {
+        switch core.services.hub.subscribe(self, to: target, since: since, epoch: epoch, options: options) {
         case .success(let subscription):
             core.subscriptions.append(subscription)
             return nil

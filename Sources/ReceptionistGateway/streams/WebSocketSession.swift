@@ -115,8 +115,8 @@ final class WebSocketSession: StreamSession {
             sendError(problem)
         case .success(.authenticate(let token)):
             authenticate(token)
-        case .success(.subscribe(let target, let since, let epoch)):
-            if let problem = subscribe(target, since: since, epoch: epoch) { sendError(problem) }
+        case .success(.subscribe(let target, let since, let epoch, let options)):
+            if let problem = subscribe(target, since: since, epoch: epoch, options: options) { sendError(problem) }
         case .success(.unsubscribe(let target)):
             if let problem = unsubscribe(target) { return sendError(problem) }
             writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))

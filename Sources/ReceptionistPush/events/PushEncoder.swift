@@ -7,24 +7,45 @@ import ReceptionistWire
 /// Messages are written field by field rather than through a `JSONValue` tree, since a change set
 /// is encoded on the fan-out path; only model values go through `JSONWriter`.
 public enum PushEncoder {
-    public static func changes(_ changeSet: ChangeSet) -> [UInt8] {
+    /// One change set; with `old`, each change carries its previous value too.
+    public static func changes(_ changeSet: ChangeSet, old: Bool = false) -> [UInt8] {
         var out = head("changes")
         field("store", changeSet.store, &out)
         number("version", changeSet.version, &out)
         number("committedAt", changeSet.committedAtMicroseconds, &out)
-        writeChanges(changeSet.changes, &out)
+        writeChanges(changeSet.changes, old: old, &out)
         out.append(UInt8(ascii: "}"))
         return out
     }
 
     /// A slow subscriber's pending change sets, folded to the latest value per (model, path).
-    public static func conflated(store: String, version: UInt64, from: UInt64, changes: [ModelChange]) -> [UInt8] {
+    public static func conflated(
+        store: String, version: UInt64, from: UInt64, changes: [ModelChange], old: Bool = false
+    ) -> [UInt8] {
         var out = head("changes")
         field("store", store, &out)
         number("version", version, &out)
         number("from", from, &out)
         out += ",\"conflated\":true".utf8
-        writeChanges(changes, &out)
+        writeChanges(changes, old: old, &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// A frame of a subscription with `maxRate`: the change sets after `from` up to `version`,
+    /// folded to the latest value per (model, path), with the commit times of the first and last.
+    public static func coalesced(
+        store: String, version: UInt64, from: UInt64, firstCommittedAt: UInt64, committedAt: UInt64,
+        changes: [ModelChange], old: Bool
+    ) -> [UInt8] {
+        var out = head("changes")
+        field("store", store, &out)
+        number("version", version, &out)
+        number("from", from, &out)
+        out += ",\"conflated\":true".utf8
+        number("committedAt", committedAt, &out)
+        number("firstCommittedAt", firstCommittedAt, &out)
+        writeChanges(changes, old: old, &out)
         out.append(UInt8(ascii: "}"))
         return out
     }
@@ -139,7 +160,7 @@ public enum PushEncoder {
         out += String(value).utf8
     }
 
-    private static func writeChanges(_ changes: [ModelChange], _ out: inout [UInt8]) {
+    private static func writeChanges(_ changes: [ModelChange], old: Bool, _ out: inout [UInt8]) {
         out += ",\"changes\":[".utf8
         for (index, change) in changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
@@ -151,6 +172,10 @@ public enum PushEncoder {
             out += change.kind.rawValue.utf8
             out += "\",\"value\":".utf8
             JSONWriter.write(change.newValue ?? .null, to: &out)
+            if old {
+                out += ",\"old\":".utf8
+                JSONWriter.write(change.oldValue ?? .null, to: &out)
+            }
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))

@@ -42,7 +42,7 @@ public final class PushEvent {
         return bytes
     }
 
-    public static func changes(_ changeSet: ChangeSet) -> PushEvent {
-        PushEvent(name: "changes", id: changeSet.version, json: PushEncoder.changes(changeSet), changeSet: changeSet)
+    public static func changes(_ changeSet: ChangeSet, old: Bool = false) -> PushEvent {
+        PushEvent(name: "changes", id: changeSet.version, json: PushEncoder.changes(changeSet, old: old), changeSet: changeSet)
     }
 }

@@ -1,0 +1,103 @@
+import ReceptionistJSON
+
+/// Which models, and which key paths inside them, an observer follows; and the projection of a
+/// change or a model onto them. A pure value.
+///
+/// Invariant (projection): for any state `s` and change set `c` taking `s` to `s'`, applying
+/// `apply(c.changes)` to `project(s)` gives `project(s')`, where applying a change sets the value
+/// at its path (creating missing objects) or removes it, and a removal under `paths` also drops
+/// the objects it leaves empty above the listed path it lies under. Hence a subscriber that
+/// starts from a projected snapshot and applies filtered changes holds the projected store.
+public struct ChangeFilter: Sendable, Hashable {
+    private let exactModels: Set<String>?
+    private let modelPrefixes: [String]
+    /// Key-path prefixes, none beneath another (a prefix under another one adds nothing).
+    public let paths: [ModelKeyPath]?
+
+    public static let all = ChangeFilter(models: nil, paths: nil)
+
+    /// - Parameter models: ids; one ending in `*` is a prefix. Nil: every model.
+    /// - Parameter paths: key-path prefixes. Nil (or one that is the whole model): every path.
+    public init(models: [String]?, paths: [ModelKeyPath]?) {
+        if let models {
+            exactModels = Set(models.filter { !$0.hasSuffix("*") })
+            modelPrefixes = models.filter { $0.hasSuffix("*") }.map { String($0.dropLast()) }.sorted()
+        } else {
+            exactModels = nil
+            modelPrefixes = []
+        }
+        if let paths, !paths.contains(.whole) {
+            let unique = Array(Set(paths)).sorted { $0.components.lexicographicallyPrecedes($1.components) }
+            self.paths = unique.filter { path in !unique.contains { $0 != path && $0.isPrefix(of: path) } }
+        } else {
+            self.paths = nil
+        }
+    }
+
+    /// Whether everything passes unchanged.
+    public var isAll: Bool { exactModels == nil && paths == nil }
+
+    public func follows(model: String) -> Bool {
+        guard let exactModels else { return true }
+        return exactModels.contains(model) || modelPrefixes.contains { model.hasPrefix($0) }
+    }
+
+    /// The changes this filter keeps, each cut down to the listed paths.
+    ///
+    /// A change at or under a listed path passes as it is. A change above listed paths is cut
+    /// down to one change per listed path beneath it whose value differs; the creation or deletion
+    /// of a whole model instead passes at the model's root with its value projected, so that a
+    /// subscriber learns that the model exists (or no longer does).
+    public func apply(_ changes: [ModelChange]) -> [ModelChange] {
+        if isAll { return changes }
+        var kept: [ModelChange] = []
+        for change in changes where follows(model: change.model) {
+            guard let paths else {
+                kept.append(change)
+                continue
+            }
+            if paths.contains(where: { $0.isPrefix(of: change.keyPath) }) {
+                kept.append(change)
+                continue
+            }
+            if change.keyPath == .whole && change.kind != .updated {
+                kept.append(ModelChange(
+                    model: change.model, keyPath: .whole,
+                    oldValue: change.oldValue.map(project(model:)), newValue: change.newValue.map(project(model:))))
+                continue
+            }
+            let depth = change.keyPath.components.count
+            for path in paths where change.keyPath.isPrefix(of: path) {
+                let below = path.components.dropFirst(depth)
+                let old = change.oldValue?.value(at: below)
+                let new = change.newValue?.value(at: below)
+                guard old != new else { continue }
+                kept.append(ModelChange(model: change.model, keyPath: path, oldValue: old, newValue: new))
+            }
+        }
+        return kept
+    }
+
+    /// The part of one model this filter follows: the values at the listed paths, with the
+    /// objects that lead to them.
+    public func project(model value: JSONValue) -> JSONValue {
+        guard let paths else { return value }
+        var projected = JSONValue.object([:])
+        for path in paths {
+            if let part = value.value(at: path.components) {
+                projected.setValue(part, at: path.components[...])
+            }
+        }
+        return projected
+    }
+
+    /// The models this filter follows, each projected.
+    public func project(_ models: [String: JSONValue]) -> [String: JSONValue] {
+        if isAll { return models }
+        var projected: [String: JSONValue] = [:]
+        for (id, value) in models where follows(model: id) {
+            projected[id] = project(model: value)
+        }
+        return projected
+    }
+}
