@@ -33,6 +33,7 @@ public final class PushHub {
     private var isReplica: Bool { topicSource != nil }
 
     public var storeSubscriberCount: Int { feeds.values.reduce(0) { $0 + $1.subscriberCount } }
+    public var storeGroupCount: Int { feeds.values.reduce(0) { $0 + $1.groupCount } }
     public var topicSubscriberCount: Int { topics.values.reduce(0) { $0 + $1.subscriberCount } }
 
     /// Whether `target` can be subscribed to; checked before an SSE stream commits to a 200.

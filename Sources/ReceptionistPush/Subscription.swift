@@ -18,7 +18,15 @@ public final class Subscription {
     public let target: StreamTarget
     /// What a store subscription asked for (models, paths, rate, old values); it names the group
     /// of the store's feed that serves it.
-    public let options: SubscriptionOptions
+    public var options: SubscriptionOptions { optionsBox?.options ?? .none }
+    /// Out of line, and absent for a subscription without options: an idle subscriber pays one
+    /// word for them, not the options' whole size.
+    private let optionsBox: OptionsBox?
+
+    private final class OptionsBox {
+        let options: SubscriptionOptions
+        init(_ options: SubscriptionOptions) { self.options = options }
+    }
     public unowned let sink: any PushSink
     public private(set) var position: UInt64
     /// Only a subscriber that fell behind pays for this, so it lives out of line.
@@ -34,7 +42,7 @@ public final class Subscription {
 
     public init(target: StreamTarget, sink: any PushSink, position: UInt64 = 0, options: SubscriptionOptions = .none) {
         self.target = target
-        self.options = options
+        optionsBox = options.isNone ? nil : OptionsBox(options)
         self.sink = sink
         self.position = position
     }

@@ -106,3 +106,21 @@ def test_json_log_format_writes_one_object_per_line(start_server):
     messages = [record["message"] for record in records]
     assert "started" in messages and "draining" in messages and "stopped" in messages, messages
     assert any(r["message"].startswith("GET /healthz 200") and r["level"] == "debug" for r in records), records
+
+
+def test_store_receptionists_count_distinct_options_and_go_with_their_members(start_server):
+    server = start_server("--demo")
+    assert value(scrape(server.port), "receptionist_store_receptionists") == 0
+    with connect(server.port) as plain:
+        # The store's first subscriber brings its feed and the receptionist without options.
+        assert subscribe(plain, store="tiles")["type"] == "snapshot"
+        assert value(scrape(server.port), "receptionist_store_receptionists") == 1
+        with connect(server.port) as a, connect(server.port) as b, connect(server.port) as c:
+            assert subscribe(a, store="tiles", paths=["color"], maxRate=5)["type"] == "snapshot"
+            # The same options in another order share a receptionist; other options get their own.
+            assert subscribe(b, store="tiles", maxRate=5, paths=["color"])["type"] == "snapshot"
+            assert subscribe(c, store="tiles", models=["tile-1*"])["type"] == "snapshot"
+            assert value(scrape(server.port), "receptionist_store_receptionists") == 3
+        # The filtered ones go with their last member; the unfiltered one stays with the feed.
+        wait_for(lambda: value(scrape(server.port), "receptionist_store_receptionists") == 1, 5.0,
+                 "the receptionists of closed subscriptions were not released")

@@ -32,6 +32,8 @@ final class GatewayMetrics {
         var bytesWritten: UInt64
         var connections: [SessionTransport: Int]
         var storeSubscriptions: Int
+        /// Receptionists serving store subscriptions: one per store and distinct set of options.
+        var storeGroups: Int
         var topicSubscriptions: Int
         var stores: Int
         var topics: Int
@@ -76,6 +78,7 @@ final class GatewayMetrics {
         gauges = [
             (gauge("subscriptions", "Live subscriptions.", [("kind", "store")]), { $0.storeSubscriptions }),
             (gauge("subscriptions", "Live subscriptions.", [("kind", "topic")]), { $0.topicSubscriptions }),
+            (gauge("store_receptionists", "Receptionists serving store subscribers, one per store and set of subscription options."), { $0.storeGroups }),
             (gauge("stores", "Model stores."), { $0.stores }),
             (gauge("topics", "Topics."), { $0.topics }),
             (gauge("mailbox_depth", "Closures waiting in the loop's mailbox."), { $0.mailboxDepth }),

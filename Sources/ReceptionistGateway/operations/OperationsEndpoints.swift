@@ -65,7 +65,7 @@ final class OperationsEndpoints {
         return metrics.render(GatewayMetrics.Sample(
             counters: counters, push: hub.counters, bytesRead: loop.bytesRead, bytesWritten: loop.bytesWritten,
             connections: table.countByTransport(),
-            storeSubscriptions: hub.storeSubscriberCount, topicSubscriptions: hub.topicSubscriberCount,
+            storeSubscriptions: hub.storeSubscriberCount, storeGroups: hub.storeGroupCount, topicSubscriptions: hub.topicSubscriberCount,
             stores: stores.all.count, topics: hub.topics.count,
             mailboxDepth: loop.mailbox.statistics.depth,
             jobStates: jobs.allJobs.map { $0.info.state.name }))
