@@ -16,7 +16,30 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
 
     /// An integer, written in full.
     public init<T: BinaryInteger>(_ value: T) {
-        literal = String(value)
+        if let small = Int64(exactly: value) {
+            literal = Self.decimal(small)
+        } else {
+            literal = String(value)
+        }
+    }
+
+    /// The decimal text of `value`, built in a stack buffer: the generic `String(_:)` for
+    /// integers is several times slower, and jobs write numbers into models on every change.
+    private static func decimal(_ value: Int64) -> String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var magnitude = value.magnitude
+            var index = 20
+            repeat {
+                index -= 1
+                buffer[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
+                magnitude /= 10
+            } while magnitude > 0
+            if value < 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "-")
+            }
+            return String(decoding: UnsafeBufferPointer(rebasing: buffer[index..<20]), as: UTF8.self)
+        }
     }
 
     /// A `Double`: integral values within ±2^53 without a fraction, others in Swift's shortest

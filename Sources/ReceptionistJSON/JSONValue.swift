@@ -64,27 +64,44 @@ public enum JSONValue: Sendable, Hashable {
     /// A step through a non-object replaces it with an object. The payload is taken out of `self`
     /// before it is changed so the members stay uniquely referenced and are edited in place.
     public mutating func setValue(_ value: JSONValue?, at path: ArraySlice<String>) {
+        _ = replaceValue(value, at: path)
+    }
+
+    /// `setValue`, returning the value that was at `path` before: one walk down the tree instead
+    /// of a read and then a write (a commit does this for every change).
+    public mutating func replaceValue(_ value: JSONValue?, at path: ArraySlice<String>) -> JSONValue? {
         guard let key = path.first else {
+            let old = self
             self = value ?? .null
-            return
+            return old
         }
         var members: JSONObject
+        var wasObject = false
         if case .object(let existing) = self {
             members = existing
+            wasObject = true
             self = .null
+        } else if value == nil {
+            // Removing beneath a value that is not an object: there is nothing there to remove.
+            return nil
         } else {
             members = [:]
         }
+        let old: JSONValue?
         if path.count == 1 {
-            members[key] = value
+            old = value.map { members.updateValue($0, forKey: key) } ?? members.removeValue(forKey: key)
         } else if let index = members.index(forKey: key) {
-            members.values[index].setValue(value, at: path.dropFirst())
+            old = members.values[index].replaceValue(value, at: path.dropFirst())
         } else if value != nil {
             var child = JSONValue.object([:])
             child.setValue(value, at: path.dropFirst())
             members[key] = child
+            old = nil
+        } else {
+            old = nil
         }
         self = .object(members)
+        return wasObject ? old : nil
     }
 }
 

@@ -6,8 +6,10 @@ import ReceptionistJSON
 /// yields exactly the store's state at `version`. A change to a path replaces pending changes
 /// beneath it; a change beneath a pending path is folded into that pending value.
 ///
-/// Old values: a pending change keeps the old value of the first change at its exact path since
-/// the last delivery; when it replaced changes beneath it, it keeps the value just before itself.
+/// Old values: a pending change keeps the value its path had at the last delivery, before the
+/// first change folded into it. When it replaces pending changes beneath it, its own old value
+/// (the value just before it) has their first old values put back in. (An object created only
+/// on the way to a new path cannot be told from one that was there, so it stays in `old`.)
 public struct CoalescingBuffer: Sendable {
     private var models: [String: [ModelChange]] = [:]
     private var order: [String] = []
@@ -35,12 +37,29 @@ public struct CoalescingBuffer: Sendable {
 
     private mutating func absorb(_ change: ModelChange) {
         absorbed += 1
-        guard var pending = models[change.model] else {
-            models[change.model] = [change]
+        // One lookup, and the model's pending list edited in place (a copy taken out of the
+        // table and written back would reallocate the list on every change).
+        if Self.fold(change, into: &models[change.model, default: []]) {
             order.append(change.model)
-            return
         }
-        if let ancestor = pending.firstIndex(where: { $0.keyPath.isPrefix(of: change.keyPath) && $0.keyPath != change.keyPath }) {
+    }
+
+    /// Folds `change` into one model's pending changes, in which no path lies under another.
+    /// Returns whether the list was empty before.
+    private static func fold(_ change: ModelChange, into pending: inout [ModelChange]) -> Bool {
+        if pending.isEmpty {
+            pending.append(change)
+            return true
+        }
+        // The common case: the same path again. Nothing can be above or beneath it, since a
+        // pending path swallows changes beneath it and is replaced by a change above it.
+        if let same = pending.firstIndex(where: { $0.keyPath == change.keyPath }) {
+            // Edited in place: the model and path stay, the old value stays the first one.
+            pending[same].newValue = change.newValue
+            pending[same].kind = ModelChange.kind(old: pending[same].oldValue, new: change.newValue)
+            return false
+        }
+        if let ancestor = pending.firstIndex(where: { $0.keyPath.isPrefix(of: change.keyPath) }) {
             let relative = change.keyPath.components.dropFirst(pending[ancestor].keyPath.components.count)
             var value = pending[ancestor].newValue ?? .object([:])
             value.setValue(change.newValue, at: relative)
@@ -48,13 +67,18 @@ public struct CoalescingBuffer: Sendable {
                 model: change.model, keyPath: pending[ancestor].keyPath,
                 oldValue: pending[ancestor].oldValue, newValue: value)
         } else {
-            let earlier = pending.first { $0.keyPath == change.keyPath }
+            var replacing = change
+            if replacing.oldValue != nil {
+                let depth = change.keyPath.components.count
+                for beneath in pending where change.keyPath.isPrefix(of: beneath.keyPath) {
+                    replacing.oldValue?.setValue(beneath.oldValue, at: beneath.keyPath.components.dropFirst(depth))
+                }
+                replacing.kind = replacing.newValue == nil ? .deleted : .updated
+            }
             pending.removeAll { change.keyPath.isPrefix(of: $0.keyPath) }
-            pending.append(ModelChange(
-                model: change.model, keyPath: change.keyPath,
-                oldValue: earlier?.oldValue ?? change.oldValue, newValue: change.newValue))
+            pending.append(replacing)
         }
-        models[change.model] = pending
+        return false
     }
 
     /// Everything pending, in an order that converges, and empties the buffer.

@@ -8,7 +8,7 @@ public struct ModelChange: Sendable, Hashable {
 
     public let model: String
     public let keyPath: ModelKeyPath
-    public let kind: Kind
+    public internal(set) var kind: Kind
     /// The value before the change; nil where there was none or the observer did not ask for it.
     public var oldValue: JSONValue?
     /// The value after the change; nil where it was removed or the observer did not ask for it.
@@ -19,6 +19,13 @@ public struct ModelChange: Sendable, Hashable {
         self.keyPath = keyPath
         self.oldValue = oldValue
         self.newValue = newValue
-        kind = oldValue == nil ? .created : (newValue == nil ? .deleted : .updated)
+        kind = Self.kind(old: oldValue, new: newValue)
+    }
+
+    /// A change that leaves no value is a deletion, even of what was not there (removing a path
+    /// that is absent, or a path created and removed again within one coalesced frame): the
+    /// receiver removes it, and holds what the store holds.
+    static func kind(old: JSONValue?, new: JSONValue?) -> Kind {
+        new == nil ? .deleted : (old == nil ? .created : .updated)
     }
 }

@@ -118,58 +118,132 @@ public final class ModelStore: Sendable {
         return try result.get()
     }
 
-    /// Applies every operation or, on the first failure, restores every touched model and throws.
+    /// Applies every operation or, on the first failure, none, and throws.
+    ///
+    /// What can fail (a bad id, a value that is not an object, a model that does not exist at
+    /// that point of the commit) is found by a first pass that changes nothing, so the second
+    /// pass cannot fail and keeps no copy of any model for a rollback. Each model is then reached
+    /// with one hash lookup per operation and edited in place: the dictionary's slot is mutated,
+    /// never copied out and back.
     static func apply(_ operations: [StoreOperation], to models: inout [String: JSONValue]) throws(StoreError)
         -> [ModelChange]
     {
-        var originals: [String: JSONValue?] = [:]
+        // Where each operation's model is, when the commit only edits models in place (no put
+        // or delete moves them): then no model is hashed twice.
+        let located = try validate(operations, against: models)
         var changes: [ModelChange] = []
-        do throws(StoreError) {
-            for operation in operations {
-                let id = operation.model
-                guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
-                if originals[id] == nil { originals[id] = .some(models[id]) }
-                switch operation {
-                case .put(_, let value):
-                    guard value.objectValue != nil else { throw StoreError.notAnObject("a model") }
-                    let old = models.updateValue(value, forKey: id)
-                    changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: value))
-                case .patch(_, let patch):
-                    guard patch.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
-                    guard var model = models.removeValue(forKey: id) else { throw StoreError.noSuchModel(id) }
+        changes.reserveCapacity(operations.count)
+        for (position, operation) in operations.enumerated() {
+            let id = operation.model
+            switch operation {
+            case .put(_, let value):
+                let old = models.updateValue(value, forKey: id)
+                changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: value))
+            case .patch(_, let patch):
+                func patched(_ model: inout JSONValue) {
                     let before = model
                     for effect in model.applyMergePatch(patch) {
                         changes.append(ModelChange(
                             model: id, keyPath: ModelKeyPath(effect.path),
                             oldValue: before.value(at: effect.path), newValue: effect.value))
                     }
-                    models[id] = model
-                case .set(_, let keyPath, let value):
-                    guard var model = models.removeValue(forKey: id) else { throw StoreError.noSuchModel(id) }
-                    if keyPath.components.isEmpty, value?.objectValue == nil {
-                        models[id] = model
-                        throw StoreError.notAnObject("a model")
-                    }
-                    let old = model.value(at: keyPath.components)
-                    model.setValue(value, at: keyPath.components[...])
-                    models[id] = model
-                    changes.append(ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value))
-                case .delete:
-                    guard let old = models.removeValue(forKey: id) else { throw StoreError.noSuchModel(id) }
-                    changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: nil))
                 }
+                if let located { patched(&models.values[located[position]]) } else { edit(&models[id], patched) }
+            case .set(_, let keyPath, let value):
+                func set(_ model: inout JSONValue) {
+                    // A set that must create (or turn into an object) an ancestor of its path is
+                    // reported at that ancestor, so that a change with no old value always means
+                    // its parent was there, and a receiver can undo or fold it exactly.
+                    if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
+                        let ancestor = Array(keyPath.components[..<depth])
+                        let before = model.value(at: ancestor)
+                        model.setValue(value, at: keyPath.components[...])
+                        changes.append(ModelChange(
+                            model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
+                        return
+                    }
+                    let old = model.replaceValue(value, at: keyPath.components[...])
+                    changes.append(ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value))
+                }
+                if let located { set(&models.values[located[position]]) } else { edit(&models[id], set) }
+            case .delete:
+                let old = models.removeValue(forKey: id)
+                changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: nil))
             }
-        } catch {
-            for (id, original) in originals {
-                models[id] = original
-            }
-            throw error
         }
         return changes
     }
 
+    /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
+    /// put or deleted earlier in the same commit count as they will be by then.
+    ///
+    /// Returns each operation's model's index in `models` when every operation edits a model in
+    /// place (`set` and `patch`), since the indices then stay valid while `apply` runs; else nil.
+    static func validate(_ operations: [StoreOperation], against models: [String: JSONValue]) throws(StoreError)
+        -> [Dictionary<String, JSONValue>.Index]?
+    {
+        var existsNow: [String: Bool] = [:]
+        var located: [Dictionary<String, JSONValue>.Index]? = []
+        located?.reserveCapacity(operations.count)
+        for operation in operations {
+            let id = operation.model
+            let exists: Bool
+            if existsNow.isEmpty, let index = models.index(forKey: id) {
+                // A model in the store has a valid id: it was checked when it was put.
+                exists = true
+                located?.append(index)
+            } else {
+                guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
+                exists = existsNow[id] ?? (models[id] != nil)
+            }
+            switch operation {
+            case .put(_, let value):
+                guard value.objectValue != nil else { throw StoreError.notAnObject("a model") }
+                existsNow[id] = true
+                located = nil
+            case .patch(_, let patch):
+                guard patch.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
+                guard exists else { throw StoreError.noSuchModel(id) }
+            case .set(_, let keyPath, let value):
+                guard exists else { throw StoreError.noSuchModel(id) }
+                if keyPath.components.isEmpty, value?.objectValue == nil { throw StoreError.notAnObject("a model") }
+            case .delete:
+                guard exists else { throw StoreError.noSuchModel(id) }
+                existsNow[id] = false
+                located = nil
+            }
+        }
+        return located
+    }
+
+    /// The length of the shortest proper prefix of `path` at which `model` holds no object (a
+    /// setter creates or replaces it there), or nil if every ancestor of `path` is an object.
+    static func firstReshaped(_ model: JSONValue, _ path: [String]) -> Int? {
+        var current = model
+        for depth in 0..<(path.count - 1) {
+            guard case .object(let members) = current, let next = members[path[depth]], case .object = next else {
+                return depth == 0 && current.objectValue == nil ? 0 : depth + 1
+            }
+            current = next
+        }
+        return nil
+    }
+
+    /// Runs `body` on the model in `slot`, in place; `validate` has made sure there is one.
+    @inline(__always)
+    private static func edit(_ slot: inout JSONValue?, _ body: (inout JSONValue) -> Void) {
+        guard slot != nil else { return }
+        body(&slot!)
+    }
+
+    /// A model id is 1 to 128 bytes of UTF-8 with no `/` and no control character.
     static func isValidModelID(_ id: String) -> Bool {
-        !id.isEmpty && id.utf8.count <= 128 && !id.contains("/") && !id.unicodeScalars.contains { $0.value < 0x20 }
+        let bytes = id.utf8
+        guard !bytes.isEmpty, bytes.count <= 128 else { return false }
+        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "/") {
+            return false
+        }
+        return true
     }
 
     // MARK: Observing

@@ -78,7 +78,9 @@ public struct SubscriptionOptions: Sendable, Hashable {
         }
         var rate: Double?
         if let text = values("maxRate").last {
-            guard let number = Double(text) else {
+            // Decimal only: `Double` would also read hexadecimal and "nan".
+            let decimal = !text.isEmpty && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".") }
+            guard decimal, let number = Double(text) else {
                 return .failure(bad("maxRate", "must be a number of frames a second, 0 < maxRate <= 1000"))
             }
             rate = number

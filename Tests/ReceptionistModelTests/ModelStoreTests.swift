@@ -30,6 +30,32 @@ import Testing
         #expect(store.version == 4)
     }
 
+    @Test func aSetThatCreatesAnAncestorIsReportedAtThatAncestor() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "m", value: ["a": 5, "b": ["c": 1]])])
+        // `style` is missing: the change creates it, so it is reported there, with no old value.
+        let created = try store.commit([.set(model: "m", keyPath: "style.border.width", value: 2)])
+        #expect(created.changes == [ModelChange(model: "m", keyPath: "style", oldValue: nil, newValue: ["border": ["width": 2]])])
+        // `a` is a number: the change turns it into an object, reported at `a` with the number as old.
+        let reshaped = try store.commit([.set(model: "m", keyPath: "a.x", value: 1)])
+        #expect(reshaped.changes == [ModelChange(model: "m", keyPath: "a", oldValue: 5, newValue: ["x": 1])])
+        // Every ancestor exists: reported at the path itself.
+        let plain = try store.commit([.set(model: "m", keyPath: "b.d", value: 3)])
+        #expect(plain.changes == [ModelChange(model: "m", keyPath: "b.d", oldValue: nil, newValue: 3)])
+        #expect(store.model("m")?.value == ["a": ["x": 1], "b": ["c": 1, "d": 3], "style": ["border": ["width": 2]]])
+    }
+
+    @Test func removingWhatIsNotThereChangesNothingAndIsADeletion() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "m", value: ["a": 5])])
+        let absent = try store.commit([.set(model: "m", keyPath: "x.y", value: nil)])
+        #expect(absent.changes.map(\.kind) == [.deleted])
+        // Removing beneath a number leaves the number alone.
+        let beneath = try store.commit([.set(model: "m", keyPath: "a.b", value: nil)])
+        #expect(beneath.changes.map(\.kind) == [.deleted])
+        #expect(store.model("m")?.value == ["a": 5])
+    }
+
     @Test func aFailedCommitChangesNothing() throws {
         let store = ModelStore(name: "s")
         try store.commit([.put(model: "a", value: ["x": 1]), .put(model: "b", value: ["x": 1])])

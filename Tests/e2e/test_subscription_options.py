@@ -363,7 +363,9 @@ def test_paths_filter_cuts_ancestor_changes_down_to_the_listed_paths(server):
             ([delete("d")], [change("d", "", "deleted", None)]),
             ([put("d", {"label": "bare"})], [change("d", "", "created", {})]),
             ([put("e", {"color": "#ee0000"})], None),
-            ([set_at("b", "style.border.width", 7)], [change("b", "style.border.width", "created", 7)]),
+            # A set that creates the objects on its way is reported where it creates them (here
+            # `style`), and cut down from there to the listed path.
+            ([set_at("b", "style.border.width", 7)], [change("b", "style.border", "created", {"width": 7})]),
         ])
         assert view.models == {"a": {"color": "#a2", "style": {"border": {"width": 4}}},
                                "b": {"style": {"border": {"width": 7}}}, "d": {}}

@@ -120,7 +120,8 @@ def test_atomic_change_set_is_one_frame_with_every_change(server):
         assert_changes_frame(frame, store, version)
         assert frame["changes"] == [
             {"model": "a", "path": "n", "kind": "updated", "value": 2},
-            {"model": "a", "path": "style.border.width", "kind": "created", "value": 3},
+            # `style` did not exist: the set created it, and is reported there.
+            {"model": "a", "path": "style", "kind": "created", "value": {"border": {"width": 3}}},
             {"model": "b", "path": "", "kind": "deleted", "value": None},
         ]
         # Nothing of that change set comes later: the next frame is the next version.
