@@ -57,7 +57,13 @@ public final class PushHub {
         if let problem = check(target) { return .failure(problem) }
         switch target {
         case .store(let name):
-            return .success(subscribeStore(sink, stores.store(name)!, since: since, epoch: epoch, options: options))
+            let store = stores.store(name)!
+            guard feed(store).accepts(options) else {
+                return .failure(Problem(
+                    .tooManySubscriptions,
+                    "store '\(name)' already serves \(StoreFeed.maxGroups) distinct sets of subscription options"))
+            }
+            return .success(subscribeStore(sink, store, since: since, epoch: epoch, options: options))
         case .topic(let name):
             guard options.isNone else {
                 return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))

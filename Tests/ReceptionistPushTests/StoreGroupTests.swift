@@ -103,6 +103,32 @@ import Testing
         #expect(again.trace == ["snapshot s 1", "changes s 2 conflated from 1"])
     }
 
+    @Test func aStoreServesAtMostMaxGroupsDistinctSetsOfOptions() throws {
+        let push = PushFixture()
+        let store = try push.createStore("s")
+        let sinks = (0..<StoreFeed.maxGroups).map { _ in FakeSink() }
+        // The group without options is the first; every other sink asks for models of its own.
+        try subscribe(push, sinks[0], .none)
+        for index in 1..<StoreFeed.maxGroups {
+            try subscribe(push, sinks[index], Options(models: ["m\(index)"]))
+        }
+        #expect(try feed(push).groupCount == StoreFeed.maxGroups)
+        #expect(store.observerCount == StoreFeed.maxGroups)
+        let refused = FakeSink()
+        let answer = push.hub.subscribe(refused, to: .store("s"), since: nil, options: Options(models: ["another"]))
+        guard case .failure(let problem) = answer else {
+            Issue.record("a set of options past the cap was accepted")
+            return
+        }
+        #expect(problem.code == .tooManySubscriptions)
+        #expect(refused.trace.isEmpty)
+        // Options a group already serves still join it.
+        let joining = FakeSink()
+        try subscribe(push, joining, Options(models: ["m1"]))
+        #expect(try feed(push).groupCount == StoreFeed.maxGroups)
+        withExtendedLifetime(sinks) {}
+    }
+
     // MARK: Snapshots
 
     @Test func theSnapshotIsProjected() throws {

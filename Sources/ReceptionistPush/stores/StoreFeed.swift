@@ -36,6 +36,15 @@ public final class StoreFeed {
     /// Groups of distinct options, the one without options included.
     public var groupCount: Int { groups.count }
 
+    /// The most groups one store serves. Each filters every commit on the committing thread, so
+    /// their number is the cost of a commit; past it a new set of options is refused.
+    public static let maxGroups = 1024
+
+    /// Whether a subscription with `options` can be served: its group exists or there is room.
+    func accepts(_ options: SubscriptionOptions) -> Bool {
+        groups[options] != nil || groups.count < Self.maxGroups
+    }
+
     /// The group serving `options`, created on first use.
     func group(for options: SubscriptionOptions) -> StoreGroup {
         if let group = groups[options] { return group }
