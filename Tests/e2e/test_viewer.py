@@ -112,6 +112,16 @@ def css_rgb(value: str) -> tuple[int, int, int] | None:
     return None
 
 
+def coalesced_colors(driver) -> dict[str, tuple[int, int, int] | None]:
+    """Every tile of the second view (the client with options), by model id."""
+    raw = driver.execute_script("""
+        const out = {};
+        for (const tile of document.querySelectorAll('#coalesced-grid [data-model]'))
+            out[tile.dataset.model] = getComputedStyle(tile).backgroundColor;
+        return out;""")
+    return {model: css_rgb(value) for model, value in raw.items()}
+
+
 def snapshot_colors(port: int, store: str) -> tuple[int, dict[str, tuple[int, int, int]]]:
     snapshot = store_snapshot(port, store)
     return snapshot["version"], {model: css_rgb(value["color"]) for model, value in snapshot["models"].items()}
@@ -126,6 +136,24 @@ def wait_colors_match_store(driver, port: int, store: str = "tiles", timeout: fl
             and painted_colors(d) == expected
 
     wait(driver, matches, timeout, f"page never painted the snapshot at version {version}")
+    return expected
+
+
+def coalesced(driver) -> dict:
+    return driver.execute_script("return window.receptionistViewer.coalesced()")
+
+
+def wait_coalesced_live(driver, timeout: float = 10.0) -> None:
+    wait(driver, lambda d: coalesced(d)["status"] == "live", timeout, "the second view never went live")
+
+
+def wait_coalesced_match_store(driver, port: int, prefix: str = "", store: str = "tiles",
+                               timeout: float = 5.0) -> dict:
+    """Polls until the second view paints exactly the store's colors (of the ids with `prefix`)."""
+    _, colors = snapshot_colors(port, store)
+    expected = {model: color for model, color in colors.items() if model.startswith(prefix)}
+    wait(driver, lambda d: coalesced_colors(d) == expected, timeout,
+         f"the second view never painted the store's colors for {prefix or 'every id'}*")
     return expected
 
 
@@ -170,7 +198,8 @@ def quiet(demo):
 # ---- Serving -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path, media_type", [
-    ("/", "text/html"), ("/viewer.js", "text/javascript"), ("/viewer.css", "text/css")])
+    ("/", "text/html"), ("/viewer.js", "text/javascript"), ("/viewer.css", "text/css"),
+    ("/receptionist-client.js", "text/javascript")])
 def test_viewer_files_are_served_with_their_types(demo, path, media_type):
     resp = http_client_request(demo.port, "GET", path)
     assert resp.status == 200
@@ -282,11 +311,23 @@ def test_hostile_labels_and_colors_are_data(browser, demo):
     wait(browser, lambda d: {"tiles", store} <= set(d.execute_script(
         "return [...document.getElementById('store').options].map(o => o.value)")), 5.0,
         "the store picker never listed the gateway's stores")
-    # Picking another store swaps the grid without reloading the page.
+    # The second view shows the same store's colors; an invalid one never reaches a style.
+    wait(browser, lambda d: set(coalesced_colors(d)) == set(models), 5.0, "the second view never showed the four models")
+    mini = browser.find_element(By.ID, "coalesced-grid")
+    assert mini.find_elements(By.TAG_NAME, "img") == [] and mini.find_elements(By.TAG_NAME, "script") == []
+    second = coalesced_colors(browser)
+    assert (second["img"], second["script"]) == (css_rgb("#123456"), (102, 51, 153))
+    for model in ("css", "url"):
+        element = mini.find_element(By.CSS_SELECTOR, f'[data-model="{model}"]')
+        assert element.get_attribute("style") in (None, ""), f"{model}: an invalid color reached the second view's style"
+        assert element.get_attribute("aria-label") == f"{model}, no color"
+    # Picking another store swaps both grids without reloading the page.
     browser.execute_script("window.__marker = 1")
     Select(select).select_by_value("tiles")
     wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#grid [data-model]")) == 64, 5.0,
          "choosing tiles in the picker did not show its 64 models")
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#coalesced-grid [data-model]")) == 64, 5.0,
+         "the second view did not follow the picker to tiles")
     assert browser.find_elements(By.CSS_SELECTOR, '[data-model="img"]') == []
     assert browser.execute_script("return [window.__marker, location.search]") == [1, "?store=tiles"]
 
@@ -323,17 +364,27 @@ def test_restart_on_the_same_port_reconnects_and_catches_up_without_reload(brows
     assert browser.execute_script("return performance.getEntriesByType('navigation').length") == 1
 
 
-# Records what the viewer's sockets send and receive, and lets the test drop them.
+# Records what each of the page's sockets sends and receives, and lets the test drop them.
 RECORDING_WEBSOCKET = """
-    window.__sockets = []; window.__sent = []; window.__received = [];
+    window.__sockets = [];
     window.WebSocket = class extends window.WebSocket {
         constructor(...args) {
             super(...args);
+            this.__sent = []; this.__received = [];
             window.__sockets.push(this);
-            this.addEventListener('message', (event) => window.__received.push(JSON.parse(event.data).type));
+            this.addEventListener('message', (event) => this.__received.push(JSON.parse(event.data).type));
         }
-        send(data) { window.__sent.push(JSON.parse(data)); super.send(data); }
+        send(data) { this.__sent.push(JSON.parse(data)); super.send(data); }
     };"""
+
+# The live view's sockets: its subscriptions carry no options. (The second view has a connection
+# of its own, since a connection holds one subscription per store, and always asks for `paths`.)
+LIVE_SOCKETS = "window.__sockets.filter(s => s.__sent.some(m => m.type === 'subscribe' && !('paths' in m)))"
+
+
+def live_sockets(driver) -> list[dict]:
+    """What each socket of the live view sent and received, oldest first."""
+    return driver.execute_script(f"return {LIVE_SOCKETS}.map(s => ({{sent: s.__sent, received: s.__received}}))")
 
 
 def test_lost_connection_resumes_from_the_last_version(quiet):
@@ -343,19 +394,20 @@ def test_lost_connection_resumes_from_the_last_version(quiet):
         open_viewer(driver, port)
         wait_colors_match_store(driver, port)
         version = driver.execute_script("return window.receptionistViewer.version()")
-        assert driver.execute_script("return window.__sent") == [{"type": "subscribe", "store": "tiles"}]
+        assert [s["sent"] for s in live_sockets(driver)] == [[{"type": "subscribe", "store": "tiles"}]]
         # Drop the socket under the viewer, as a failing network would.
-        driver.execute_script("window.__received.length = 0; window.__sockets[0].close(4000)")
+        driver.execute_script(f"{LIVE_SOCKETS}[0].close(4000)")
         wait(driver, lambda d: status(d) == "reconnecting", 5.0, "no reconnecting status after the drop")
         patch_color(port, "tile-40", "#010203")
         patch_color(port, "tile-41", "#040506")
         wait_live(driver)
         wait(driver, lambda d: painted_colors(d)["tile-41"] == css_rgb("#040506"), 5.0, "missed changes never arrived")
         assert painted_colors(driver)["tile-40"] == css_rgb("#010203")
-        sent = driver.execute_script("return window.__sent")
+        sockets = live_sockets(driver)
+        assert len(sockets) == 2, sockets
         epoch = store_snapshot(port, "tiles")["epoch"]
-        assert sent[-1] == {"type": "subscribe", "store": "tiles", "since": version, "epoch": epoch}, sent
-        received = driver.execute_script("return window.__received")
+        assert sockets[-1]["sent"] == [{"type": "subscribe", "store": "tiles", "since": version, "epoch": epoch}], sockets
+        received = sockets[-1]["received"]
         assert received[:3] == ["subscribed", "changes", "changes"], received
         assert "snapshot" not in received
     finally:
@@ -370,7 +422,7 @@ def test_offline_browser_shows_offline_and_reconnects_when_online(quiet):
         driver.execute_cdp_cmd("Network.enable", {})
         conditions = {"latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}
         driver.execute_cdp_cmd("Network.emulateNetworkConditions", {**conditions, "offline": True})
-        driver.execute_script("window.__sockets[0].close(4000)")
+        driver.execute_script(f"{LIVE_SOCKETS}[0].close(4000)")
         wait(driver, lambda d: status(d) == "offline", 5.0, "no offline status while the browser is offline")
         assert driver.find_element(By.ID, "status-text").text == "Offline"
         patch_color(port, "tile-60", "#0d0e0f")
@@ -422,6 +474,9 @@ def test_forced_sse_transport(browser, quiet):
     wait(browser, lambda d: painted_colors(d)["tile-21"] == css_rgb(color), 2.0, "SSE never delivered the PATCH")
     after = painted_colors(browser)
     assert {m for m in after if after[m] != before[m]} == {"tile-21"}
+    wait_coalesced_live(browser)
+    assert coalesced(browser)["transport"] == "sse"
+    wait_coalesced_match_store(browser, quiet.port)
 
 
 # Init scripts that break WebSocket before the viewer runs: one sends it to a path that refuses
@@ -450,6 +505,11 @@ def test_falls_back_to_sse_when_websocket_fails(quiet, breakage):
         patch_color(quiet.port, "tile-30", "#0f0f0f")
         wait(driver, lambda d: painted_colors(d)["tile-30"] == css_rgb("#0f0f0f"), 2.0,
              "SSE fallback never delivered the PATCH")
+        # The second view takes the transport the first one found, without trying WebSocket again.
+        wait_coalesced_live(driver)
+        assert coalesced(driver)["transport"] == "sse"
+        wait_coalesced_match_store(driver, quiet.port)
+        assert driver.execute_script("return window.__wsAttempts") == attempts
     finally:
         driver.quit()
 
@@ -511,6 +571,131 @@ def test_live_page_screenshot(browser, demo):
         assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         stop_animation(port)
+
+
+# ---- The second view: a client with maxRate, paths and models -----------------------------
+
+def set_coalesced_rate(driver, rate: int) -> None:
+    driver.execute_script("""
+        const input = document.getElementById('coalesced-rate');
+        input.value = String(arguments[0]);
+        input.dispatchEvent(new Event('input', {bubbles: true}));""", rate)
+
+
+def set_prefix(driver, prefix: str) -> None:
+    driver.execute_script("""
+        const input = document.getElementById('follow-prefix');
+        input.value = arguments[0];
+        input.dispatchEvent(new Event('input', {bubbles: true}));""", prefix)
+
+
+def wait_coalesced_options(driver, **expected) -> None:
+    """Waits until the second view is live on a subscription with exactly these options."""
+    wanted = {"paths": ["color"], **expected}
+    wait(driver, lambda d: (c := coalesced(d))["options"] == wanted and c["status"] == "live", 5.0,
+         f"the second view never resubscribed with {wanted}")
+
+
+def traffic(driver) -> dict:
+    return driver.execute_script("return {...window.receptionistViewer.traffic(), at: performance.now()}")
+
+
+def measure(driver, live_frames: int, timeout: float = 10.0) -> tuple[int, int, float]:
+    """Counts each view's frames until the live view has received `live_frames` more:
+    (live frames, second view's frames, seconds)."""
+    start = traffic(driver)
+    wait(driver, lambda d: traffic(d)["live"]["frames"] - start["live"]["frames"] >= live_frames, timeout,
+         f"the live view never received {live_frames} frames")
+    end = traffic(driver)
+    return (end["live"]["frames"] - start["live"]["frames"],
+            end["coalesced"]["frames"] - start["coalesced"]["frames"], (end["at"] - start["at"]) / 1000)
+
+
+def meter(driver, element_id: str) -> float:
+    return float(driver.find_element(By.ID, element_id).text)
+
+
+def test_coalesced_view_keeps_up_with_a_fraction_of_the_frames(browser, quiet):
+    port = quiet.port
+    open_viewer(browser, port)
+    wait_coalesced_live(browser)
+    wait_coalesced_match_store(browser, port)
+    set_coalesced_rate(browser, 4)
+    wait_coalesced_options(browser, maxRate=4)
+    assert browser.find_element(By.ID, "coalesced-options").text == '{"paths":["color"],"maxRate":4}'
+    json_ok(api(port, "POST", "/api/jobs", {"kind": "animate", "store": "tiles", "rate": 60}), 201)
+    try:
+        live, second, seconds = measure(browser, 90)
+        assert 0 < second <= 4 * seconds + 2, (live, second, seconds)
+        assert second * 3 < live, (live, second, seconds)
+        # The meters say so too: the live view's frames a second against the second view's.
+        wait(browser, lambda d: meter(d, "live-fps") >= 30 and 0 < meter(d, "coalesced-fps") <= 5, 5.0,
+             "the meters never showed the live view's rate above the second view's")
+        assert re.fullmatch(r"\d+ ms", browser.find_element(By.ID, "coalesced-staleness").text)
+        assert re.fullmatch(r"[\d.]+ % of the live frames · [\d.]+ % of the bytes",
+                            browser.find_element(By.ID, "coalesced-share").text)
+    finally:
+        stop_animation(port)
+    # Once the job has stopped, both views paint exactly the store.
+    expected = wait_colors_match_store(browser, port)
+    assert wait_coalesced_match_store(browser, port) == expected
+
+
+def test_coalesced_rate_slider_resubscribes_at_that_rate(quiet):
+    port = quiet.port
+    driver = new_browser(RECORDING_WEBSOCKET)
+    try:
+        open_viewer(driver, port)
+        wait_coalesced_live(driver)
+        json_ok(api(port, "POST", "/api/jobs", {"kind": "animate", "store": "tiles", "rate": 100}), 201)
+        try:
+            set_coalesced_rate(driver, 2)
+            wait_coalesced_options(driver, maxRate=2)
+            assert driver.find_element(By.ID, "coalesced-rate-value").text == "2 / s"
+            _, slow, slow_seconds = measure(driver, 150)
+            assert slow <= 2 * slow_seconds + 2, (slow, slow_seconds)
+            set_coalesced_rate(driver, 40)
+            wait_coalesced_options(driver, maxRate=40)
+            assert driver.find_element(By.ID, "coalesced-rate-value").text == "40 / s"
+            _, fast, fast_seconds = measure(driver, 150)
+            assert fast >= 10 * fast_seconds, (fast, fast_seconds)
+            assert fast / fast_seconds > 3 * (slow / slow_seconds), (slow, slow_seconds, fast, fast_seconds)
+        finally:
+            stop_animation(port)
+        wait_coalesced_match_store(driver, port)
+        # Each move of the slider replaced the subscription on the second view's own connection.
+        second = driver.execute_script(
+            "return window.__sockets.filter(s => s.__sent.some(m => 'paths' in m)).map(s => s.__sent)")
+        assert second == [[
+            {"type": "subscribe", "store": "tiles", "paths": ["color"], "maxRate": 5},
+            {"type": "unsubscribe", "store": "tiles"},
+            {"type": "subscribe", "store": "tiles", "paths": ["color"], "maxRate": 2},
+            {"type": "unsubscribe", "store": "tiles"},
+            {"type": "subscribe", "store": "tiles", "paths": ["color"], "maxRate": 40},
+        ]], second
+    finally:
+        driver.quit()
+
+
+def test_follow_prefix_shows_only_the_matching_tiles(browser, quiet):
+    port = quiet.port
+    open_viewer(browser, port)
+    wait_coalesced_live(browser)
+    assert len(wait_coalesced_match_store(browser, port)) == 64
+    set_prefix(browser, "tile-1")
+    wait_coalesced_options(browser, maxRate=5, models=["tile-1*"])
+    shown = wait_coalesced_match_store(browser, port, prefix="tile-1")
+    assert sorted(shown) == sorted(["tile-1"] + [f"tile-1{n}" for n in range(10)])
+    # A followed tile is repainted; one outside the prefix never appears.
+    patch_color(port, "tile-15", "#0b0c0d")
+    patch_color(port, "tile-25", "#0d0c0b")
+    wait(browser, lambda d: coalesced_colors(d).get("tile-15") == css_rgb("#0b0c0d"), 5.0,
+         "the followed tile-15 was not repainted")
+    wait_colors_match_store(browser, port)
+    assert set(coalesced_colors(browser)) == set(shown)
+    set_prefix(browser, "")
+    wait_coalesced_options(browser, maxRate=5)
+    assert len(wait_coalesced_match_store(browser, port)) == 64
 
 
 # ---- Tokens ------------------------------------------------------------------------------
