@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 1200
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state clean
 
 all: build
 
@@ -77,7 +77,7 @@ soak: $(VENV)/.installed
 	SOAK_SECONDS=$(SOAK_SECONDS) RECEPTIONIST_BIN=.build/release/receptionist \
 		timeout $$(( $(SOAK_SECONDS) + 300 )) $(PYTHON) Tests/soak/soak.py
 
-bench: bench-model bench-http bench-ws
+bench: bench-model bench-http bench-ws bench-state
 
 bench-model:
 	@scripts/install-deps.sh build
@@ -101,6 +101,15 @@ bench-ws: .venv-bench/.installed
 	$(SWIFT) build -c release --product receptionist
 	$(SWIFT) build -c release --product receptionist-bench
 	bench/ws.sh
+
+# State sync (bench/state.sh): a store animated at 2,000 change sets a second, pushed to 1,000
+# subscribers taking every change (beside socketify relaying the same stream), to 1,000 with
+# maxRate 10, and to 10,000 with maxRate 10 in ten filter groups.
+bench-state: .venv-bench/.installed
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	$(SWIFT) build -c release --product receptionist-bench
+	bench/state.sh
 
 clean:
 	rm -rf .build .build-tsan .build-fuzz $(VENV) .venv-bench

@@ -2,7 +2,8 @@ import ReceptionistLoop
 import ReceptionistWire
 
 /// Many `FanOutClient`s on one loop: opens them a bounded number at a time, spread round-robin over
-/// the source addresses, and keeps the counts and the latency histogram they report.
+/// the source addresses and the subscription option sets, and keeps the counts, bytes and latency
+/// histograms they report, one `DeliveryStats` per option set.
 ///
 /// Loop thread only.
 final class FanOutRun {
@@ -12,11 +13,13 @@ final class FanOutRun {
     let path: String
     let sourceHosts: [String]
     let target: Int
-    /// The message that subscribes, or nil where the URL itself subscribes.
-    let subscribeMessage: String?
+    /// The messages that subscribe, one per option set, given to the connections round-robin;
+    /// empty where the URL itself subscribes.
+    let subscribeMessages: [String]
     /// The subprotocol offered in the handshake, if any.
     let subprotocol: String?
-    let maxMessageBytes = 64 * 1024
+    /// A store's snapshot and a coalesced frame of a thousand models are tens of KiB.
+    let maxMessageBytes = 4 * 1024 * 1024
     /// Connections between connect and subscribed at any time: enough to keep the server's accept
     /// queue busy, few enough to stay inside its listen backlog.
     let maxOpening: Int
@@ -30,8 +33,8 @@ final class FanOutRun {
     private(set) var failed = 0
     /// Subscribed connections that were lost afterwards.
     private(set) var dropped = 0
-    private(set) var delivered = 0
-    private(set) var histogram = LatencyHistogram()
+    /// Per option set (one when there are none).
+    private(set) var groups: [DeliveryStats]
     private(set) var firstDelivery: Int64 = 0
     private(set) var lastDelivery: Int64 = 0
     private(set) var firstError: String?
@@ -41,7 +44,7 @@ final class FanOutRun {
     private var isOpening = false
 
     init(loop: EventLoop, host: String, port: Int, path: String, sourceHosts: [String], connections: Int,
-         subscribeTo target: StreamTarget, dialect: Dialect, maxOpening: Int = 256) {
+         subscribeTo target: StreamTarget, dialect: Dialect, optionSets: [String] = [], maxOpening: Int = 256) {
         self.loop = loop
         self.host = host
         self.port = port
@@ -51,15 +54,18 @@ final class FanOutRun {
         self.maxOpening = maxOpening
         switch dialect {
         case .receptionist:
+            let head: String
             switch target {
-            case .topic(let name): subscribeMessage = #"{"type":"subscribe","topic":""# + name + #""}"#
-            case .store(let name): subscribeMessage = #"{"type":"subscribe","store":""# + name + #""}"#
+            case .topic(let name): head = #"{"type":"subscribe","topic":""# + name + #"""#
+            case .store(let name): head = #"{"type":"subscribe","store":""# + name + #"""#
             }
+            subscribeMessages = (optionSets.isEmpty ? [""] : optionSets).map { $0.isEmpty ? head + "}" : head + "," + $0 + "}" }
             subprotocol = "receptionist.v1"
         case .raw:
-            subscribeMessage = nil
+            subscribeMessages = []
             subprotocol = nil
         }
+        groups = Array(repeating: DeliveryStats(), count: max(1, optionSets.count))
         clients.reserveCapacity(connections)
     }
 
@@ -85,6 +91,7 @@ final class FanOutRun {
         defer { isOpening = false }
         while !stopped && started < target && opening < maxOpening {
             let source = sourceHosts.isEmpty ? nil : sourceHosts[started % sourceHosts.count]
+            let group = started % groups.count
             started += 1
             opening += 1
             TCPConnector.connect(loop: loop, host: host, port: port, sourceHost: source) { [unowned self] result in
@@ -94,7 +101,7 @@ final class FanOutRun {
                         connection.close()
                         return
                     }
-                    clients.append(FanOutClient(connection: connection, run: self))
+                    clients.append(FanOutClient(connection: connection, run: self, group: group))
                 case .failure(let error):
                     clientDidFail("\(error)", wasSubscribed: false)
                 }
@@ -114,8 +121,9 @@ final class FanOutRun {
         connected += 1
     }
 
-    func clientDidSubscribe() {
+    func clientDidSubscribe(group: Int) {
         subscribed += 1
+        groups[group].subscribed += 1
         opening -= 1
         openMore()
         checkSettled()
@@ -133,10 +141,25 @@ final class FanOutRun {
         checkSettled()
     }
 
-    func record(latency: Int64, at now: Int64) {
-        if delivered == 0 { firstDelivery = now }
+    /// One delivery to a subscriber of `group`: `bytes` on the wire, stamped with the commit or
+    /// publish time it stands for (nil for a frame that carries none).
+    func record(group: Int, stamp: Int64?, bytes: Int, at now: Int64) {
+        if firstDelivery == 0 { firstDelivery = now }
         lastDelivery = now
-        delivered += 1
-        histogram.record(latency)
+        groups[group].bytes += bytes
+        if let stamp {
+            groups[group].timed += 1
+            groups[group].histogram.record(now - stamp)
+        } else {
+            groups[group].untimed += 1
+        }
+    }
+
+    /// Timed deliveries over all groups.
+    var delivered: Int { groups.reduce(0) { $0 + $1.timed } }
+
+    /// The staleness of every timed delivery, all groups together.
+    var histogram: LatencyHistogram {
+        groups.reduce(into: LatencyHistogram()) { $0.add($1.histogram) }
     }
 }

@@ -12,6 +12,12 @@ struct LatencyHistogram {
         total += 1
     }
 
+    /// Adds another histogram's recordings to this one.
+    mutating func add(_ other: LatencyHistogram) {
+        for index in counts.indices { counts[index] += other.counts[index] }
+        total += other.total
+    }
+
     static func index(of value: Int64) -> Int {
         if value < Int64(subBuckets) { return Int(value) }
         let exponent = 63 - value.leadingZeroBitCount  // floor(log2), at least 4 here

@@ -25,11 +25,14 @@ struct ModelBench: ParsableCommand {
     @Option(help: "Models in the store.")
     var models = 64
 
+    @Option(parsing: .upToNextOption, help: "Receptionist policies to measure: coalesce, each.")
+    var policies: [String] = ["coalesce", "each"]
+
     func run() throws {
         let loop = LoopThread()
         print("| policy | threads | changes/set | change sets/s | changes/s | deliveries/s | sets/delivery | loop wake-ups/delivery |")
         print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for policy in [Receptionist.Policy.coalesce, .each] {
+        for policy in policies.compactMap({ $0 == "each" ? Receptionist.Policy.each : $0 == "coalesce" ? .coalesce : nil }) {
             for size in changesPerSet {
                 for count in threads {
                     let result = try measure(policy: policy, threads: count, changesPerSet: size, loop: loop)
@@ -80,6 +83,9 @@ struct ModelBench: ParsableCommand {
         let stop = PThreadLock(false)
         let committed = PThreadLock(0)
         let start = Clock.monotonicSeconds()
+        // A job names its models and key paths once, as a real one does, not on every change.
+        let ids = (0..<models).map { "m\($0)" }
+        let color: ModelKeyPath = "color"
         let workers = (0..<threads).map { t in
             WorkerThread.start { [models] in
                 var i = 0
@@ -88,8 +94,8 @@ struct ModelBench: ParsableCommand {
                     for _ in 0..<64 {
                         operations.removeAll(keepingCapacity: true)
                         for c in 0..<changesPerSet {
-                            let model = "m\((t &* 7919 &+ i &* 31 &+ c) % models)"
-                            operations.append(.set(model: model, keyPath: "color", value: .number(JSONNumber(i))))
+                            let model = ids[(t &* 7919 &+ i &* 31 &+ c) % models]
+                            operations.append(.set(model: model, keyPath: color, value: .number(JSONNumber(i))))
                         }
                         try! store.commit(operations)
                         i += 1

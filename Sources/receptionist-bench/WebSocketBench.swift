@@ -2,8 +2,9 @@ import ArgumentParser
 import Glibc
 import ReceptionistLoop
 
-/// Opens many WebSocket subscribers to one topic of a running gateway and measures the fan-out:
-/// deliveries and the latency from publish (the publisher's `sentAt` in each body) to receipt.
+/// Opens many WebSocket subscribers to one topic or store of a running gateway and measures the
+/// fan-out: deliveries, their bytes, and the latency from publish (the publisher's `sentAt` in each
+/// body) or commit (a `changes` frame's oldest commit time) to receipt.
 /// It speaks to Receptionist and, with `--dialect raw`, to peers such as nchan or uWebSockets.
 ///
 /// Prints one JSON line when done, with the histogram's buckets so that a script can merge the
@@ -27,6 +28,13 @@ struct WebSocketBench: ParsableCommand {
 
     @Option(help: "Subscribe to this store instead of the topic (Receptionist only): latency then runs from each change set's commit on a job thread.")
     var store = ""
+
+    @Option(
+        help: ArgumentHelp(
+            "JSON members to add to a store subscription, such as '\"models\":[\"m1*\"],\"maxRate\":10'.",
+            discussion: "Repeat it for several option sets: the connections take them round-robin, and the summary "
+                + "reports each set apart, in the order given."))
+    var subscribeOptions: [String] = []
 
     @Option(help: "How to subscribe: receptionist (subprotocol and subscribe message) or raw (the URL subscribes).")
     var dialect = Dialect.receptionist
@@ -52,6 +60,7 @@ struct WebSocketBench: ParsableCommand {
     func validate() throws {
         guard connections >= 0 else { throw ValidationError("--connections must not be negative") }
         guard store.isEmpty || dialect == .receptionist else { throw ValidationError("--store needs --dialect receptionist") }
+        guard subscribeOptions.isEmpty || !store.isEmpty else { throw ValidationError("--subscribe-options needs --store") }
         _ = try Self.parse(url: url)
     }
 
@@ -73,7 +82,7 @@ struct WebSocketBench: ParsableCommand {
         let sources = sourceHosts.split(separator: ",").map { String($0) }
         let run = FanOutRun(
             loop: loop, host: host, port: port, path: path, sourceHosts: sources, connections: connections,
-            subscribeTo: store.isEmpty ? .topic(topic) : .store(store), dialect: dialect)
+            subscribeTo: store.isEmpty ? .topic(topic) : .store(store), dialect: dialect, optionSets: subscribeOptions)
         let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
         try session.start()
         loop.run()

@@ -121,6 +121,9 @@ final class WebSocketBenchSession {
             #""p99_ms":\#(Format.fixed(histogram.percentile(0.99) / 1000, 3))"#,
             #""p999_ms":\#(Format.fixed(histogram.percentile(0.999) / 1000, 3))"#,
             #""histogram_us":\#(histogram.sparseJSON)"#,
+            #""bytes":\#(run.groups.reduce(0) { $0 + $1.bytes })"#,
+            #""untimed":\#(run.groups.reduce(0) { $0 + $1.untimed })"#,
+            #""groups":[\#(run.groups.map(\.json).joined(separator: ","))]"#,
         ]
         if let publishSummary { fields.append(#""publisher":\#(publishSummary.json)"#) }
         if let error = run.firstError {

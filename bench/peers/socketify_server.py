@@ -1,5 +1,11 @@
-"""The socketify (uWebSockets) peer for bench/ws.sh: every WebSocket on /ws subscribes to the topic
-`bench`, and POST /pub publishes its body to it, so the fan-out runs inside uWebSockets' C++ core.
+"""The socketify (uWebSockets) peer for bench/ws.sh and bench/state.sh: every WebSocket on /ws
+subscribes to the topic `bench`, and the fan-out runs inside uWebSockets' C++ core.
+
+Two ways in for a publisher:
+- POST /pub publishes its body (bench/ws.sh);
+- a WebSocket on /publish publishes each message it sends, as it is, and is answered with a
+  one-byte text frame per message, so that the publisher can keep a window (bench/state.sh, where
+  the messages are a store's change sets in the gateway's JSON).
 
 Usage: python socketify_server.py PORT
 """
@@ -27,8 +33,14 @@ def publish(res, req):
     res.on_data(on_data)
 
 
+def on_publisher_message(ws, message, opcode):
+    app.publish("bench", message, OpCode.TEXT)
+    ws.send(b"1", OpCode.TEXT)
+
+
 # The same outbound limit as the gateway's default --max-queued-bytes.
 app.ws("/ws", {"open": on_open, "message": lambda ws, message, opcode: None, "max_backpressure": 1024 * 1024})
+app.ws("/publish", {"message": on_publisher_message, "max_backpressure": 1024 * 1024})
 app.post("/pub", publish)
 app.get("/", lambda res, req: res.end("ok"))
 app.listen(port, lambda config: print("listening", port, flush=True))

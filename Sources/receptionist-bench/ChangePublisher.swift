@@ -1,0 +1,171 @@
+import ReceptionistLoop
+import ReceptionistModel
+
+/// Publishes a store's change sets as a peer would have to carry them: each one a `changes` frame
+/// of our own JSON (one model's `color` set to a random `#rrggbb`, stamped with its send time as
+/// `committedAt`), sent over a few WebSockets at a fixed rate for a fixed time. The peer publishes
+/// each frame to its subscribers as it is and answers the publisher with one small frame.
+///
+/// The schedule is absolute (message n is due at n / rate seconds); a connection never has more
+/// than `window` messages unanswered, so when the peer cannot keep up the achieved rate says so.
+///
+/// Loop thread only.
+final class ChangePublisher {
+    private let loop: EventLoop
+    private let host: String
+    private let port: Int
+    private let path: String
+    private let store: String
+    private let models: Int
+    private let rate: Double
+    private let duration: Double
+    private let connectionCount: Int
+    private let window: Int
+
+    private var connections: [ChangePublisherConnection] = []
+    private var pending = 0
+    private var failedConnections = 0
+    private var timer: LoopTimer?
+    private var startedAt = 0.0
+    private var sent = 0
+    private var accepted = 0
+    private var errors = 0
+    private var next = 0
+    private var version: UInt64
+    private var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+    private var stoppedAt: Double?
+    private(set) var firstError: String?
+    private var completion: ((Publisher.Summary) -> Void)?
+
+    init(loop: EventLoop, host: String, port: Int, path: String, store: String, models: Int, firstVersion: UInt64,
+         rate: Double, duration: Double, connections: Int, window: Int) {
+        self.loop = loop
+        self.host = host
+        self.port = port
+        self.path = path
+        self.store = store
+        self.models = max(1, models)
+        version = firstVersion
+        self.rate = rate
+        self.duration = duration
+        connectionCount = max(1, connections)
+        self.window = max(1, window)
+    }
+
+    /// The next change set's frame, byte for byte what the gateway sends for one `animate` commit.
+    private func frame() -> String {
+        seed ^= seed << 13
+        seed ^= seed >> 7
+        seed ^= seed << 17
+        let model = Int(seed % UInt64(models))
+        let color = AnimateJob.hexColor(UInt32(truncatingIfNeeded: seed >> 20) & 0xFF_FFFF)
+        defer { version += 1 }
+        return #"{"type":"changes","store":"\#(store)","version":\#(version),"committedAt":\#(Clock.microsecondsSinceEpoch()),"#
+            + #""changes":[{"model":"m\#(model)","path":"color","kind":"updated","value":"\#(color)"}]}"#
+    }
+
+    /// Connects, publishes for `duration` seconds once every connection is open (or has failed),
+    /// waits (at most 5 s) for the last answers, then closes its connections and calls `completion`.
+    func start(completion: @escaping (Publisher.Summary) -> Void) {
+        self.completion = completion
+        // Bounded: a handshake that never answers does not hold the run.
+        let timer = LoopTimer(loop: loop) { [unowned self] in
+            if startedAt == 0 { begin() } else { tick() }
+        }
+        self.timer = timer
+        timer.start(delayMilliseconds: 10_000)
+        pending = connectionCount
+        for _ in 0..<connectionCount {
+            TCPConnector.connect(loop: loop, host: host, port: port) { [unowned self] result in
+                switch result {
+                case .success(let connection):
+                    connections.append(
+                        ChangePublisherConnection(connection: connection, publisher: self, host: host, port: port, path: path))
+                case .failure(let error):
+                    note("\(error)")
+                    failedConnections += 1
+                    settle()
+                }
+            }
+        }
+    }
+
+    private func settle() {
+        pending -= 1
+        if pending == 0 { begin() }
+    }
+
+    private func begin() {
+        guard startedAt == 0 else { return }
+        guard connections.contains(where: \.isReady) else {
+            finish()
+            return
+        }
+        startedAt = Clock.monotonicSeconds()
+        timer?.stop()
+        timer?.start(delayMilliseconds: 0, repeatMilliseconds: 1)
+    }
+
+    private func tick() {
+        let now = Clock.monotonicSeconds()
+        if let stoppedAt {
+            if outstanding == 0 || now - stoppedAt > 5 { finish() }
+            return
+        }
+        let elapsed = now - startedAt
+        let due = Int(min(elapsed, duration) * rate)
+        while sent < due, let connection = available() {
+            connection.send(frame())
+            sent += 1
+        }
+        if elapsed >= duration { stoppedAt = now }
+    }
+
+    /// The next ready connection, round-robin, with room in its window.
+    private func available() -> ChangePublisherConnection? {
+        for _ in 0..<connections.count {
+            let connection = connections[next % connections.count]
+            next += 1
+            if connection.isReady && connection.outstanding < window { return connection }
+        }
+        return nil
+    }
+
+    private var outstanding: Int { connections.reduce(0) { $0 + ($1.isReady ? $1.outstanding : 0) } }
+
+    private func finish() {
+        guard let completion else { return }
+        self.completion = nil
+        timer?.close()
+        timer = nil
+        for connection in connections { connection.close() }
+        let seconds = startedAt == 0 ? 0 : min(duration, max(0, (stoppedAt ?? Clock.monotonicSeconds()) - startedAt))
+        connections = []
+        completion(
+            Publisher.Summary(
+                seconds: seconds, sent: sent, accepted: accepted, errors: errors, failedConnections: failedConnections))
+    }
+
+    private func note(_ error: String) {
+        if firstError == nil { firstError = error }
+    }
+
+    // MARK: Reports from connections
+
+    func connectionDidOpen(_ connection: ChangePublisherConnection) {
+        settle()
+    }
+
+    func didAnswer(accepted: Bool) {
+        if accepted { self.accepted += 1 } else { errors += 1 }
+    }
+
+    func didLose(_ connection: ChangePublisherConnection, unanswered: Int, wasReady: Bool, reason: String) {
+        note(reason)
+        errors += unanswered
+        if !wasReady {
+            failedConnections += 1
+            settle()
+        }
+    }
+}
