@@ -22,7 +22,8 @@ public final class LoopExecutionContext: ExecutionContext {
     public func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {
         let loop = self.loop
         // Rounded up: a timer that fired early would let a receptionist deliver above its rate.
-        let milliseconds = UInt64(max(1, (delaySeconds * 1000).rounded(.up)))
+        // Clamped to a day: no caller waits longer, and a delay past UInt64 would trap.
+        let milliseconds = UInt64(min(86_400_000, max(1, (delaySeconds * 1000).rounded(.up))))
         _ = mailbox.post {
             var timer: LoopTimer?
             timer = LoopTimer(loop: loop.value) {

@@ -89,7 +89,11 @@ public enum JSONValue: Sendable, Hashable {
         }
         let old: JSONValue?
         if path.count == 1 {
-            old = value.map { members.updateValue($0, forKey: key) } ?? members.removeValue(forKey: key)
+            if let value {
+                old = members.updateValue(value, forKey: key)
+            } else {
+                old = members.removeValue(forKey: key)
+            }
         } else if let index = members.index(forKey: key) {
             old = members.values[index].replaceValue(value, at: path.dropFirst())
         } else if value != nil {

@@ -10,7 +10,10 @@ import ReceptionistJSON
 /// starts from a projected snapshot and applies filtered changes holds the projected store.
 public struct ChangeFilter: Sendable, Hashable {
     private let exactModels: Set<String>?
-    private let modelPrefixes: [String]
+    /// Prefixes as UTF-8, sorted, none a prefix of another (it would add nothing): a model id has
+    /// one of them as a prefix only if the greatest one not above it is, so a lookup is a binary
+    /// search however many a subscription lists (the committing thread runs it for every change).
+    private let modelPrefixes: [[UInt8]]
     /// Key-path prefixes, none beneath another (a prefix under another one adds nothing).
     public let paths: [ModelKeyPath]?
 
@@ -21,7 +24,13 @@ public struct ChangeFilter: Sendable, Hashable {
     public init(models: [String]?, paths: [ModelKeyPath]?) {
         if let models {
             exactModels = Set(models.filter { !$0.hasSuffix("*") })
-            modelPrefixes = models.filter { $0.hasSuffix("*") }.map { String($0.dropLast()) }.sorted()
+            let prefixes = Set(models.filter { $0.hasSuffix("*") }.map { Array($0.utf8.dropLast()) })
+                .sorted { $0.lexicographicallyPrecedes($1) }
+            var kept: [[UInt8]] = []
+            for prefix in prefixes where !(kept.last.map { prefix.starts(with: $0) } ?? false) {
+                kept.append(prefix)
+            }
+            modelPrefixes = kept
         } else {
             exactModels = nil
             modelPrefixes = []
@@ -39,7 +48,19 @@ public struct ChangeFilter: Sendable, Hashable {
 
     public func follows(model: String) -> Bool {
         guard let exactModels else { return true }
-        return exactModels.contains(model) || modelPrefixes.contains { model.hasPrefix($0) }
+        if exactModels.contains(model) { return true }
+        guard !modelPrefixes.isEmpty else { return false }
+        return model.utf8.withContiguousStorageIfAvailable(hasListedPrefix) ?? hasListedPrefix(Array(model.utf8))
+    }
+
+    private func hasListedPrefix(_ id: some Collection<UInt8>) -> Bool {
+        // The greatest prefix not above `id`.
+        var low = 0, high = modelPrefixes.count
+        while low < high {
+            let middle = (low + high) / 2
+            if id.lexicographicallyPrecedes(modelPrefixes[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low > 0 && id.starts(with: modelPrefixes[low - 1])
     }
 
     /// The changes this filter keeps, each cut down to the listed paths.

@@ -4,7 +4,9 @@ public protocol ExecutionContext: Sendable {
     /// Queues `job` to run on the context. Returns false if the context accepts no more work.
     func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool
 
-    /// Runs `job` on the context once, `delaySeconds` from now. Any thread.
+    /// Runs `job` on the context once, `delaySeconds` from now (never sooner by the context's own
+    /// timers, though possibly a little sooner by `now`). It cannot be cancelled: a job that is no
+    /// longer wanted checks for that itself. After the context shuts down nothing runs. Any thread.
     func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void)
 
     /// Monotonic seconds, the clock `after` counts by. Any thread.

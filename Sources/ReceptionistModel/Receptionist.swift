@@ -60,6 +60,8 @@ public final class Receptionist: Sendable {
         var cancelled = false
         /// When the last delivery ran, on the target's clock (`batch` only).
         var lastDeliveryAt = -Double.infinity
+        /// A replica's reset is pending: it goes at once, whatever the interval (`batch` only).
+        var urgent = false
         var statistics = Statistics()
     }
 
@@ -93,11 +95,15 @@ public final class Receptionist: Sendable {
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
     /// Stops observing. Pending work not yet delivered is dropped. Any thread.
+    ///
+    /// Marked cancelled before the observation is removed: removing it waits for a notification in
+    /// progress, which may itself be waiting here for the target to drain (`each` past its
+    /// limit); woken by the mark, it returns, and neither side waits on the other.
     public func cancel() {
-        token.withLock { $0 }?.cancel()
-        token.withLock { $0 = nil }
         state.withLock { $0.cancelled = true }
         state.broadcast()
+        token.withLock { $0 }?.cancel()
+        token.withLock { $0 = nil }
     }
 
     /// Runs on the committing thread, inside the store's notification.
@@ -115,6 +121,14 @@ public final class Receptionist: Sendable {
                     state.pendingSets.append(changeSet)
                 } else {
                     state.coalescing.absorb(changeSet)
+                }
+                if changeSet.isReset && !state.urgent, case .batch = policy {
+                    // A subscriber must not go on from a state that no longer exists: the reset
+                    // is delivered now, even if a delivery is already waiting for its time.
+                    state.urgent = true
+                    state.scheduled = true
+                    state.statistics.wakeups += 1
+                    return 0
                 }
                 guard !state.scheduled else { return nil }
                 state.scheduled = true
@@ -135,8 +149,19 @@ public final class Receptionist: Sendable {
     /// Runs on the target: hands everything pending to the task in one delivery.
     private func deliver() {
         let now = target.now
+        var early: Double?
         let delivery: Delivery? = state.withLock { state in
+            // A timer may fire a little before its time (the target's clock for timers can lag
+            // the one delays were measured on): then it is set again for the rest, so deliveries
+            // are never closer than the interval. A pending reset does not wait.
+            if case .batch(let interval) = policy, !state.urgent, !state.cancelled, state.pendingCount > 0,
+               now < state.lastDeliveryAt + interval - 0.000_5
+            {
+                early = state.lastDeliveryAt + interval - now
+                return nil
+            }
             state.scheduled = false
+            state.urgent = false
             guard !state.cancelled, state.pendingCount > 0 else { return nil }
             let count = state.pendingCount
             state.pendingCount = 0
@@ -155,6 +180,10 @@ public final class Receptionist: Sendable {
             return Delivery(
                 version: version, changeSets: [], changes: state.coalescing.take(), changeSetCount: count,
                 firstCommittedAtMicroseconds: first, committedAtMicroseconds: last, containsReset: reset)
+        }
+        if let early {
+            target.after(early) { [weak self] in self?.deliver() }
+            return
         }
         if policy == .each { state.broadcast() }
         if let delivery {

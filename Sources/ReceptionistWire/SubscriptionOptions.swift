@@ -23,6 +23,9 @@ public struct SubscriptionOptions: Sendable, Hashable {
     public static let maxModels = 1024
     public static let maxPaths = 64
     public static let maxRateLimit = 1000.0
+    /// The slowest rate: one frame in 100 s. A slower one would hold changes (and a timer) for
+    /// longer than any client waits.
+    public static let minRate = 0.01
 
     public init(models: [String]? = nil, paths: [[String]]? = nil, maxRate: Double? = nil, old: Bool = false) {
         self.models = models.map { Array(Set($0)).sorted() }
@@ -52,7 +55,7 @@ public struct SubscriptionOptions: Sendable, Hashable {
         switch value["maxRate"] {
         case nil, .null?: rate = nil
         case .number(let number)?: rate = number.doubleValue
-        default: return .failure(bad("maxRate", "must be a number of frames a second, 0 < maxRate <= 1000"))
+        default: return .failure(bad("maxRate", "must be a number of frames a second, 0.01 <= maxRate <= 1000"))
         }
         let old: Bool
         switch value["old"] {
@@ -81,7 +84,7 @@ public struct SubscriptionOptions: Sendable, Hashable {
             // Decimal only: `Double` would also read hexadecimal and "nan".
             let decimal = !text.isEmpty && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".") }
             guard decimal, let number = Double(text) else {
-                return .failure(bad("maxRate", "must be a number of frames a second, 0 < maxRate <= 1000"))
+                return .failure(bad("maxRate", "must be a number of frames a second, 0.01 <= maxRate <= 1000"))
             }
             rate = number
         }
@@ -119,8 +122,8 @@ public struct SubscriptionOptions: Sendable, Hashable {
             components = parsed
         }
         if let maxRate {
-            guard maxRate.isFinite, maxRate > 0, maxRate <= maxRateLimit else {
-                return .failure(bad("maxRate", "must be a number of frames a second, 0 < maxRate <= 1000"))
+            guard maxRate.isFinite, maxRate >= minRate, maxRate <= maxRateLimit else {
+                return .failure(bad("maxRate", "must be a number of frames a second, 0.01 <= maxRate <= 1000"))
             }
         }
         return .success(SubscriptionOptions(models: models, paths: components, maxRate: maxRate, old: old))

@@ -32,6 +32,20 @@ import Testing
         #expect(prefixesOnly.apply([change("c", "n", 1, 2), change("b2", "n", 1, 2)]) == [change("b2", "n", 1, 2)])
     }
 
+    /// Prefixes are found by binary search: many of them, some covering others, and ids just
+    /// beside each one, against a plain scan.
+    @Test func manyPrefixesAgreeWithAScan() {
+        var prefixes = (0..<500).map { "p\($0 * 7)-" }
+        prefixes += ["p7", "q", "qq", "é", "éa", "z\u{0}"]
+        let filter = ChangeFilter(models: prefixes.map { $0 + "*" }, paths: nil)
+        var ids = prefixes.flatMap { [$0, $0 + "x", String($0.dropLast()), $0 + "\u{10FFFF}"] }
+        ids += ["", "p", "p1", "p8-", "r", "e", "zz", "\u{1F600}"]
+        for id in ids {
+            let scan = prefixes.contains { id.utf8.starts(with: $0.utf8) }
+            #expect(filter.follows(model: id) == scan, "\(id)")
+        }
+    }
+
     @Test func noModelsAndNoPathsIsEverything() {
         #expect(ChangeFilter.all.isAll)
         #expect(ChangeFilter(models: nil, paths: nil).isAll)

@@ -151,6 +151,32 @@ import Testing
         receptionist.cancel()
     }
 
+    /// Cancelling must not wait on a committing thread that waits for the target: a job held by
+    /// `each`'s backpressure while the target (the loop) cancels the receptionist.
+    @Test(.timeLimit(.minutes(1)))
+    func cancellingWhileTheCommitterWaitsForTheTargetDoesNotDeadlock() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "m", value: ["n": 0])])
+        let context = QueueContext()
+        let gate = DispatchSemaphore(value: 0)
+        context.queue.async { gate.wait() }  // the target does not drain
+        let receptionist = Receptionist(store: store, policy: .each, target: context, maxPendingChangeSets: 1) { _ in }
+        let committed = PThreadLock(0)
+        let committer = WorkerThread.start {
+            for n in 1...3 {
+                _ = try? store.commit([.set(model: "m", keyPath: "n", value: .number(JSONNumber(n)))])
+                committed.withLock { $0 += 1 }
+            }
+        }
+        // The second commit waits for the target; then the target's side cancels.
+        #expect(eventually { committed.withLock { $0 } == 1 && store.version == 3 })
+        receptionist.cancel()
+        committer.join()
+        #expect(committed.withLock { $0 } == 3, "the waiting commit went on once cancelled")
+        gate.signal()
+        context.queue.sync {}
+    }
+
     // MARK: Cadence, on a manual clock
 
     /// Collects deliveries on the target (the test's thread, in `drain`).

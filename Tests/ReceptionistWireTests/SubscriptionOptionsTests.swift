@@ -51,7 +51,27 @@ import Testing
         #expect(try message(#"{"maxRate":0.5}"#).get().maxRate == 0.5)
         #expect(try message(#"{"maxRate":1000}"#).get().maxRate == 1000)
         #expect(try message(#"{"maxRate":1e3}"#).get().maxRate == 1000)
-        #expect(try message(#"{"maxRate":0.001}"#).get().maxRate == 0.001)
+        #expect(try message(#"{"maxRate":0.01}"#).get().maxRate == 0.01)
+    }
+
+    /// Below one frame in 100 s a rate would hold changes, and a timer, for longer than any client
+    /// waits; a tiny one would make the delay overflow.
+    @Test func aRateBelowTheSlowestIsRefused() throws {
+        for text in [#"{"maxRate":0.001}"#, #"{"maxRate":1e-300}"#, #"{"maxRate":5e-324}"#] {
+            guard case .failure(let problem) = try message(text) else {
+                Issue.record("\(text) was accepted")
+                continue
+            }
+            #expect(problem.code == .badMessage && problem.message.contains("\"maxRate\""))
+        }
+        guard case .failure = query([("maxRate", "0.00000000000000001")]) else {
+            Issue.record("a tiny rate in a query was accepted")
+            return
+        }
+        guard case .failure = query([("maxRate", "0x10")]) else {
+            Issue.record("a hexadecimal rate was accepted")
+            return
+        }
     }
 
     @Test func eachOptionAloneIsNotNone() throws {

@@ -27,7 +27,8 @@ enum StreamRequest {
     }
 
     /// Every value of `name` in the query string, percent-decoded (`+` is a space); a value that
-    /// does not decode (a bad escape, or bytes that are not UTF-8) is kept as it came.
+    /// does not decode (a bad escape, or bytes that are not UTF-8) is kept as it came: a model id
+    /// may hold `%`, and one written unescaped is still the id its writer meant.
     static func values(_ request: HTTPRequest, _ name: String) -> [String] {
         guard let query = request.query else { return [] }
         var found: [String] = []

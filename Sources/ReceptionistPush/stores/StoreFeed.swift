@@ -38,7 +38,7 @@ public final class StoreFeed {
 
     /// The most groups one store serves. Each filters every commit on the committing thread, so
     /// their number is the cost of a commit; past it a new set of options is refused.
-    public static let maxGroups = 1024
+    public static let maxGroups = 256
 
     /// Whether a subscription with `options` can be served: its group exists or there is room.
     func accepts(_ options: SubscriptionOptions) -> Bool {

@@ -112,7 +112,7 @@ final class StoreGroup {
                 let first = buffer.firstCommittedAtMicroseconds, committedAt = buffer.committedAtMicroseconds
                 subscription.deliver(frame(
                     version: last.version, from: subscription.position, firstCommittedAt: first,
-                    committedAt: committedAt, changes: buffer.take()))
+                    committedAt: committedAt, changes: projectingRoots(buffer.take())))
             }
         } else {
             for changeSet in missed {
@@ -136,6 +136,19 @@ final class StoreGroup {
         kept.changes = filter.apply(changeSet.changes)
         guard !kept.changes.isEmpty else { return nil }
         return PushEvent.changes(kept, old: options.old)
+    }
+
+    /// Coalesced changes with each whole-model value projected again: a model created within a
+    /// frame absorbs the later changes beneath it, and a removal among them can leave objects that
+    /// lead nowhere (`{"style":{}}` for `paths: ["style.border"]`), which the projection has not.
+    private func projectingRoots(_ changes: [ModelChange]) -> [ModelChange] {
+        guard filter.paths != nil else { return changes }
+        return changes.map { change in
+            guard change.keyPath == .whole else { return change }
+            return ModelChange(
+                model: change.model, keyPath: .whole, oldValue: change.oldValue.map(filter.project(model:)),
+                newValue: change.newValue.map(filter.project(model:)))
+        }
     }
 
     private func frame(
@@ -166,6 +179,9 @@ final class StoreGroup {
     /// (with `maxRate`) the latest value per (model, path) since the last frame.
     private func fanOut(_ delivery: Receptionist.Delivery) {
         var delivered = 0
+        // The version has moved: the snapshot cached for the old one will not be asked for again,
+        // and a thousand groups must not each keep a copy of the store.
+        cachedSnapshot = nil
         if options.maxRate != nil {
             if delivery.containsReset {
                 resetMembers()
@@ -176,7 +192,7 @@ final class StoreGroup {
             guard !members.isEmpty, !delivery.changes.isEmpty else { return }
             let event = frame(
                 version: delivery.version, from: from, firstCommittedAt: delivery.firstCommittedAtMicroseconds,
-                committedAt: delivery.committedAtMicroseconds, changes: delivery.changes)
+                committedAt: delivery.committedAtMicroseconds, changes: projectingRoots(delivery.changes))
             for subscription in members.values where subscription.deliver(event) {
                 delivered += 1
             }
