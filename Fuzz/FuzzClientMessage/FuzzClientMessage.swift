@@ -28,7 +28,20 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
     case .success(let message):
         fuzzCheck(parsed != nil, "a message decoded from text the parser refuses")
         let canonical = JSONWriter.encode(canonicalJSON(message))
-        fuzzCheck(ClientMessage.decode(canonical) == .success(message), "\(message) does not survive its canonical form")
+        let again = ClientMessage.decode(canonical)
+        if case .publish(let topic, let data, let ref) = message {
+            // The data is the client's own text, which the canonical form writes anew (escapes
+            // may differ): the same value, not the same bytes.
+            guard case .success(.publish(let otherTopic, let otherData, let otherRef)) = again else {
+                fuzzCheck(false, "\(message) does not survive its canonical form")
+                return 0
+            }
+            fuzzCheck(topic == otherTopic && ref == otherRef && (try? JSONParser.parse(data)) == (try? JSONParser.parse(otherData)),
+                      "\(message) does not survive its canonical form")
+            fuzzCheck((try? JSONParser.compact(data)) == data, "publish data \(data) is not compact JSON text")
+        } else {
+            fuzzCheck(again == .success(message), "\(message) does not survive its canonical form")
+        }
         if case .subscribe(_, let since?, _, _) = message {
             fuzzCheck(since <= 9_007_199_254_740_991, "since \(since) beyond 2^53 - 1")
         }
@@ -55,6 +68,13 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
         if options.old { members["old"] = true }
     case .authenticate(let token):
         return ["type": "auth", "token": .string(token)]
+    case .authenticateKey(let key):
+        return ["type": "auth", "apiKey": .string(key)]
+    case .publish(let topic, let data, let ref):
+        var publish: JSONObject = ["type": "publish", "topic": .string(topic)]
+        publish["data"] = (try? JSONParser.parse(data)) ?? .null
+        if let ref { publish["ref"] = .string(ref) }
+        return .object(publish)
     case .unsubscribe(let unsubscribed):
         members["type"] = "unsubscribe"
         target = unsubscribed

@@ -53,10 +53,13 @@ public final class Gateway {
         let keys: any IdempotencyStore = cluster.map {
             RedisIdempotencyStore(engine: $0, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
         } ?? LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
+        let publisher = TopicPublisher(hub: hub, cluster: cluster, rate: config.publishRate)
         let router = Router(
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, hub: hub, cluster: cluster,
-            idempotency: Idempotency(store: keys), config: config, access: access, counters: counters, operations: operations)
-        let streams = StreamServices(config: config, hub: hub, access: access, counters: counters, logger: logger, table: table)
+            publisher: publisher, idempotency: Idempotency(store: keys), config: config, access: access, counters: counters,
+            operations: operations)
+        let streams = StreamServices(
+            config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
         let services = HTTPServices(
             config: config, router: router, jobs: jobs, mailbox: loop.mailbox, dateCache: DateCache(), streams: streams)
 

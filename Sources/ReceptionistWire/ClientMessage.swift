@@ -8,16 +8,23 @@ public enum ClientMessage: Sendable, Equatable {
     case unsubscribe(StreamTarget)
     /// Presents a subscription token (a JWT) for the subscriptions that follow.
     case authenticate(token: String)
+    /// Presents an API key, for the publishes that follow.
+    case authenticateKey(apiKey: String)
+    /// Publishes `data` (the JSON text the client wrote, compacted) to a topic; `ref` is echoed.
+    case publish(topic: String, data: [UInt8], ref: String?)
 
     /// Why a message could not be understood; answered with an `error` message, never a close.
     public struct Problem: Error, Sendable, Equatable {
         /// The protocol's error code, such as `bad_message` or `unknown_type`.
         public let code: Code
         public let message: String
+        /// The `ref` of the publish this answers, echoed so the client can match it.
+        public var ref: String?
 
-        public init(_ code: Code, _ message: String) {
+        public init(_ code: Code, _ message: String, ref: String? = nil) {
             self.code = code
             self.message = message
+            self.ref = ref
         }
 
         /// Every error code of `docs/PROTOCOL.md`; the raw value is what the client reads.
@@ -34,6 +41,7 @@ public enum ClientMessage: Sendable, Equatable {
             case tokenExpired = "token_expired"
             case tooManySubscriptions = "too_many_subscriptions"
             case rateLimited = "rate_limited"
+            case unavailable = "unavailable"
         }
     }
 
@@ -53,12 +61,17 @@ public enum ClientMessage: Sendable, Equatable {
         case "subscribe", "unsubscribe":
             break
         case "auth":
+            if let key = value["apiKey"]?.stringValue, !key.isEmpty, value["token"] == nil {
+                return .success(.authenticateKey(apiKey: key))
+            }
             guard let token = value["token"]?.stringValue, !token.isEmpty else {
-                return .failure(Problem(.badMessage, "an auth message needs a string \"token\""))
+                return .failure(Problem(.badMessage, "an auth message needs a string \"token\" or \"apiKey\""))
             }
             return .success(.authenticate(token: token))
+        case "publish":
+            return decodePublish(value, text: text)
         default:
-            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe or unsubscribe"))
+            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe, unsubscribe or publish"))
         }
         let target: StreamTarget
         switch (value["store"], value["topic"]) {
@@ -91,5 +104,34 @@ public enum ClientMessage: Sendable, Equatable {
             return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))
         }
         return .success(.subscribe(target, since: since, epoch: epoch, options: options))
+    }
+
+    /// The most bytes a publish's `ref` may have.
+    public static let maxRefBytes = 64
+
+    /// A publish: its topic, its `ref`, and its `data` as the bytes the client wrote (compacted,
+    /// never parsed and written again), found in the message's own text.
+    private static func decodePublish(_ value: JSONValue, text: [UInt8]) -> Result<ClientMessage, Problem> {
+        var ref: String?
+        if let raw = value["ref"], raw != .null {
+            guard let given = raw.stringValue, given.utf8.count <= maxRefBytes else {
+                return .failure(Problem(.badMessage, "\"ref\" must be a string of at most \(maxRefBytes) bytes"))
+            }
+            ref = given
+        }
+        guard let topic = value["topic"]?.stringValue else {
+            return .failure(Problem(.badMessage, "a publish message needs a string \"topic\"", ref: ref))
+        }
+        guard value["data"] != nil else {
+            return .failure(Problem(.badMessage, "a publish message needs \"data\"", ref: ref))
+        }
+        // The text parsed already; compacting it again cannot fail, and the last `data` member is
+        // the one the parsed value holds.
+        guard let compact = try? JSONParser.compact(text),
+              let span = JSONSpans.members(of: compact, in: 0..<compact.count)?.last(where: { $0.key == "data" })?.value
+        else {
+            return .failure(Problem(.badMessage, "a publish message needs \"data\"", ref: ref))
+        }
+        return .success(.publish(topic: topic, data: Array(compact[span]), ref: ref))
     }
 }

@@ -10,12 +10,22 @@ public struct TokenClaims: Sendable, Equatable {
     public var expiresAt: Double
     public var stores: [String]
     public var topics: [String]
+    /// Topics the holder may publish to over its WebSocket (`publish`), patterns as `topics`.
+    public var publish: [String]
 
-    public init(subject: String? = nil, expiresAt: Double, stores: [String] = [], topics: [String] = []) {
+    public init(
+        subject: String? = nil, expiresAt: Double, stores: [String] = [], topics: [String] = [], publish: [String] = []
+    ) {
         self.subject = subject
         self.expiresAt = expiresAt
         self.stores = stores
         self.topics = topics
+        self.publish = publish
+    }
+
+    /// Whether the token lets its holder publish to `topic`.
+    public func allowsPublishing(to topic: String) -> Bool {
+        Self.matches(publish, topic)
     }
 
     /// Whether the token covers a subscription to `target`.
@@ -43,6 +53,7 @@ public struct TokenClaims: Sendable, Equatable {
         subject = payload["sub"]?.stringValue
         stores = try Self.names(payload["stores"], claim: "stores")
         topics = try Self.names(payload["topics"], claim: "topics")
+        publish = try Self.names(payload["publish"], claim: "publish")
     }
 
     private static func names(_ value: JSONValue?, claim: String) throws(JSONWebToken.Failure) -> [String] {

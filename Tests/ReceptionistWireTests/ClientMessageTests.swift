@@ -26,7 +26,8 @@ import Testing
     @Test(arguments: [
         ("", "bad_message"), ("{", "bad_message"), ("[]", "bad_message"), ("\"subscribe\"", "bad_message"),
         (#"{"store":"s"}"#, "bad_message"), (#"{"type":1,"store":"s"}"#, "bad_message"),
-        (#"{"type":"publish","store":"s"}"#, "unknown_type"),
+        (#"{"type":"publish","store":"s"}"#, "bad_message"),
+        (#"{"type":"shout","store":"s"}"#, "unknown_type"),
         (#"{"type":"auth"}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","epoch":7}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","epoch":""}"#, "bad_message"),
@@ -45,5 +46,48 @@ import Testing
         #expect(SSEEncoder.event("changes", id: 12, data: Array("{}".utf8)) == Array("event: changes\nid: 12\ndata: {}\n\n".utf8))
         #expect(SSEEncoder.event("gap", id: nil, data: Array("{}".utf8)) == Array("event: gap\ndata: {}\n\n".utf8))
         #expect(SSEEncoder.heartbeat == Array(": heartbeat\n\n".utf8))
+    }
+
+    @Test func aPublishKeepsItsDataAsWrittenAndEchoesItsRef() throws {
+        let text = #"{"type":"publish", "ref":"r-1", "topic":"news", "data": {"b": 1.10, "a": "\u00e9"}}"#
+        guard case .success(.publish(let topic, let data, let ref)) = decode(text) else {
+            Issue.record("not decoded as a publish")
+            return
+        }
+        #expect(topic == "news" && ref == "r-1")
+        #expect(String(decoding: data, as: UTF8.self) == #"{"b":1.10,"a":"\u00e9"}"#)
+        guard case .success(.publish(_, let null, nil)) = decode(#"{"type":"publish","topic":"t","data":null}"#) else {
+            Issue.record("null data is data")
+            return
+        }
+        #expect(null == Array("null".utf8))
+    }
+
+    @Test func aBadPublishIsABadMessageThatEchoesAValidRef() {
+        let long = String(repeating: "x", count: ClientMessage.maxRefBytes + 1)
+        let cases: [(String, String?)] = [
+            (#"{"type":"publish","topic":"t","ref":"r"}"#, "r"),
+            (#"{"type":"publish","data":1,"ref":"r"}"#, "r"),
+            (#"{"type":"publish","topic":5,"data":1}"#, nil),
+            (#"{"type":"publish","topic":"t","data":1,"ref":""# + long + #""}"#, nil),
+            (#"{"type":"publish","topic":"t","data":1,"ref":7}"#, nil),
+        ]
+        for (text, ref) in cases {
+            guard case .failure(let problem) = decode(text) else {
+                Issue.record("\(text) was accepted")
+                continue
+            }
+            #expect(problem.code == .badMessage && problem.ref == ref, "\(text)")
+        }
+    }
+
+    @Test func anAuthMessageCarriesATokenOrAnAPIKey() {
+        #expect(decode(#"{"type":"auth","apiKey":"k"}"#) == .success(.authenticateKey(apiKey: "k")))
+        #expect(decode(#"{"type":"auth","token":"t"}"#) == .success(.authenticate(token: "t")))
+        guard case .failure(let problem) = decode(#"{"type":"auth","apiKey":""}"#) else {
+            Issue.record("an empty key was accepted")
+            return
+        }
+        #expect(problem.code == .badMessage)
     }
 }

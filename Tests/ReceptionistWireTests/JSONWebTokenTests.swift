@@ -21,6 +21,20 @@ import ReceptionistWire
         #expect(!claims.allows(.topic("weather")))
     }
 
+    @Test func aPublishClaimNamesTheTopicsItsHolderMayPublishTo() throws {
+        let text = token(["exp": .number(JSONNumber(now + 60)), "topics": ["*"], "publish": ["news.*", "alerts"]])
+        let claims = try JSONWebToken.verify(text, secret: secret, now: now).get()
+        #expect(claims.publish == ["news.*", "alerts"])
+        #expect(claims.allowsPublishing(to: "news.sport") && claims.allowsPublishing(to: "alerts"))
+        #expect(!claims.allowsPublishing(to: "news") && !claims.allowsPublishing(to: "sport"))
+        let reader = try JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 60)), "topics": ["*"]]), secret: secret, now: now).get()
+        #expect(!reader.allowsPublishing(to: "news.sport"), "reading is not publishing")
+        guard case .failure = JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 60)), "publish": "news"]), secret: secret, now: now) else {
+            Issue.record("a publish claim that is not a list was accepted")
+            return
+        }
+    }
+
     @Test func wildcardCoversEveryName() throws {
         let claims = try JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 1)), "stores": ["*"]]), secret: secret, now: now).get()
         #expect(claims.allows(.store("anything")))

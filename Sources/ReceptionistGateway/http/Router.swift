@@ -13,25 +13,25 @@ final class Router {
     private let enableEcho: Bool
     private let access: AccessControl
     private let origins: OriginPolicy
-    private let publishLimiter: KeyedRateLimiter
+    private let publisher: TopicPublisher
     private let counters: GatewayCounters
     /// `/healthz`, `/readyz`, `/metrics`, and whether the gateway takes new streams.
     private let operations: OperationsEndpoints
 
     init(
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub, cluster: ClusterEngine?,
-        idempotency: Idempotency, config: GatewayConfig, access: AccessControl, counters: GatewayCounters,
-        operations: OperationsEndpoints
+        publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
+        counters: GatewayCounters, operations: OperationsEndpoints
     ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(stores: stores, idempotency: idempotency)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
-        topicAPI = TopicAPI(hub: hub, cluster: cluster, idempotency: idempotency)
+        topicAPI = TopicAPI(hub: hub, cluster: cluster, publisher: publisher, idempotency: idempotency)
         self.hub = hub
         enableEcho = config.enableEcho
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
-        publishLimiter = KeyedRateLimiter(limit: config.publishRate)
+        self.publisher = publisher
         self.counters = counters
         self.operations = operations
     }
@@ -63,17 +63,38 @@ final class Router {
         if request.method == .options, let origin {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
         }
-        let scope: String
+        let caller: Caller
         switch checkMutation(request, client: client, now: now) {
-        case .success(let allowed): scope = allowed
+        case .success(let allowed): caller = allowed
         case .failure(let refusal): return .reply(refusal.reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
-        return withCORS(routeAPI(request, segments, origin: origin, scope: scope), origin: origin)
+        return withCORS(routeAPI(request, segments, origin: origin, caller: caller, now: now), origin: origin)
     }
 
-    /// `scope` is the idempotency scope of a mutation's API key.
-    private func routeAPI(_ request: HTTPRequest, _ segments: [String], origin: String?, scope: String) -> RouteResult {
+    /// Who made a mutating call: the idempotency scope of its API key, and what its publishes
+    /// are counted against.
+    private struct Caller {
+        var scope = ""
+        var rateKey = ""
+    }
+
+    private func routeAPI(_ request: HTTPRequest, _ segments: [String], origin: String?, caller: Caller, now: UInt64)
+        -> RouteResult
+    {
+        let scope = caller.scope
         switch segments.first {
+        case "publish" where segments.count == 1:
+            // The call itself took one publish from the bucket; each further message takes one.
+            return topicAPI.publishBatch(request, scope: scope) { extra in
+                for _ in 0..<extra {
+                    if case .limited(let seconds) = publisher.limiter.take(caller.rateKey, now: now) {
+                        counters.refused(.publishRate)
+                        return ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
+                                                 headers: [("Retry-After", "\(seconds)")]))
+                    }
+                }
+                return nil
+            }
         case "stores" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .store(segments[1]), origin: origin)
@@ -90,23 +111,23 @@ final class Router {
     // MARK: Checks
 
     /// A mutating call needs the API key (when one is configured) and room in its publish bucket.
-    /// Returns the key's idempotency scope, or the refusal.
-    private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Result<String, ReplyError> {
+    /// Returns who the caller is, or the refusal.
+    private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Result<Caller, ReplyError> {
         switch request.method {
         case .post, .put, .patch, .delete: break
-        default: return .success("")
+        default: return .success(Caller())
         }
         switch access.checkKey(request, client: client) {
         case .refused(let detail):
             counters.refused(.apiKey)
             return .failure(ReplyError(.error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])))
         case .allowed(let rateKey, let scope):
-            if case .limited(let seconds) = publishLimiter.take(rateKey, now: now) {
+            if case .limited(let seconds) = publisher.limiter.take(rateKey, now: now) {
                 counters.refused(.publishRate)
                 return .failure(ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
                                                   headers: [("Retry-After", "\(seconds)")])))
             }
-            return .success(scope)
+            return .success(Caller(scope: scope, rateKey: rateKey))
         }
     }
 

@@ -9,14 +9,20 @@ import ReceptionistPush
 final class StreamServices {
     let config: GatewayConfig
     let hub: PushHub
+    /// Where a WebSocket client's publishes go, as HTTP ones do.
+    let publisher: TopicPublisher
     let access: AccessControl
     let counters: GatewayCounters
     let logger: Logger
     unowned let table: any SessionTable
 
-    init(config: GatewayConfig, hub: PushHub, access: AccessControl, counters: GatewayCounters, logger: Logger, table: any SessionTable) {
+    init(
+        config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,
+        logger: Logger, table: any SessionTable
+    ) {
         self.config = config
         self.hub = hub
+        self.publisher = publisher
         self.access = access
         self.counters = counters
         self.logger = logger

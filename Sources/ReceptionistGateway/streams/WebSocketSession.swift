@@ -23,6 +23,8 @@ final class WebSocketSession: StreamSession {
     private var state: WebSocketSessionState
     /// Protocol messages this client may still send now (`--client-message-rate`).
     private var messageBucket: TokenBucket
+    /// What this client's publishes are counted against, once it presented a valid API key.
+    private var publishRateKey: String?
 
     init(connection: TCPConnection, services: StreamServices, mode: Mode, claims: TokenClaims? = nil) {
         self.connection = connection
@@ -115,6 +117,10 @@ final class WebSocketSession: StreamSession {
             sendError(problem)
         case .success(.authenticate(let token)):
             authenticate(token)
+        case .success(.authenticateKey(let key)):
+            authenticate(apiKey: key)
+        case .success(.publish(let topic, let data, let ref)):
+            publish(topic, data: data, ref: ref)
         case .success(.subscribe(let target, let since, let epoch, let options)):
             if let problem = subscribe(target, since: since, epoch: epoch, options: options) { sendError(problem) }
         case .success(.unsubscribe(let target)):
@@ -134,6 +140,55 @@ final class WebSocketSession: StreamSession {
         case .failure(let failure):
             services.counters.refused(.tokenInvalid)
             sendError(ClientMessage.Problem(failure.code, failure.description))
+        }
+    }
+
+    private func authenticate(apiKey: String) {
+        switch services.access.checkKey(presented: apiKey) {
+        case .allowed(let rateKey, _):
+            publishRateKey = rateKey
+            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticatedKey))
+        case .refused(let detail):
+            services.counters.refused(.apiKey)
+            sendError(ClientMessage.Problem(.unauthorized, detail))
+        }
+    }
+
+    // MARK: Publishing
+
+    /// Publishes as an HTTP client could: open without API keys, else after an `auth` with a key,
+    /// or with a token whose `publish` claim covers the topic. The answer comes once the message
+    /// is in the history; the session may be gone by then.
+    private func publish(_ topic: String, data: [UInt8], ref: String?) {
+        let rateKey: String
+        if !services.access.requiresAPIKey {
+            rateKey = "address " + (connection.peerAddress ?? "unknown")
+        } else if let publishRateKey {
+            rateKey = publishRateKey
+        } else if let claims = core.claims {
+            guard claims.allowsPublishing(to: topic) else {
+                services.counters.refused(.tokenScope)
+                return sendError(ClientMessage.Problem(.forbidden, "the token does not let this connection publish to '\(topic)'", ref: ref))
+            }
+            rateKey = "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
+        } else {
+            services.counters.refused(.apiKey)
+            return sendError(ClientMessage.Problem(
+                .unauthorized, "publishing needs an API key ({\"type\":\"auth\",\"apiKey\":…}) or a token with a publish claim", ref: ref))
+        }
+        if case .limited(let seconds) = services.publisher.limiter.take(rateKey, now: connection.loop.nowMilliseconds) {
+            services.counters.refused(.publishRate)
+            return sendError(ClientMessage.Problem(.rateLimited, "publish rate exceeded; retry after \(seconds) s", ref: ref))
+        }
+        services.publisher.publish(topic, data: data) { [weak self] result in
+            guard let self, self.connection.state == .open else { return }
+            switch result {
+            case .success(let seq):
+                self.writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.published(topic: topic, seq: seq, ref: ref)))
+            case .failure(var problem):
+                problem.ref = ref
+                self.sendError(problem)
+            }
         }
     }
 

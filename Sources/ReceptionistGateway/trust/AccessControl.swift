@@ -35,11 +35,23 @@ struct AccessControl: Sendable {
     /// each in constant time, so the time taken does not tell which key, or which byte, was close.
     func checkKey(_ request: HTTPRequest, client: String) -> KeyCheck {
         guard requiresAPIKey else { return .allowed(rateKey: "address " + client, scope: "") }
-        guard let presented = Self.bearer(request.headers["Authorization"]).map({ Array($0.utf8) }) else {
+        guard let presented = Self.bearer(request.headers["Authorization"]) else {
             return .refused("this call needs an API key: send Authorization: Bearer <key>")
         }
+        return check(presented)
+    }
+
+    /// Checks an API key a WebSocket client presented in an `auth` message, as `checkKey` does a
+    /// header: every key compared, each in constant time.
+    func checkKey(presented: String) -> KeyCheck {
+        guard requiresAPIKey else { return .allowed(rateKey: "", scope: "") }
+        return check(presented)
+    }
+
+    private func check(_ presented: String) -> KeyCheck {
+        let bytes = Array(presented.utf8)
         var match: Int?
-        for (index, key) in apiKeys.enumerated() where ConstantTime.equal(key, presented) {
+        for (index, key) in apiKeys.enumerated() where ConstantTime.equal(key, bytes) {
             match = index
         }
         guard let match else { return .refused("the API key is not valid") }

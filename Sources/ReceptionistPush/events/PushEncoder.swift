@@ -115,9 +115,23 @@ public enum PushEncoder {
         var out = head("error")
         field("code", problem.code.rawValue, &out)
         field("message", problem.message, &out)
+        if let ref = problem.ref { field("ref", ref, &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }
+
+    /// A WebSocket publish was sequenced and is in the topic's history.
+    public static func published(topic: String, seq: UInt64, ref: String?) -> [UInt8] {
+        var out = head("published")
+        field("topic", topic, &out)
+        number("seq", seq, &out)
+        if let ref { field("ref", ref, &out) }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// An API key was accepted for the publishes that follow.
+    public static let authenticatedKey = Array(#"{"type":"authenticated","apiKey":true}"#.utf8)
 
     /// The gateway is shutting down: reconnect (to any node) after the given delay.
     public static func draining(reconnectAfterMilliseconds: UInt64) -> [UInt8] {

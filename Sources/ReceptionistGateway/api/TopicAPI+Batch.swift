@@ -1,0 +1,110 @@
+import ReceptionistJSON
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistPush
+import ReceptionistWire
+
+/// `POST /api/publish`: many messages in one request, for backends that publish in bulk. Every
+/// message is checked before any is published; then each is published as one message, in order,
+/// and the answer lists every sequence number. Each message's `data` is the publisher's bytes,
+/// found in the body's own text, never parsed and written again.
+extension TopicAPI {
+    /// The most messages one request may carry.
+    static let maxBatch = 1000
+
+    /// `charge(n)` takes `n` more publishes from the caller's bucket (the request took one), or
+    /// says why it may not.
+    func publishBatch(_ request: HTTPRequest, scope: String, charge: (Int) -> ReplyError?) -> RouteResult {
+        guard request.method == .post else { return .reply(.methodNotAllowed(request.method, allow: "POST")) }
+        let key: IdempotencyKey?
+        switch Idempotency.key(of: request) {
+        case .success(let parsed): key = parsed
+        case .failure(let failure): return .reply(failure.reply)
+        }
+        let messages: [(topic: String, data: [UInt8])]
+        switch Self.batch(request.body) {
+        case .success(let parsed): messages = parsed
+        case .failure(let failure): return .reply(failure.reply)
+        }
+        for (index, message) in messages.enumerated() {
+            if let problem = hub.check(.topic(message.topic)) {
+                return .reply(.error(.badRequest, "message \(index): \(problem.message)"))
+            }
+        }
+        if let refusal = charge(messages.count - 1) { return .reply(refusal.reply) }
+        guard let cluster else {
+            // One node: every message is numbered here, now, so the answer is ready at once.
+            return .reply(idempotency.run(key, scope: scope, request: request) {
+                var answers: [JSONValue] = []
+                for message in messages {
+                    guard case .success(let seq) = hub.publish(
+                        topic: message.topic, data: message.data, publishedAt: Clock.microsecondsSinceEpoch())
+                    else { continue }  // checked above: every topic is valid
+                    answers.append(["topic": .string(message.topic), "seq": .number(JSONNumber(seq))])
+                }
+                return .json(.created, ["messages": .array(answers)])
+            })
+        }
+        guard cluster.isUp else { return .reply(.error(.unavailable("Redis is unreachable"))) }
+        let engine = LoopBound(cluster, loop: cluster.loop)
+        let mailbox = cluster.loop.mailbox
+        let idempotency = self.idempotency
+        return .work { idempotency.run(key, scope: scope, request: request) {
+            var answers: [JSONValue] = []
+            for (index, message) in messages.enumerated() {
+                let outcome: Result<UInt64, StoreError> = LoopCall.wait(
+                    mailbox, seconds: RedisStoreReplication.timeoutSeconds,
+                    timedOut: .failure(.outcomeUnknown("Redis did not answer in time"))
+                ) { done in
+                    engine.value.publish(topic: message.topic, data: message.data, completion: done)
+                }
+                switch outcome {
+                case .success(let seq):
+                    answers.append(["topic": .string(message.topic), "seq": .number(JSONNumber(seq))])
+                case .failure(let error):
+                    // The ones before were published; say so, since a retry would publish them again.
+                    let before = index == 0 ? "none was published" : "messages 0 to \(index - 1) were published"
+                    return .error(.unavailable("message \(index): \(error.description); \(before)"))
+                }
+            }
+            return .json(.created, ["messages": .array(answers)])
+        } }
+    }
+
+    /// The messages of a batch body, each `data` as the bytes it was written with (compacted), or
+    /// what is wrong with it.
+    static func batch(_ body: [UInt8]) -> Result<[(topic: String, data: [UInt8])], ReplyError> {
+        func bad(_ detail: String) -> Result<[(topic: String, data: [UInt8])], ReplyError> {
+            .failure(ReplyError(.error(.badRequest, detail)))
+        }
+        guard !body.isEmpty else { return bad("a JSON body is required") }
+        let text: [UInt8]
+        do {
+            text = try JSONParser.compact(body)
+        } catch {
+            return bad("invalid JSON: \(error)")
+        }
+        guard let members = JSONSpans.members(of: text, in: 0..<text.count),
+              let list = members.last(where: { $0.key == "messages" })?.value,
+              let elements = JSONSpans.elements(of: text, in: list)
+        else { return bad("the body must be {\"messages\":[{\"topic\":…,\"data\":…},…]}") }
+        guard !elements.isEmpty, elements.count <= maxBatch else {
+            return bad("\"messages\" must hold 1 to \(maxBatch) messages")
+        }
+        var messages: [(topic: String, data: [UInt8])] = []
+        messages.reserveCapacity(elements.count)
+        for (index, element) in elements.enumerated() {
+            guard let fields = JSONSpans.members(of: text, in: element) else {
+                return bad("message \(index) must be an object with \"topic\" and \"data\"")
+            }
+            guard let topicSpan = fields.last(where: { $0.key == "topic" })?.value,
+                  let topic = (try? JSONParser.parse(Array(text[topicSpan])))?.stringValue
+            else { return bad("message \(index) needs a string \"topic\"") }
+            guard let data = fields.last(where: { $0.key == "data" })?.value else {
+                return bad("message \(index) needs \"data\"")
+            }
+            messages.append((topic, Array(text[data])))
+        }
+        return .success(messages)
+    }
+}
