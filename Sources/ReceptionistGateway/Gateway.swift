@@ -33,6 +33,7 @@ public final class Gateway {
         self.config = config
         self.logger = logger
         let loop = try EventLoop()
+        loop.writeDelay = WriteDelay(maxDelayMilliseconds: config.writeDelayMilliseconds)
         self.loop = loop
         let replication = ClusterEngine.replication(for: config, loop: loop)
         stores = StoreRegistry(historyLimit: config.historyLimit, replication: replication)

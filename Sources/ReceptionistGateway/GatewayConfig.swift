@@ -35,6 +35,8 @@ public struct GatewayConfig: Sendable {
     public var pingTimeoutSeconds = 10.0
     /// An SSE stream with nothing to send gets a heartbeat comment this often.
     public var sseHeartbeatSeconds = 15.0
+    /// Most milliseconds subscribers' writes wait to leave together while the loop is busy writing.
+    public var writeDelayMilliseconds: UInt64 = 2
     /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
     public var enableEcho = false
     /// The `redis` engine's server (`redis://host:port/db`); nil runs the `memory` engine, alone.

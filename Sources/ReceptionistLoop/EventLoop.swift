@@ -29,6 +29,11 @@ public final class EventLoop {
 
     private var dirty: [any LoopFlushable] = []
     private var flushHooks: FlushHooks?
+    /// Whether subscribers' writes wait a little to leave together (see `WriteDelay`).
+    public var writeDelay = WriteDelay(maxDelayMilliseconds: 0)
+    /// Connections whose flush waits for `delayTimer`.
+    private var delayed: [any LoopFlushable] = []
+    private var delayTimer: LoopTimer?
 
     /// Creates a loop owned by the calling thread; `run` must be called on that same thread.
     public init() throws(LoopError) {
@@ -64,6 +69,8 @@ public final class EventLoop {
         uv_run(raw, UV_RUN_DEFAULT)
         flushHooks?.close()
         flushHooks = nil
+        delayTimer?.close()
+        delayTimer = nil
         mailbox.close()
         // Let libuv deliver the close callbacks so every handle's memory is released.
         uv_run(raw, UV_RUN_DEFAULT)
@@ -74,7 +81,28 @@ public final class EventLoop {
         dirty.append(target)
     }
 
+    /// Queues `target` to be flushed within the write delay while the loop is busy writing, or
+    /// before it next sleeps when it is not.
+    func scheduleDelayableFlush(_ target: any LoopFlushable) {
+        guard writeDelay.isActive else { return scheduleFlush(target) }
+        delayed.append(target)
+        guard delayed.count == 1 else { return }
+        if delayTimer == nil {
+            delayTimer = LoopTimer(loop: self) { [unowned self] in self.flushDelayed() }
+        }
+        delayTimer?.start(delayMilliseconds: writeDelay.maxDelayMilliseconds)
+    }
+
+    private func flushDelayed() {
+        let batch = delayed
+        delayed.removeAll(keepingCapacity: true)
+        for target in batch {
+            target.flush()
+        }
+    }
+
     fileprivate func flushDirty() {
+        writeDelay.tick(now: nowMilliseconds)
         while !dirty.isEmpty {
             let batch = dirty
             dirty.removeAll(keepingCapacity: true)

@@ -117,6 +117,10 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         }
     }
 
+    /// A subscriber's stream: its writes may wait up to the loop's write delay, while the loop is
+    /// busy writing, to leave with the ones after them (`WriteDelay`). Replies to requests never wait.
+    public var delaysWrites = false
+
     // MARK: Writing
 
     /// Queues bytes; they go out before the loop next sleeps. Any number of writes in one iteration
@@ -152,7 +156,11 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     private func scheduleFlush() {
         guard !flushScheduled else { return }
         flushScheduled = true
-        loop.scheduleFlush(self)
+        if delaysWrites && !closeWhenFlushed {
+            loop.scheduleDelayableFlush(self)
+        } else {
+            loop.scheduleFlush(self)
+        }
     }
 
     func flush() {
@@ -187,6 +195,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
                     (bytes.base + offset).assumingMemoryBound(to: CChar.self), UInt32(bytes.count - offset)))
         }
         let written = buffers.withUnsafeBufferPointer { uv_try_write(stream, $0.baseAddress, UInt32(count)) }
+        loop.writeDelay.noteWrite()
         if written < 0 && written != UV_EAGAIN.rawValue {
             close()
             return

@@ -2,10 +2,20 @@
 public struct HTTPStatus: Sendable, Hashable {
     public let code: Int
     public let reason: String
+    /// The `error` name when the code alone does not say it (503 is the gateway over its limits,
+    /// or a service it needs unreachable).
+    private let name: String?
 
     public init(code: Int, reason: String) {
         self.code = code
         self.reason = reason
+        name = nil
+    }
+
+    private init(code: Int, reason: String, errorName: String) {
+        self.code = code
+        self.reason = reason
+        name = errorName
     }
 
     public static let ok = HTTPStatus(code: 200, reason: "OK")
@@ -29,12 +39,16 @@ public struct HTTPStatus: Sendable, Hashable {
     public static let headerFieldsTooLarge = HTTPStatus(code: 431, reason: "Request Header Fields Too Large")
     public static let internalServerError = HTTPStatus(code: 500, reason: "Internal Server Error")
     public static let notImplemented = HTTPStatus(code: 501, reason: "Not Implemented")
+    /// A service the gateway needs (Redis) is unreachable, or did not say whether it took a write.
     public static let serviceUnavailable = HTTPStatus(code: 503, reason: "Service Unavailable")
+    /// The gateway is over one of its own limits (connections, the job queue).
+    public static let overCapacity = HTTPStatus(code: 503, reason: "Service Unavailable", errorName: "over_capacity")
     public static let versionNotSupported = HTTPStatus(code: 505, reason: "HTTP Version Not Supported")
 
     /// The short machine-readable name used as `error` in JSON error bodies.
     public var errorName: String {
-        switch code {
+        if let name { return name }
+        return switch code {
         case 400: "bad_request"
         case 401: "unauthorized"
         case 403: "forbidden"
@@ -49,7 +63,7 @@ public struct HTTPStatus: Sendable, Hashable {
         case 429: "too_many_requests"
         case 431: "header_too_large"
         case 501: "not_implemented"
-        case 503: "over_capacity"
+        case 503: "service_unavailable"
         case 505: "version_not_supported"
         default: "error"
         }

@@ -65,6 +65,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds between heartbeat comments on an idle SSE stream.")
     var sseHeartbeat = 15.0
 
+    @Option(help: "Most milliseconds a subscriber's frames wait to leave together while the gateway is busy writing (20,000 writes a second or more); 0 sends at once always.")
+    var writeDelay: UInt64 = 2
+
     @Flag(help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
     var enableEcho = false
 
@@ -142,6 +145,7 @@ struct ServeCommand: ParsableCommand {
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
         guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
+        guard writeDelay <= 100 else { throw ValidationError("--write-delay is at most 100 milliseconds") }
         guard maxConnectionsPerAddress > 0, maxSubscriptions > 0 else {
             throw ValidationError("--max-connections-per-address and --max-subscriptions must be positive")
         }
@@ -196,6 +200,7 @@ struct ServeCommand: ParsableCommand {
         config.pingIntervalSeconds = pingInterval
         config.pingTimeoutSeconds = pingTimeout
         config.sseHeartbeatSeconds = sseHeartbeat
+        config.writeDelayMilliseconds = writeDelay
         config.enableEcho = enableEcho
         config.apiKeys = apiKey + (try apiKeyFile.map(Self.keys(inFile:)) ?? [])
         config.insecureOpen = insecureOpen

@@ -124,7 +124,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 }
             }
             if !accepted {
-                slot.fill(.error(.serviceUnavailable, "the job queue is full; retry later"))
+                slot.fill(.error(.overCapacity, "the job queue is full; retry later"))
             }
         }
         writeReadyReplies()

@@ -50,7 +50,7 @@ final class ConnectionTable: SessionTable {
         sessions[id] = session
         let address = connection.peerAddress ?? "unknown"
         if servingCount >= config.maxConnections {
-            return refuse(session, id, .connectionLimit, .serviceUnavailable, "too many connections")
+            return refuse(session, id, .connectionLimit, .overCapacity, "too many connections")
         }
         let fromAddress = perAddress[address, default: 0]
         if fromAddress >= config.maxConnectionsPerAddress {

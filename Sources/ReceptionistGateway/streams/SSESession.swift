@@ -21,6 +21,7 @@ final class SSESession: StreamSession {
         state = SSESessionState(
             now: connection.loop.nowMilliseconds, heartbeatMilliseconds: UInt64(services.config.sseHeartbeatSeconds * 1000))
         connection.highWaterBytes = services.config.maxQueuedBytes
+        connection.delaysWrites = true
     }
 
     /// Takes the connection over from HTTP and starts the stream. The target was checked already

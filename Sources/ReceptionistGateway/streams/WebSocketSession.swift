@@ -39,6 +39,7 @@ final class WebSocketSession: StreamSession {
             pingTimeoutMilliseconds: UInt64(config.pingTimeoutSeconds * 1000),
             closeTimeoutMilliseconds: UInt64(config.lingerSeconds * 1000))
         connection.highWaterBytes = config.maxQueuedBytes
+        connection.delaysWrites = mode == .push
     }
 
     private var services: StreamServices { core.services }

@@ -1,0 +1,47 @@
+/// Decides whether a connection that asks for it (a subscriber's stream) waits a little before
+/// its queued frames go to the kernel, so that more of them leave in one writev.
+///
+/// A message fanned out to many subscribers costs one write per subscriber; when publishers send
+/// one message per request, each write carries one or two frames, and the writes, not the bytes,
+/// are the cost. So while the loop is busy writing (more than `busyWritesPerSecond` writes over
+/// the last window) writes wait up to `maxDelayMilliseconds` and leave together; when it is not,
+/// they go at once and latency is what it was.
+///
+/// Invariants: no write waits longer than `maxDelayMilliseconds` (plus the loop's own lag); with
+/// `maxDelayMilliseconds` 0 nothing ever waits.
+///
+/// Pure value; the loop that owns it is its clock.
+public struct WriteDelay: Sendable, Equatable {
+    public let maxDelayMilliseconds: UInt64
+    public let busyWritesPerSecond: Int
+    /// How often the decision is taken again, from the writes of the window just past.
+    public static let windowMilliseconds: UInt64 = 100
+
+    private var windowStart: UInt64?
+    private var writes = 0
+    public private(set) var isActive = false
+
+    public init(maxDelayMilliseconds: UInt64, busyWritesPerSecond: Int = 20_000) {
+        self.maxDelayMilliseconds = maxDelayMilliseconds
+        self.busyWritesPerSecond = busyWritesPerSecond
+    }
+
+    /// A write reached the kernel.
+    public mutating func noteWrite() {
+        writes &+= 1
+    }
+
+    /// Closes the window when it is due, and decides for the next one.
+    public mutating func tick(now: UInt64) {
+        guard let start = windowStart else {
+            windowStart = now
+            return
+        }
+        let elapsed = now &- start
+        guard elapsed >= Self.windowMilliseconds else { return }
+        let perSecond = writes * 1000 / Int(max(1, elapsed))
+        isActive = maxDelayMilliseconds > 0 && perSecond >= busyWritesPerSecond
+        writes = 0
+        windowStart = now
+    }
+}

@@ -1,0 +1,34 @@
+import ReceptionistLoop
+import Testing
+
+@Suite struct WriteDelayTests {
+    private func run(_ delay: inout WriteDelay, writes: Int, from start: UInt64, for milliseconds: UInt64) {
+        for _ in 0..<writes { delay.noteWrite() }
+        delay.tick(now: start + milliseconds)
+    }
+
+    @Test func anIdleLoopSendsAtOnce() {
+        var delay = WriteDelay(maxDelayMilliseconds: 2, busyWritesPerSecond: 20_000)
+        delay.tick(now: 1_000)
+        run(&delay, writes: 1_000, from: 1_000, for: 100)  // 10,000 writes a second
+        #expect(!delay.isActive)
+    }
+
+    @Test func aBusyLoopDelaysUntilItIsQuietAgain() {
+        var delay = WriteDelay(maxDelayMilliseconds: 2, busyWritesPerSecond: 20_000)
+        delay.tick(now: 0)
+        run(&delay, writes: 2_000, from: 0, for: 100)  // 20,000 a second: busy
+        #expect(delay.isActive)
+        run(&delay, writes: 500, from: 100, for: 50)  // the window is not over: no new decision
+        #expect(delay.isActive)
+        run(&delay, writes: 0, from: 150, for: 60)  // 500 in 110 ms: quiet
+        #expect(!delay.isActive)
+    }
+
+    @Test func noDelayConfiguredNeverDelays() {
+        var delay = WriteDelay(maxDelayMilliseconds: 0, busyWritesPerSecond: 1)
+        delay.tick(now: 0)
+        run(&delay, writes: 100_000, from: 0, for: 100)
+        #expect(!delay.isActive)
+    }
+}
