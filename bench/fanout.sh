@@ -27,9 +27,13 @@ start_server() {
   case "$kind" in
     receptionist|baseline)
       local binary=$receptionist
-      [ "$kind" = baseline ] && binary=${BENCH_BASELINE:?set BENCH_BASELINE to the binary to compare with}
+      local extra=()
+      if [ "$kind" = baseline ]; then
+        binary=${BENCH_BASELINE:?set BENCH_BASELINE to the binary to compare with}
+        read -r -a extra <<< "${BASELINE_ARGS:-}"
+      fi
       taskset -c 0 "$binary" serve --host 127.0.0.1 --port "$port" --log-level warning \
-        --max-connections 19800 --max-connections-per-address 20000 --publish-rate 0 "${server_args[@]}" > "$out" 2>&1 &
+        --max-connections 19800 --max-connections-per-address 20000 --publish-rate 0 "${server_args[@]}" "${extra[@]}" > "$out" 2>&1 &
       publish_path="/api/topics/bench/messages" dialect=receptionist ;;
     nchan)
       local dir="$work/nchan.$port"

@@ -20,7 +20,10 @@
 # half the subscribers on each and the publisher on the first, beside one node with them all.
 # BENCH_BASELINE=<path to another receptionist binary> adds the server `baseline`: that build run
 # exactly as `receptionist` is, for a before-and-after comparison in one run
-# (BENCH_SERVERS="receptionist baseline").
+# (BENCH_SERVERS="receptionist baseline"); BASELINE_ARGS adds serve options to it alone (for one
+# build with and without an option: BENCH_BASELINE=.build/release/receptionist BASELINE_ARGS="--write-delay 0").
+# PUBLISH_CONNECTIONS (4) and PUBLISH_WINDOW (32 requests unanswered per connection; 1 is how most
+# backends publish, request then response) shape the HTTP publisher.
 # The gateways run with their per-address and publish-rate limits off: the load comes from a few
 # loopback addresses and the publisher is meant to go as fast as it can.
 set -euo pipefail
@@ -32,6 +35,9 @@ rate_large=${3:-20}
 idle=${4:-19000}
 rate_full=${5:-100000}
 servers=${BENCH_SERVERS:-receptionist nchan socketify}
+# The HTTP publisher: keep-alive connections, and requests unanswered on each (1 is request-response).
+publish_connections=${PUBLISH_CONNECTIONS:-4}
+publish_window=${PUBLISH_WINDOW:-32}
 scenarios=${BENCH_SCENARIOS:-small large store full idle cluster}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
@@ -83,7 +89,7 @@ fanout() {
   local before after
   before=$(server_ticks)
   taskset -c 1 timeout $((seconds + 30)) "$bench" publish --port "$port" --path "$publish_path" --rate "$rate" \
-    --duration "$seconds" > "$work/$tag.publish.json"
+    --duration "$seconds" --connections "$publish_connections" --window "$publish_window" > "$work/$tag.publish.json"
   sleep 1  # the last deliveries
   after=$(server_ticks)
   stop_clients

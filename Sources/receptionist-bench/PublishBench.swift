@@ -30,6 +30,9 @@ struct PublishBench: ParsableCommand {
     @Option(help: "Keep-alive connections to spread the requests over.")
     var connections = 4
 
+    @Option(help: "Most requests unanswered on one connection (1: request-response, as most backends publish; more: HTTP pipelining).")
+    var window = 32
+
     func validate() throws {
         guard rate > 0, duration > 0 else { throw ValidationError("--rate and --duration must be positive") }
     }
@@ -37,7 +40,8 @@ struct PublishBench: ParsableCommand {
     func run() throws {
         let loop = try EventLoop()
         let publisher = Publisher(
-            loop: loop, host: host, port: port, path: Publisher.path(path, topic: topic), rate: rate, duration: duration, connections: connections)
+            loop: loop, host: host, port: port, path: Publisher.path(path, topic: topic), rate: rate, duration: duration, connections: connections,
+            window: window)
         let result = PublishResult()
         publisher.start { summary in
             result.summary = summary
