@@ -15,7 +15,7 @@
 # the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
 # then sets the pace, and the published rate shows what each server accepts.
 # BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
-# BENCH_SCENARIOS="small large store full idle cluster" the scenarios (store and cluster are
+# BENCH_SCENARIOS="small large store full wsfull idle cluster" the scenarios (wsfull: full speed with each server's WebSocket publisher) (store and cluster are
 # Receptionist's alone). cluster runs the small workload over two nodes sharing one redis-server,
 # half the subscribers on each and the publisher on the first, beside one node with them all.
 # BENCH_BASELINE=<path to another receptionist binary> adds the server `baseline`: that build run
@@ -38,7 +38,7 @@ servers=${BENCH_SERVERS:-receptionist nchan socketify}
 # The HTTP publisher: keep-alive connections, and requests unanswered on each (1 is request-response).
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-32}
-scenarios=${BENCH_SCENARIOS:-small large store full idle cluster}
+scenarios=${BENCH_SCENARIOS:-small large store full wsfull idle cluster}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
@@ -95,6 +95,30 @@ fanout() {
   stop_clients
   stop_process "$server_pid"
   row "$kind" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
+}
+
+# The same fan-out with each server's WebSocket publishing path, its native fast path: one
+# publisher connection, at most 32 messages unanswered, the same ~100-byte messages. Receptionist
+# takes `{"type":"publish",…}` on /ws and answers `published`; socketify publishes what /publish
+# is sent into uWebSockets' C++ `publish` and answers with one byte.
+ws_fanout() {
+  local kind=$1 count=$2 processes=$3 rate=$4 first_address=$5 tag="ws.$1.$2.$4" url format
+  start_server "$kind"
+  case "$kind" in
+    receptionist|baseline) url="ws://127.0.0.1:$port/ws" format=receptionist-topic ;;
+    socketify) url="ws://127.0.0.1:$port/publish" format=raw-topic ;;
+    *) echo "no WebSocket publishing for $kind" >&2; stop_process "$server_pid"; return ;;
+  esac
+  start_clients "$tag" "$count" "$processes" "$first_address"
+  local before after
+  before=$(server_ticks)
+  taskset -c 1 timeout $((seconds + 30)) "$bench" publish-changes --url "$url" --format "$format" --store bench \
+    --rate "$rate" --duration "$seconds" --connections 1 --window 32 > "$work/$tag.publish.json"
+  sleep 1  # the last deliveries
+  after=$(server_ticks)
+  stop_clients
+  stop_process "$server_pid"
+  row "$kind (WebSocket publisher)" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
 }
 
 # Receptionist's own path end to end: an `animate` job commits to a store of 64 models on a job
@@ -195,6 +219,7 @@ if has store; then
   esac
 fi
 if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2; done; fi
+if has wsfull; then for kind in $servers; do [ "$kind" = nchan ] || ws_fanout "$kind" 1000 1 "$rate_full" 2; done; fi
 if has cluster; then
   case " $servers " in *" receptionist "*)
     fanout receptionist 1000 2 "$rate_small" 2

@@ -81,10 +81,8 @@ public final class EventLoop {
         dirty.append(target)
     }
 
-    /// Queues `target` to be flushed within the write delay while the loop is busy writing, or
-    /// before it next sleeps when it is not.
-    func scheduleDelayableFlush(_ target: any LoopFlushable) {
-        guard writeDelay.isActive else { return scheduleFlush(target) }
+    /// Queues `target` to be flushed when the write delay is over (`writeDelay.isActive`).
+    func scheduleDelayedFlush(_ target: any LoopFlushable) {
         delayed.append(target)
         guard delayed.count == 1 else { return }
         if delayTimer == nil {

@@ -40,6 +40,8 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     private var pendingBytes = 0
     private var inFlight: WriteRequest?
     private var flushScheduled = false
+    /// Waiting for the loop's write delay (`delaysWrites`); an urgent write still flushes now.
+    private var delayedFlushScheduled = false
     private var closeWhenFlushed = false
     private var overHighWater = false
     /// The peer sent EOF: nothing is left to read out before closing.
@@ -145,6 +147,19 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         write(SharedBytes(bytes))
     }
 
+    /// Queues bytes that answer what the peer sent (a reply, an acknowledgement): they go before
+    /// the loop next sleeps even on a connection whose writes may wait, since a peer that waits
+    /// for the answer would otherwise wait for the delay too.
+    @discardableResult
+    public func writeNow(_ bytes: [UInt8]) -> WriteResult {
+        let result = write(SharedBytes(bytes))
+        if delayedFlushScheduled && !flushScheduled && state == .open {
+            flushScheduled = true
+            loop.scheduleFlush(self)
+        }
+        return result
+    }
+
     /// Sends what is queued, then shuts down our side and lingers briefly to read out the peer, so
     /// a final response is not lost to a reset. The owner closes a connection that lingers too long.
     public func closeAfterFlush() {
@@ -155,16 +170,19 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     private func scheduleFlush() {
         guard !flushScheduled else { return }
-        flushScheduled = true
-        if delaysWrites && !closeWhenFlushed {
-            loop.scheduleDelayableFlush(self)
+        if delaysWrites && !closeWhenFlushed && loop.writeDelay.isActive {
+            guard !delayedFlushScheduled else { return }
+            delayedFlushScheduled = true
+            loop.scheduleDelayedFlush(self)
         } else {
+            flushScheduled = true
             loop.scheduleFlush(self)
         }
     }
 
     func flush() {
         flushScheduled = false
+        delayedFlushScheduled = false
         unflushedBytes = 0
         guard state == .open else { return }
         if inFlight == nil && !pending.isEmpty {

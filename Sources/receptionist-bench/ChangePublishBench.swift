@@ -33,12 +33,18 @@ struct ChangePublishBench: ParsableCommand {
     @Option(help: "Frames a connection may have unacknowledged; past that it waits.")
     var window = 32
 
+    @Option(help: "What each message is: changes (a store's frame, for a relaying peer), receptionist-topic (a ~100-byte message in Receptionist's publish envelope, to the topic named by --store) or raw-topic (the same message as it is).")
+    var format = "changes"
+
     func validate() throws {
         guard rate > 0, duration > 0 else { throw ValidationError("--rate and --duration must be positive") }
         guard models > 0, connections > 0, window > 0 else {
             throw ValidationError("--models, --connections and --window must be positive")
         }
         _ = try WebSocketBench.parse(url: url)
+        guard ChangePublisher.Format(rawValue: format) != nil else {
+            throw ValidationError("--format is one of \(ChangePublisher.Format.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
     }
 
     func run() throws {
@@ -46,7 +52,8 @@ struct ChangePublishBench: ParsableCommand {
         let loop = try EventLoop()
         let publisher = ChangePublisher(
             loop: loop, host: host, port: port, path: path, store: store, models: models, firstVersion: firstVersion,
-            rate: rate, duration: duration, connections: connections, window: window)
+            rate: rate, duration: duration, connections: connections, window: window,
+            format: ChangePublisher.Format(rawValue: format) ?? .changes)
         let result = PublishResult()
         publisher.start { summary in
             result.summary = summary

@@ -11,7 +11,19 @@ import ReceptionistModel
 ///
 /// Loop thread only.
 final class ChangePublisher {
+    /// What each message is.
+    enum Format: String, CaseIterable {
+        /// A store's `changes` frame, for a peer to relay as it is (`bench/state.sh`).
+        case changes
+        /// A topic message, ~100 bytes carrying its send time as `sentAt`, in Receptionist's
+        /// `publish` envelope (answered with `published`).
+        case receptionistTopic = "receptionist-topic"
+        /// The same message as it is, for a peer that publishes what it is sent.
+        case rawTopic = "raw-topic"
+    }
+
     private let loop: EventLoop
+    private let format: Format
     private let host: String
     private let port: Int
     private let path: String
@@ -38,8 +50,9 @@ final class ChangePublisher {
     private var completion: ((Publisher.Summary) -> Void)?
 
     init(loop: EventLoop, host: String, port: Int, path: String, store: String, models: Int, firstVersion: UInt64,
-         rate: Double, duration: Double, connections: Int, window: Int) {
+         rate: Double, duration: Double, connections: Int, window: Int, format: Format = .changes) {
         self.loop = loop
+        self.format = format
         self.host = host
         self.port = port
         self.path = path
@@ -54,6 +67,11 @@ final class ChangePublisher {
 
     /// The next change set's frame, byte for byte what the gateway sends for one `animate` commit.
     private func frame() -> String {
+        switch format {
+        case .changes: break
+        case .rawTopic: return Publisher.body()
+        case .receptionistTopic: return #"{"type":"publish","topic":"\#(store)","data":"# + Publisher.body() + "}"
+        }
         seed ^= seed << 13
         seed ^= seed >> 7
         seed ^= seed << 17

@@ -64,9 +64,14 @@ final class Publisher {
         path.isEmpty ? "/api/topics/\(topic)/messages" : path
     }
 
-    /// One request, stamped now. Padding brings the body to about 100 bytes, a typical notification.
+    /// One message, stamped now. Padding brings it to about 100 bytes, a typical notification.
+    static func body() -> String {
+        #"{"sentAt":\#(Clock.microsecondsSinceEpoch()),"text":""# + String(repeating: "x", count: 64) + #""}"#
+    }
+
+    /// One request, stamped now.
     private func request() -> SharedBytes {
-        let body = #"{"sentAt":\#(Clock.microsecondsSinceEpoch()),"text":""# + String(repeating: "x", count: 64) + #""}"#
+        let body = Self.body()
         return SharedBytes(head + "Content-Length: \(body.utf8.count)\r\n\r\n" + body)
     }
 

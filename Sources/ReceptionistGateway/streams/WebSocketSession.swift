@@ -82,11 +82,17 @@ final class WebSocketSession: StreamSession {
             if mode == .echo {
                 writeFrame(WebSocketEncoder.text(text))
             } else if !state.closeSent {
+                let decoded = ClientMessage.decode(Array(text.utf8))
+                // A publish is counted by the publish rate (`--publish-rate`), as over HTTP: a
+                // backend publishing on its WebSocket is not held to what a browser may ask.
+                if case .success(.publish) = decoded {
+                    return perform(decoded)
+                }
                 guard services.config.clientMessageRate.take(&messageBucket, now: connection.loop.nowMilliseconds) else {
                     services.counters.refused(.messageRate)
                     return sendError(ClientMessage.Problem(.rateLimited, "too many messages; this one was dropped"))
                 }
-                perform(ClientMessage.decode(Array(text.utf8)))
+                perform(decoded)
             }
         case .binary(let bytes):
             services.counters.webSocketMessagesIn += 1
@@ -211,7 +217,7 @@ final class WebSocketSession: StreamSession {
         guard !state.closeSent else { return }
         if isOverOwedLimit { return closeSlowConsumer() }
         services.counters.webSocketMessagesOut += 1
-        connection.write(bytes)
+        connection.writeNow(bytes)
     }
 
     private func sendError(_ problem: ClientMessage.Problem) {
