@@ -82,7 +82,7 @@ bench: bench-model bench-http bench-ws bench-state
 bench-model:
 	@scripts/install-deps.sh build
 	$(SWIFT) build -c release --product receptionist-bench
-	.build/release/receptionist-bench model
+	.build/release/receptionist-bench model --threads 1 2 --changes-per-set 1 16 256
 
 bench-http:
 	@scripts/install-deps.sh bench

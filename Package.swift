@@ -100,15 +100,23 @@ let package = Package(
             name: "FuzzClientMessage", dependencies: ["FuzzSupport", "ReceptionistWire", "ReceptionistJSON"],
             path: "Fuzz/FuzzClientMessage", swiftSettings: strict),
 
+        // What the model's and the push core's unit tests share: a hand-run execution context.
+        .target(
+            name: "ReceptionistTestSupport", dependencies: ["ReceptionistModel", "ReceptionistSync"],
+            path: "Tests/ReceptionistTestSupport", swiftSettings: strict),
         .testTarget(name: "ReceptionistWireTests", dependencies: ["ReceptionistWire", "ReceptionistJSON"], swiftSettings: strict),
         .testTarget(name: "ReceptionistJSONTests", dependencies: ["ReceptionistJSON"], swiftSettings: strict),
         .testTarget(
-            name: "ReceptionistModelTests", dependencies: ["ReceptionistModel", "ReceptionistJSON", "ReceptionistSync"],
+            name: "ReceptionistModelTests",
+            dependencies: ["ReceptionistModel", "ReceptionistJSON", "ReceptionistSync", "ReceptionistTestSupport"],
             swiftSettings: strict),
         .testTarget(name: "ReceptionistLoopTests", dependencies: ["ReceptionistLoop", "ReceptionistSync"], swiftSettings: strict),
         .testTarget(
             name: "ReceptionistPushTests",
-            dependencies: ["ReceptionistPush", "ReceptionistModel", "ReceptionistWire", "ReceptionistJSON", "ReceptionistSync"],
+            dependencies: [
+                "ReceptionistPush", "ReceptionistModel", "ReceptionistWire", "ReceptionistJSON", "ReceptionistSync",
+                "ReceptionistTestSupport",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "ReceptionistGatewayTests",

@@ -2,6 +2,7 @@ import Dispatch
 import ReceptionistJSON
 import ReceptionistModel
 import ReceptionistSync
+import ReceptionistTestSupport
 import Testing
 
 @Suite struct ReceptionistTests {

@@ -1,6 +1,7 @@
 @testable import ReceptionistPush
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistTestSupport
 import ReceptionistWire
 
 /// A hub on a `ManualContext`, and the registry of stores it serves. Create it, commit and drain

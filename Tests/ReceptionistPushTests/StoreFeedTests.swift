@@ -1,6 +1,7 @@
 @testable import ReceptionistPush
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistTestSupport
 import ReceptionistWire
 import Testing
 

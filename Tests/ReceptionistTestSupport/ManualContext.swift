@@ -1,13 +1,16 @@
+import Glibc
 import ReceptionistModel
 import ReceptionistSync
 
-/// A receptionist's target that runs nothing until the test calls `drain()`, and then runs the
-/// queued jobs on the calling thread. Its clock moves only when the test calls `advance(by:)`, so
-/// a receptionist's cadence is tested without sleeping.
+/// A receptionist's target for unit tests (the model's and the push core's): it runs nothing
+/// until the test calls `drain()`, and then runs the queued jobs on the test's own thread, the one
+/// that created it. Its clock moves only when the test calls `advance(by:)`, so a receptionist's
+/// cadence is tested without sleeping.
 ///
 /// `enqueue` and `after` may be called from any thread (the committing one): the queue and the
-/// timers are behind locks.
-final class ManualContext: ExecutionContext {
+/// timers are behind locks. `drain` must run on the creating thread: a push core's store group
+/// opens its `ThreadBound` box in the receptionist's job, which traps anywhere else.
+public final class ManualContext: ExecutionContext {
     private struct Timer {
         let due: Double
         let job: @Sendable () -> Void
@@ -19,9 +22,12 @@ final class ManualContext: ExecutionContext {
     /// The delays `after` was asked for, in order.
     private let delays = PThreadLock<[Double]>([])
     /// Whether `enqueue` still accepts work.
-    let accepting = PThreadLock(true)
+    public let accepting = PThreadLock(true)
+    private let owner = pthread_self()
 
-    func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool {
+    public init() {}
+
+    public func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool {
         guard accepting.withLock({ $0 }) else { return false }
         jobs.withLock { $0.append(job) }
         counts.withLock { $0.enqueued += 1 }
@@ -29,7 +35,7 @@ final class ManualContext: ExecutionContext {
     }
 
     /// Delayed jobs wait for the test's clock (`advance(by:)`), not the machine's.
-    func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {
+    public func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {
         timers.withLock { state in
             state.timers.append(Timer(due: state.now + delaySeconds, job: job))
         }
@@ -37,10 +43,10 @@ final class ManualContext: ExecutionContext {
         counts.withLock { $0.delayed += 1 }
     }
 
-    var now: Double { timers.withLock { $0.now } }
+    public var now: Double { timers.withLock { $0.now } }
 
     /// Moves the test's clock on, and queues every delayed job now due (run them with `drain`).
-    func advance(by seconds: Double) {
+    public func advance(by seconds: Double) {
         let due: [@Sendable () -> Void] = timers.withLock { state in
             state.now += seconds
             let ready = state.timers.filter { $0.due <= state.now }
@@ -51,22 +57,23 @@ final class ManualContext: ExecutionContext {
     }
 
     /// When the delayed jobs not yet due are due, on the test's clock.
-    var dueTimes: [Double] { timers.withLock { $0.timers.map(\.due) } }
+    public var dueTimes: [Double] { timers.withLock { $0.timers.map(\.due) } }
     /// Delayed jobs not yet due.
-    var waiting: Int { timers.withLock { $0.timers.count } }
+    public var waiting: Int { timers.withLock { $0.timers.count } }
     /// Jobs queued and not yet run.
-    var pending: Int { jobs.withLock { $0.count } }
+    public var pending: Int { jobs.withLock { $0.count } }
     /// Jobs ever queued at once.
-    var enqueued: Int { counts.withLock { $0.enqueued } }
+    public var enqueued: Int { counts.withLock { $0.enqueued } }
     /// Jobs ever delayed.
-    var delayed: Int { counts.withLock { $0.delayed } }
+    public var delayed: Int { counts.withLock { $0.delayed } }
     /// Every wake-up: jobs queued at once or delayed.
-    var wakeups: Int { counts.withLock { $0.enqueued + $0.delayed } }
-    var requestedDelays: [Double] { delays.withLock { $0 } }
+    public var wakeups: Int { counts.withLock { $0.enqueued + $0.delayed } }
+    public var requestedDelays: [Double] { delays.withLock { $0 } }
 
     /// Runs every queued job, and any they queue, on the calling thread. Returns how many ran.
     @discardableResult
-    func drain() -> Int {
+    public func drain() -> Int {
+        precondition(pthread_equal(owner, pthread_self()) != 0, "drain on the thread that created the context")
         var ran = 0
         while true {
             let batch = jobs.withLock { jobs in
