@@ -28,6 +28,11 @@ public final class EventLoop {
     public internal(set) var bytesWritten: UInt64 = 0
 
     private var dirty: [any LoopFlushable] = []
+    /// Where a flush lays out a connection's buffers for `uv_try_write` (which copies them into the
+    /// kernel before it returns), so that a flush allocates nothing.
+    let writeScratch = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: EventLoop.maxWriteBuffers)
+    /// IOV_MAX: the most buffers one writev takes.
+    static let maxWriteBuffers = 1024
     private var flushHooks: FlushHooks?
     /// Whether subscribers' writes wait a little to leave together (see `WriteDelay`).
     public var writeDelay = WriteDelay(maxDelayMilliseconds: 0)
@@ -55,6 +60,7 @@ public final class EventLoop {
         assert(status == 0, "the loop was released with open handles")
         raw.deallocate()
         readBuffer.deallocate()
+        writeScratch.deallocate()
     }
 
     /// Whether the caller is on this loop's thread. Any thread.
@@ -99,6 +105,17 @@ public final class EventLoop {
         }
     }
 
+    /// Before polling: writes queued since the last flush (by timers) must not wait for the poll
+    /// to end, so the poll is told not to block; they are flushed after it, with whatever the IO
+    /// it finds adds (once per connection per iteration, not once before and once after).
+    fileprivate func beforePoll() {
+        if dirty.isEmpty {
+            flushHooks?.pollMayBlock(true)
+        } else {
+            flushHooks?.pollMayBlock(false)
+        }
+    }
+
     fileprivate func flushDirty() {
         writeDelay.tick(now: nowMilliseconds)
         while !dirty.isEmpty {
@@ -110,23 +127,40 @@ public final class EventLoop {
         }
     }
 
-    /// A prepare and a check handle that flush dirty connections twice per iteration: after
-    /// timers (prepare, before polling) and after IO (check). Neither keeps the loop alive.
+    /// The loop's flush: a check handle flushes dirty connections once per iteration, after IO;
+    /// a prepare handle, before the poll, keeps an idle handle running (which makes the poll not
+    /// block) while connections are dirty, so writes made by timers leave in the same iteration.
+    /// None of them keeps the loop alive.
     private final class FlushHooks {
         let prepare: UnsafeMutablePointer<uv_prepare_t> = .allocate(capacity: 1)
         let check: UnsafeMutablePointer<uv_check_t> = .allocate(capacity: 1)
+        let idle: UnsafeMutablePointer<uv_idle_t> = .allocate(capacity: 1)
+        private var idling = false
 
         init(loop: EventLoop) {
             uv_prepare_init(loop.raw, prepare)
             uv_check_init(loop.raw, check)
+            uv_idle_init(loop.raw, idle)
             uv_prepare_start(prepare) { handle in
-                EventLoop.from(handle?.pointee.loop)?.flushDirty()
+                EventLoop.from(handle?.pointee.loop)?.beforePoll()
             }
             uv_check_start(check) { handle in
                 EventLoop.from(handle?.pointee.loop)?.flushDirty()
             }
             uv_unref(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(prepare)))
             uv_unref(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(check)))
+            uv_unref(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(idle)))
+        }
+
+        /// An active idle handle makes libuv poll with a zero timeout.
+        func pollMayBlock(_ mayBlock: Bool) {
+            guard idling == mayBlock else { return }
+            idling = !mayBlock
+            if mayBlock {
+                uv_idle_stop(idle)
+            } else {
+                uv_idle_start(idle) { _ in }
+            }
         }
 
         func close() {
@@ -134,6 +168,9 @@ public final class EventLoop {
                 UnsafeMutableRawPointer(handle)?.deallocate()
             }
             uv_close(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(check))) { handle in
+                UnsafeMutableRawPointer(handle)?.deallocate()
+            }
+            uv_close(UnsafeMutablePointer<uv_handle_t>(OpaquePointer(idle))) { handle in
                 UnsafeMutableRawPointer(handle)?.deallocate()
             }
         }

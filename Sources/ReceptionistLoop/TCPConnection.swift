@@ -204,15 +204,13 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     /// Tries the kernel directly with every queued buffer; whatever it does not take goes to `uv_write`.
     private func writePending() {
-        let count = min(pending.count, 1024)  // IOV_MAX
-        var buffers = [uv_buf_t]()
-        buffers.reserveCapacity(count)
-        for (bytes, offset) in pending.prefix(count) {
-            buffers.append(
-                uv_buf_init(
-                    (bytes.base + offset).assumingMemoryBound(to: CChar.self), UInt32(bytes.count - offset)))
+        let count = min(pending.count, EventLoop.maxWriteBuffers)
+        let buffers = loop.writeScratch
+        for index in 0..<count {
+            let (bytes, offset) = pending[index]
+            buffers[index] = uv_buf_init((bytes.base + offset).assumingMemoryBound(to: CChar.self), UInt32(bytes.count - offset))
         }
-        let written = buffers.withUnsafeBufferPointer { uv_try_write(stream, $0.baseAddress, UInt32(count)) }
+        let written = uv_try_write(stream, buffers, UInt32(count))
         loop.writeDelay.noteWrite()
         if written < 0 && written != UV_EAGAIN.rawValue {
             close()
@@ -222,7 +220,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         loop.bytesWritten &+= UInt64(max(0, Int(written)))
         guard !pending.isEmpty else { return }
 
-        let request = WriteRequest(chunks: Array(pending.prefix(1024)))
+        let request = WriteRequest(chunks: Array(pending.prefix(EventLoop.maxWriteBuffers)))
         pending.removeFirst(request.chunks.count)
         pendingBytes -= request.byteCount
         inFlight = request
@@ -259,7 +257,13 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
             return
         }
         loop.bytesWritten &+= UInt64(request?.byteCount ?? 0)
-        flush()
+        // What was queued meanwhile leaves with the loop's flush, joined by whatever else this
+        // iteration queues, rather than in a write of its own now.
+        if pending.isEmpty {
+            didEmptyQueue()
+        } else {
+            scheduleFlush()
+        }
     }
 
     private func shutDownWrites() {

@@ -21,6 +21,26 @@ public final class SharedBytes: @unchecked Sendable {
         }
     }
 
+    /// `head` then `body`, copied once each into one buffer: a frame built around a payload
+    /// without building it first as an array and copying that.
+    public init(_ head: some Collection<UInt8>, _ body: [UInt8], _ tail: some Collection<UInt8>) {
+        count = head.count + body.count + tail.count
+        base = .allocate(byteCount: max(count, 1), alignment: 8)
+        var at = 0
+        for byte in head {
+            base.storeBytes(of: byte, toByteOffset: at, as: UInt8.self)
+            at += 1
+        }
+        body.withUnsafeBytes { source in
+            if let start = source.baseAddress { (base + at).copyMemory(from: start, byteCount: source.count) }
+        }
+        at += body.count
+        for byte in tail {
+            base.storeBytes(of: byte, toByteOffset: at, as: UInt8.self)
+            at += 1
+        }
+    }
+
     public convenience init(_ string: String) {
         self.init(Array(string.utf8))
     }

@@ -2,8 +2,18 @@
 public enum SSEEncoder {
     /// One event. `data` must hold no line breaks (compact JSON never does); `id` is omitted when nil.
     public static func event(_ name: String, id: UInt64?, data: [UInt8]) -> [UInt8] {
+        var out = head(name, id: id)
+        out.reserveCapacity(out.count + data.count + end.count)
+        out += data
+        out += end
+        return out
+    }
+
+    /// What comes before an event's data (its name, its id and `data: `), for a sender that lays
+    /// the data after it itself; `end` follows the data.
+    public static func head(_ name: String, id: UInt64?) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(data.count + name.utf8.count + 32)
+        out.reserveCapacity(name.utf8.count + 32)
         out += "event: ".utf8
         out += name.utf8
         if let id {
@@ -11,10 +21,10 @@ public enum SSEEncoder {
             out += String(id).utf8
         }
         out += "\ndata: ".utf8
-        out += data
-        out += "\n\n".utf8
         return out
     }
+
+    public static let end: [UInt8] = Array("\n\n".utf8)
 
     /// Sets the client's reconnection delay (`EventSource` waits this long before it reconnects).
     public static func retry(milliseconds: UInt64) -> [UInt8] {

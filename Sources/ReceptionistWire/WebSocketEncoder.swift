@@ -10,6 +10,23 @@ public enum WebSocketEncoder {
     /// One frame. With a `maskKey` the payload is masked and the key sent.
     ///
     /// Control frames must be final and carry at most 125 bytes; that is the caller's promise.
+    /// The header of an unmasked, final frame of `length` payload bytes (2 to 10 bytes), for a
+    /// sender that lays the payload after it itself.
+    public static func header(_ opcode: WebSocketOpcode, length: Int) -> [UInt8] {
+        var out: [UInt8] = [0x80 | opcode.rawValue]
+        if length <= 125 {
+            out.append(UInt8(length))
+        } else if length <= 0xFFFF {
+            out += [126, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
+        } else {
+            out.append(127)
+            for shift in stride(from: 56, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift)))
+            }
+        }
+        return out
+    }
+
     public static func frame(
         _ opcode: WebSocketOpcode, payload: some Collection<UInt8>, fin: Bool = true, maskKey: UInt32? = nil
     ) -> [UInt8] {

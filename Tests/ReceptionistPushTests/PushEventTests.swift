@@ -6,6 +6,18 @@ import Testing
 
 /// Invariant 19: a broadcast is encoded once.
 @Suite struct PushEventTests {
+    /// The frames are laid straight into their shared buffer; they must be byte for byte what the
+    /// encoders write, at every length form of the WebSocket header.
+    @Test(arguments: [0, 1, 125, 126, 65_535, 65_536, 70_000])
+    func framesAreWhatTheEncodersWrite(length: Int) {
+        let json = (0..<length).map { UInt8(truncatingIfNeeded: 0x20 + $0 % 90) }
+        let event = PushEvent(name: "message", id: 42, json: json)
+        #expect(event.webSocketFrame.array == WebSocketEncoder.frame(.text, payload: json))
+        #expect(event.sseEvent.array == SSEEncoder.event("message", id: 42, data: json))
+        let unnumbered = PushEvent(name: "gap", id: nil, json: json)
+        #expect(unnumbered.sseEvent.array == SSEEncoder.event("gap", id: nil, data: json))
+    }
+
     @Test func oneChangeSetReachesEverySinkAsOneEvent() throws {
         let push = PushFixture()
         let store = try push.createStore("s")

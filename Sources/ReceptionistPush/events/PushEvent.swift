@@ -29,7 +29,8 @@ public final class PushEvent {
     /// The event as one unmasked WebSocket text frame.
     public var webSocketFrame: SharedBytes {
         if let webSocketBytes { return webSocketBytes }
-        let bytes = SharedBytes(WebSocketEncoder.frame(.text, payload: json))
+        // The header and the JSON straight into the shared buffer: no frame array in between.
+        let bytes = SharedBytes(WebSocketEncoder.header(.text, length: json.count), json, EmptyCollection())
         webSocketBytes = bytes
         return bytes
     }
@@ -37,7 +38,7 @@ public final class PushEvent {
     /// The event in `text/event-stream` framing.
     public var sseEvent: SharedBytes {
         if let sseBytes { return sseBytes }
-        let bytes = SharedBytes(SSEEncoder.event(name, id: id, data: json))
+        let bytes = SharedBytes(SSEEncoder.head(name, id: id), json, SSEEncoder.end)
         sseBytes = bytes
         return bytes
     }
