@@ -11,29 +11,45 @@ struct StreamCore {
     /// A connection holds a handful of subscriptions: a plain array, searched linearly, costs an
     /// idle connection far less memory than a dictionary would.
     var subscriptions: [Subscription] = []
-    /// The subscription token's claims, checked on every subscribe when the gateway requires
-    /// tokens; the stream ends when they expire. Boxed: most connections hold none, and an idle
-    /// connection then pays one pointer for them.
-    private var grant: Grant?
+    /// What the client presented: a subscription token's claims, checked on every subscribe when
+    /// the gateway requires tokens (the stream ends when they expire), and what its publishes are
+    /// counted against once it gave a valid API key. Boxed: most connections present nothing, and
+    /// an idle connection then pays one pointer for it.
+    private var credentials: Credentials?
 
-    private final class Grant {
-        let claims: TokenClaims
-        init(_ claims: TokenClaims) { self.claims = claims }
+    private final class Credentials {
+        var claims: TokenClaims?
+        var publishRateKey: String?
     }
 
     init(services: StreamServices, claims: TokenClaims?) {
         self.services = services
-        grant = claims.map(Grant.init)
+        self.claims = claims
     }
 
     var claims: TokenClaims? {
-        get { grant?.claims }
-        set { grant = newValue.map(Grant.init) }
+        get { credentials?.claims }
+        set { presented { $0.claims = newValue } }
+    }
+
+    var publishRateKey: String? {
+        get { credentials?.publishRateKey }
+        set { presented { $0.publishRateKey = newValue } }
+    }
+
+    /// A new box for every change (they are rare: an `auth` message), so no copy of this value
+    /// ever sees another's change.
+    private mutating func presented(_ change: (Credentials) -> Void) {
+        let box = Credentials()
+        box.claims = credentials?.claims
+        box.publishRateKey = credentials?.publishRateKey
+        change(box)
+        credentials = box.claims == nil && box.publishRateKey == nil ? nil : box
     }
 
     /// Whether the token ran out by `nowSeconds` (seconds since the Unix epoch).
     func tokenExpired(nowSeconds: Double) -> Bool {
-        guard let claims = grant?.claims else { return false }
+        guard let claims = credentials?.claims else { return false }
         return nowSeconds >= claims.expiresAt
     }
 

@@ -23,8 +23,6 @@ final class WebSocketSession: StreamSession {
     private var state: WebSocketSessionState
     /// Protocol messages this client may still send now (`--client-message-rate`).
     private var messageBucket: TokenBucket
-    /// What this client's publishes are counted against, once it presented a valid API key.
-    private var publishRateKey: String?
 
     init(connection: TCPConnection, services: StreamServices, mode: Mode, claims: TokenClaims? = nil) {
         self.connection = connection
@@ -153,7 +151,7 @@ final class WebSocketSession: StreamSession {
     private func authenticate(apiKey: String) {
         switch services.access.checkKey(presented: apiKey) {
         case .allowed(let rateKey, _):
-            publishRateKey = rateKey
+            core.publishRateKey = rateKey
             writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticatedKey))
         case .refused(let detail):
             services.counters.refused(.apiKey)
@@ -170,7 +168,7 @@ final class WebSocketSession: StreamSession {
         let rateKey: String
         if !services.access.requiresAPIKey {
             rateKey = "address " + (connection.peerAddress ?? "unknown")
-        } else if let publishRateKey {
+        } else if let publishRateKey = core.publishRateKey {
             rateKey = publishRateKey
         } else if let claims = core.claims {
             guard claims.allowsPublishing(to: topic) else {
