@@ -8,7 +8,8 @@
 /// they go at once and latency is what it was.
 ///
 /// Invariants: no write waits longer than `maxDelayMilliseconds` (plus the loop's own lag); with
-/// `maxDelayMilliseconds` 0 nothing ever waits.
+/// `maxDelayMilliseconds` 0 nothing ever waits. It switches on at `busyWritesPerSecond` and off
+/// below half of it.
 ///
 /// Pure value; the loop that owns it is its clock.
 public struct WriteDelay: Sendable, Equatable {
@@ -40,7 +41,10 @@ public struct WriteDelay: Sendable, Equatable {
         let elapsed = now &- start
         guard elapsed >= Self.windowMilliseconds else { return }
         let perSecond = writes * 1000 / Int(max(1, elapsed))
-        isActive = maxDelayMilliseconds > 0 && perSecond >= busyWritesPerSecond
+        // Once on, it stays on down to half the threshold: the delay itself lowers the count of
+        // writes, and it must not switch off for that alone and back on the window after.
+        let threshold = isActive ? busyWritesPerSecond / 2 : busyWritesPerSecond
+        isActive = maxDelayMilliseconds > 0 && perSecond >= threshold
         writes = 0
         windowStart = now
     }

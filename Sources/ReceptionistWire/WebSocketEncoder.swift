@@ -7,11 +7,8 @@ public enum WebSocketEncoder {
     /// The most a close reason may take: a control payload is at most 125 bytes, 2 of them the code.
     public static let maxCloseReasonBytes = 123
 
-    /// One frame. With a `maskKey` the payload is masked and the key sent.
-    ///
-    /// Control frames must be final and carry at most 125 bytes; that is the caller's promise.
     /// The header of an unmasked, final frame of `length` payload bytes (2 to 10 bytes), for a
-    /// sender that lays the payload after it itself.
+    /// sender that lays the payload after it itself (`frame` writes the whole frame).
     public static func header(_ opcode: WebSocketOpcode, length: Int) -> [UInt8] {
         var out: [UInt8] = [0x80 | opcode.rawValue]
         if length <= 125 {
@@ -27,6 +24,9 @@ public enum WebSocketEncoder {
         return out
     }
 
+    /// One frame. With a `maskKey` the payload is masked and the key sent.
+    ///
+    /// Control frames must be final and carry at most 125 bytes; that is the caller's promise.
     public static func frame(
         _ opcode: WebSocketOpcode, payload: some Collection<UInt8>, fin: Bool = true, maskKey: UInt32? = nil
     ) -> [UInt8] {

@@ -21,7 +21,9 @@ import Testing
         #expect(delay.isActive)
         run(&delay, writes: 500, from: 100, for: 50)  // the window is not over: no new decision
         #expect(delay.isActive)
-        run(&delay, writes: 0, from: 150, for: 60)  // 500 in 110 ms: quiet
+        run(&delay, writes: 700, from: 150, for: 60)  // 1,200 in 110 ms: under the threshold, over half
+        #expect(delay.isActive, "once on, it stays on down to half the threshold")
+        run(&delay, writes: 500, from: 210, for: 100)  // 5,000 a second: quiet
         #expect(!delay.isActive)
     }
 

@@ -500,6 +500,20 @@ def test_publish_rate_counts_websocket_and_http_publishes_per_address_without_ke
         assert topic_seq(port, topic) == 5
 
 
+def test_refused_publishes_count_against_the_client_message_rate(start_server):
+    """A publish the connection may not make costs what any message costs: a client without the
+    API key cannot send refused publishes without limit."""
+    server = start_server("--api-key", "k-refused", "--client-message-rate", SLOW_RATE, "--client-message-burst", "3")
+    port, topic = server.port, unique("refused-rate")
+    with connect(port) as ws:
+        for n in range(3):
+            ws.send(publish_text(topic, '{"n":%d}' % n, f"r{n}"))
+            assert_error(recv_json(ws), "unauthorized", f"r{n}")
+        ws.send(publish_text(topic, '{"n":3}', "r3"))
+        assert_error(recv_json(ws), "rate_limited")
+    assert topic_seq(port, topic) == 0
+
+
 def test_publishes_are_held_to_the_publish_rate_not_the_client_message_rate(start_server):
     server = start_server("--client-message-rate", SLOW_RATE, "--client-message-burst", "3", "--publish-rate", "0")
     port, topic = server.port, unique("msg-rate")

@@ -61,10 +61,14 @@ extension TopicAPI {
                 switch outcome {
                 case .success(let seq):
                     answers.append(["topic": .string(message.topic), "seq": .number(JSONNumber(seq))])
+                case .failure(.unavailable(let reason)) where index == 0:
+                    // Nothing was published: the request may be retried, under its key too.
+                    return .error(.unavailable("message 0: \(reason); none was published"))
                 case .failure(let error):
-                    // The ones before were published; say so, since a retry would publish them again.
-                    let before = index == 0 ? "none was published" : "messages 0 to \(index - 1) were published"
-                    return .error(.unavailable("message \(index): \(error.description); \(before)"))
+                    // Some were published (or may have been): the outcome is unknown, so an
+                    // `Idempotency-Key` stays claimed and a retry cannot publish them twice.
+                    let before = index == 0 ? "message 0 may have been" : "messages 0 to \(index - 1) were published"
+                    return .error(.outcomeUnknown("message \(index): \(error.description); \(before)"))
                 }
             }
             return .json(.created, ["messages": .array(answers)])

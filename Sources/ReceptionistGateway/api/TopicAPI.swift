@@ -13,7 +13,6 @@ struct TopicAPI {
     let hub: PushHub
     /// The `redis` engine, which numbers every message when the gateway is one node of a cluster.
     let cluster: ClusterEngine?
-    let publisher: TopicPublisher
     let idempotency: Idempotency
 
     /// `segments` follow `/api/topics`; `scope` is the idempotency scope of the caller's API key.

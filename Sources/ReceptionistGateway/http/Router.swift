@@ -26,7 +26,7 @@ final class Router {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(stores: stores, idempotency: idempotency)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
-        topicAPI = TopicAPI(hub: hub, cluster: cluster, publisher: publisher, idempotency: idempotency)
+        topicAPI = TopicAPI(hub: hub, cluster: cluster, idempotency: idempotency)
         self.hub = hub
         enableEcho = config.enableEcho
         self.access = access

@@ -81,9 +81,10 @@ final class WebSocketSession: StreamSession {
                 writeFrame(WebSocketEncoder.text(text))
             } else if !state.closeSent {
                 let decoded = ClientMessage.decode(Array(text.utf8))
-                // A publish is counted by the publish rate (`--publish-rate`), as over HTTP: a
-                // backend publishing on its WebSocket is not held to what a browser may ask.
-                if case .success(.publish) = decoded {
+                // A publish this connection may make is counted by the publish rate
+                // (`--publish-rate`), as over HTTP: a backend publishing on its WebSocket is not
+                // held to what a browser may ask. One it may not make counts as any message.
+                if case .success(.publish(let topic, _, _)) = decoded, publishRateKey(for: topic) != nil {
                     return perform(decoded)
                 }
                 guard services.config.clientMessageRate.take(&messageBucket, now: connection.loop.nowMilliseconds) else {
@@ -164,19 +165,23 @@ final class WebSocketSession: StreamSession {
     /// Publishes as an HTTP client could: open without API keys, else after an `auth` with a key,
     /// or with a token whose `publish` claim covers the topic. The answer comes once the message
     /// is in the history; the session may be gone by then.
+    /// What this connection's publishes to `topic` are counted against, or nil if it may not
+    /// publish there.
+    private func publishRateKey(for topic: String) -> String? {
+        if !services.access.requiresAPIKey { return "address " + (connection.peerAddress ?? "unknown") }
+        if let key = core.publishRateKey { return key }
+        guard let claims = core.claims, claims.allowsPublishing(to: topic) else { return nil }
+        return "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
+    }
+
     private func publish(_ topic: String, data: [UInt8], ref: String?) {
-        let rateKey: String
-        if !services.access.requiresAPIKey {
-            rateKey = "address " + (connection.peerAddress ?? "unknown")
-        } else if let publishRateKey = core.publishRateKey {
-            rateKey = publishRateKey
-        } else if let claims = core.claims {
-            guard claims.allowsPublishing(to: topic) else {
+        // A token that ran out lets nothing through, publishes included; the stream ends.
+        if expireTokenIfDue() { return }
+        guard let rateKey = publishRateKey(for: topic) else {
+            if core.claims != nil {
                 services.counters.refused(.tokenScope)
                 return sendError(ClientMessage.Problem(.forbidden, "the token does not let this connection publish to '\(topic)'", ref: ref))
             }
-            rateKey = "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
-        } else {
             services.counters.refused(.apiKey)
             return sendError(ClientMessage.Problem(
                 .unauthorized, "publishing needs an API key ({\"type\":\"auth\",\"apiKey\":…}) or a token with a publish claim", ref: ref))
