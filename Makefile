@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 1200
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm clean
 
 all: build
 
@@ -101,6 +101,14 @@ bench-ws: .venv-bench/.installed
 	$(SWIFT) build -c release --product receptionist
 	$(SWIFT) build -c release --product receptionist-bench
 	bench/ws.sh
+
+# The reconnect storm alone (bench/storm.sh through bench/ws.sh): 10,000 store subscribers dropped
+# at once and resuming, half from inside the history and half from too far back.
+bench-storm:
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	$(SWIFT) build -c release --product receptionist-bench
+	BENCH_SERVERS=receptionist BENCH_SCENARIOS=storm bench/ws.sh
 
 # State sync (bench/state.sh): a store animated at 2,000 change sets a second, pushed to 1,000
 # subscribers taking every change (beside socketify relaying the same stream), to 1,000 with

@@ -15,9 +15,14 @@
 # the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
 # then sets the pace, and the published rate shows what each server accepts.
 # BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
-# BENCH_SCENARIOS="small large store full wsfull idle cluster" the scenarios (wsfull: full speed with each server's WebSocket publisher) (store and cluster are
+# BENCH_SCENARIOS="small large store full wsfull idle cluster storm" the scenarios (wsfull: full speed with each server's WebSocket publisher) (store, cluster and storm are
 # Receptionist's alone). cluster runs the small workload over two nodes sharing one redis-server,
 # half the subscribers on each and the publisher on the first, beside one node with them all.
+# storm is a reconnect storm (bench/storm.sh): STORM_SUBSCRIBERS (10,000) store subscribers, with
+# an `animate` job committing STORM_RATE (200) change sets a second and --history STORM_HISTORY
+# (1,000), are dropped at once, and as many new ones connect at once and resume, half from inside
+# the history and half from too far back; it reports when every client had its first frame, the
+# server's CPU over the storm, and any change set lost.
 # BENCH_BASELINE=<path to another receptionist binary> adds the server `baseline`: that build run
 # exactly as `receptionist` is, for a before-and-after comparison in one run
 # (BENCH_SERVERS="receptionist baseline"); BASELINE_ARGS adds serve options to it alone (for one
@@ -38,7 +43,9 @@ servers=${BENCH_SERVERS:-receptionist nchan socketify}
 # The HTTP publisher: keep-alive connections, and requests unanswered on each (1 is request-response).
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-32}
-scenarios=${BENCH_SCENARIOS:-small large store full wsfull idle cluster}
+scenarios=${BENCH_SCENARIOS:-small large store full wsfull idle cluster storm}
+storm_rate=${STORM_RATE:-200}
+storm_subscribers=${STORM_SUBSCRIBERS:-10000}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
@@ -51,6 +58,7 @@ done
 
 . bench/common.sh
 . bench/fanout.sh
+. bench/storm.sh
 
 # Prints one table row from the client summaries, the publisher's summary and the CPU ticks.
 row() {
@@ -224,6 +232,16 @@ if has cluster; then
   case " $servers " in *" receptionist "*)
     fanout receptionist 1000 2 "$rate_small" 2
     cluster_fanout 1000 "$rate_small" 2 ;;
+  esac
+fi
+if has storm; then
+  case " $servers " in *" receptionist "*)
+    echo
+    echo "Reconnect storm: first frames counted from the moment the new clients start; CPU-s from then until the last first frame"
+    echo
+    echo "| server | reconnecting subscribers | change sets/s | history | first frame p50 ms | p99 ms | max ms | no first frame within ${storm_bound} s | server CPU-s over the storm | resumed, first change = since + 1 | reset snapshots | lost |"
+    echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
+    storm "$storm_subscribers" "$storm_rate" 40 ;;
   esac
 fi
 if has idle; then

@@ -19,6 +19,12 @@ final class FanOutClient: TCPConnectionDelegate {
     private var stage = Stage.handshaking
     private var handshake: ClientHandshake
     private var decoder: WebSocketDecoder
+    /// When the subscribe was sent, in microseconds since the Unix epoch.
+    private var subscribeSentAt: Int64 = 0
+    /// With `since`: the version this subscriber holds, which the next `changes` frame must follow.
+    private var position: Int64?
+    /// With `since`: answered `subscribed`, and no `changes` frame seen yet.
+    private var awaitsFirstChange = false
 
     init(connection: TCPConnection, run: FanOutRun, group: Int) {
         self.connection = connection
@@ -74,9 +80,10 @@ final class FanOutClient: TCPConnectionDelegate {
             run.clientDidConnect()
             if run.subscribeMessages.isEmpty {
                 stage = .subscribed
-                run.clientDidSubscribe(group: group)
+                run.clientDidSubscribe(group: group, sentAt: nil, at: Int64(Clock.microsecondsSinceEpoch()))
             } else {
                 stage = .subscribing
+                subscribeSentAt = Int64(Clock.microsecondsSinceEpoch())
                 connection.write(WebSocketEncoder.text(run.subscribeMessages[group], maskKey: .random(in: .min ... .max)))
             }
             if !rest.isEmpty {
@@ -113,6 +120,9 @@ final class FanOutClient: TCPConnectionDelegate {
     private static let subscribedPrefix = Array(#"{"type":"subscribed""#.utf8)
     private static let snapshotPrefix = Array(#"{"type":"snapshot""#.utf8)
     private static let errorPrefix = Array(#"{"type":"error""#.utf8)
+    private static let versionKey = Array(#""version":"#.utf8)
+    private static let fromKey = Array(#""from":"#.utf8)
+    private static let resetKey = Array(#""reset":"#.utf8)
     private static let sentAtKey = Array(#""sentAt":"#.utf8)
     private static let committedAtKey = Array(#""committedAt":"#.utf8)
     private static let firstCommittedAtKey = Array(#""firstCommittedAt":"#.utf8)
@@ -125,6 +135,7 @@ final class FanOutClient: TCPConnectionDelegate {
     private func handle(_ text: UnsafeBufferPointer<UInt8>, now: Int64) {
         if FrameScan.hasPrefix(text, Self.changesPrefix) {
             let head = FrameScan.head(text)
+            if position != nil { follow(head) }
             let stamp = FrameScan.number(after: Self.firstCommittedAtKey, in: head)
                 ?? FrameScan.number(after: Self.committedAtKey, in: head)
             run.record(group: group, stamp: stamp, bytes: FrameScan.frameBytes(payload: text.count), at: now)
@@ -134,10 +145,45 @@ final class FanOutClient: TCPConnectionDelegate {
             && (FrameScan.hasPrefix(text, Self.subscribedPrefix) || FrameScan.hasPrefix(text, Self.snapshotPrefix))
         {
             stage = .subscribed
-            run.clientDidSubscribe(group: group)
+            run.clientDidSubscribe(group: group, sentAt: subscribeSentAt, at: now)
+            if let since = run.since { checkAnswer(text, since: since) }
         } else if FrameScan.hasPrefix(text, Self.errorPrefix) {
             fail("server error: \(String(decoding: text, as: UTF8.self))")
         }
+    }
+
+    // MARK: Resume checks
+
+    /// The first frame of a subscription that resumed after `since`.
+    private func checkAnswer(_ text: UnsafeBufferPointer<UInt8>, since: Int64) {
+        if FrameScan.hasPrefix(text, Self.subscribedPrefix) {
+            run.resume.resumed += 1
+            if FrameScan.number(after: Self.versionKey, in: text) != since { run.resume.wrongVersion += 1 }
+            position = since
+            awaitsFirstChange = true
+        } else {
+            // A snapshot's members before its models: type, store, version, epoch, reset.
+            let head = UnsafeBufferPointer(rebasing: text[..<min(text.count, 256)])
+            if FrameScan.flag(after: Self.resetKey, in: head) == true {
+                run.resume.reset += 1
+            } else {
+                run.resume.notReset += 1
+            }
+            position = FrameScan.number(after: Self.versionKey, in: head) ?? 0
+        }
+    }
+
+    /// A `changes` frame (its members before the list of changes) must follow the version held.
+    private func follow(_ head: UnsafeBufferPointer<UInt8>) {
+        guard let held = position, let version = FrameScan.number(after: Self.versionKey, in: head) else { return }
+        let follows = (FrameScan.number(after: Self.fromKey, in: head) ?? version - 1) == held
+        if awaitsFirstChange {
+            awaitsFirstChange = false
+            if follows { run.resume.firstChangeExact += 1 } else { run.resume.firstChangeGap += 1 }
+        } else if !follows {
+            run.resume.gaps += 1
+        }
+        position = version
     }
 
     // MARK: Ending

@@ -23,6 +23,8 @@ final class FanOutRun {
     /// Connections between connect and subscribed at any time: enough to keep the server's accept
     /// queue busy, few enough to stay inside its listen backlog.
     let maxOpening: Int
+    /// The store version every subscriber resumes after (`since`), whose answers it checks.
+    let since: Int64?
 
     /// Called once every connection has subscribed or failed.
     var onSettled: (() -> Void)?
@@ -38,13 +40,17 @@ final class FanOutRun {
     private(set) var firstDelivery: Int64 = 0
     private(set) var lastDelivery: Int64 = 0
     private(set) var firstError: String?
+    private(set) var firstFrames: FirstFrameStats
+    /// Kept when subscribers resume (`since`).
+    var resume = ResumeStats()
     private var opening = 0
     private var clients: [FanOutClient] = []
     private var stopped = false
     private var isOpening = false
 
     init(loop: EventLoop, host: String, port: Int, path: String, sourceHosts: [String], connections: Int,
-         subscribeTo target: StreamTarget, dialect: Dialect, optionSets: [String] = [], maxOpening: Int = 256) {
+         subscribeTo target: StreamTarget, dialect: Dialect, optionSets: [String] = [], maxOpening: Int = 256,
+         since: Int64? = nil, epoch: String = "", firstFrames: FirstFrameStats) {
         self.loop = loop
         self.host = host
         self.port = port
@@ -52,6 +58,8 @@ final class FanOutRun {
         self.sourceHosts = sourceHosts
         self.target = connections
         self.maxOpening = maxOpening
+        self.since = since
+        self.firstFrames = firstFrames
         switch dialect {
         case .receptionist:
             let head: String
@@ -59,7 +67,11 @@ final class FanOutRun {
             case .topic(let name): head = #"{"type":"subscribe","topic":""# + name + #"""#
             case .store(let name): head = #"{"type":"subscribe","store":""# + name + #"""#
             }
-            subscribeMessages = (optionSets.isEmpty ? [""] : optionSets).map { $0.isEmpty ? head + "}" : head + "," + $0 + "}" }
+            var resume = ""
+            if let since { resume = #","since":\#(since)"# + (epoch.isEmpty ? "" : #","epoch":"\#(epoch)""#) }
+            subscribeMessages = (optionSets.isEmpty ? [""] : optionSets).map {
+                $0.isEmpty ? head + resume + "}" : head + resume + "," + $0 + "}"
+            }
             subprotocol = "receptionist.v1"
         case .raw:
             subscribeMessages = []
@@ -121,8 +133,11 @@ final class FanOutRun {
         connected += 1
     }
 
-    func clientDidSubscribe(group: Int) {
+    /// A subscriber got its first frame (`subscribed` or `snapshot`) at `now`, having sent its
+    /// subscribe at `sentAt` (nil where the URL subscribes).
+    func clientDidSubscribe(group: Int, sentAt: Int64?, at now: Int64) {
         subscribed += 1
+        if let sentAt { firstFrames.record(subscribeSentAt: sentAt, at: now) }
         groups[group].subscribed += 1
         opening -= 1
         openMore()

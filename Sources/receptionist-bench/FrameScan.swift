@@ -16,6 +16,29 @@ enum FrameScan {
 
     /// The whole number that follows the first `key` (such as `"sentAt":`), if any.
     static func number(after key: [UInt8], in text: UnsafeBufferPointer<UInt8>) -> Int64? {
+        guard var position = end(of: key, in: text) else { return nil }
+        var value: Int64 = 0
+        var digits = 0
+        while position < text.count, text[position] >= 48, text[position] <= 57 {
+            value = value * 10 + Int64(text[position] - 48)
+            position += 1
+            digits += 1
+        }
+        return digits > 0 ? value : nil
+    }
+
+    /// The boolean that follows the first `key` (such as `"reset":`), if any.
+    static func flag(after key: [UInt8], in text: UnsafeBufferPointer<UInt8>) -> Bool? {
+        guard let position = end(of: key, in: text), position < text.count else { return nil }
+        switch text[position] {
+        case UInt8(ascii: "t"): return true
+        case UInt8(ascii: "f"): return false
+        default: return nil
+        }
+    }
+
+    /// Where the text after the first `key` starts, if `key` occurs.
+    private static func end(of key: [UInt8], in text: UnsafeBufferPointer<UInt8>) -> Int? {
         guard text.count > key.count else { return nil }
         var i = 0
         search: while i <= text.count - key.count {
@@ -23,15 +46,7 @@ enum FrameScan {
                 i += 1
                 continue search
             }
-            var position = i + key.count
-            var value: Int64 = 0
-            var digits = 0
-            while position < text.count, text[position] >= 48, text[position] <= 57 {
-                value = value * 10 + Int64(text[position] - 48)
-                position += 1
-                digits += 1
-            }
-            return digits > 0 ? value : nil
+            return i + key.count
         }
         return nil
     }

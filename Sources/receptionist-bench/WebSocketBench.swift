@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import ReceptionistLoop
+import ReceptionistModel
 
 /// Opens many WebSocket subscribers to one topic or store of a running gateway and measures the
 /// fan-out: deliveries, their bytes, and the latency from publish (the publisher's `sentAt` in each
@@ -36,6 +37,23 @@ struct WebSocketBench: ParsableCommand {
                 + "reports each set apart, in the order given."))
     var subscribeOptions: [String] = []
 
+    @Option(
+        help: ArgumentHelp(
+            "Resume the store subscription after this version, and check the answers.",
+            discussion: "A version still in the history must be answered `subscribed` and then every change set from "
+                + "since + 1 on; an older one with a snapshot marked reset. The summary's `resume` counts what came."))
+    var since: Int64?
+
+    @Option(help: "The store epoch that --since belongs to.")
+    var epoch = ""
+
+    @Option(
+        help: ArgumentHelp(
+            "Wall-clock microseconds since the Unix epoch that each subscriber's first-frame time counts from.",
+            discussion: "Give every process of a reconnect storm the same start; by default, when this process starts. "
+                + "A first frame later than --connect-timeout after it counts as late."))
+    var originUs: Int64?
+
     @Option(help: "How to subscribe: receptionist (subprotocol and subscribe message) or raw (the URL subscribes).")
     var dialect = Dialect.receptionist
 
@@ -61,6 +79,13 @@ struct WebSocketBench: ParsableCommand {
         guard connections >= 0 else { throw ValidationError("--connections must not be negative") }
         guard store.isEmpty || dialect == .receptionist else { throw ValidationError("--store needs --dialect receptionist") }
         guard subscribeOptions.isEmpty || !store.isEmpty else { throw ValidationError("--subscribe-options needs --store") }
+        if let since {
+            guard !store.isEmpty, since >= 0 else { throw ValidationError("--since needs --store and a version of 0 or more") }
+            // Filtered subscriptions skip versions legitimately, so the frames could not be checked.
+            guard subscribeOptions.isEmpty else { throw ValidationError("--since cannot be checked with --subscribe-options") }
+        }
+        guard epoch.isEmpty || since != nil else { throw ValidationError("--epoch needs --since") }
+        guard epoch.allSatisfy({ $0 != "\"" && $0 != "\\" }) else { throw ValidationError("--epoch holds a quote or backslash") }
         _ = try Self.parse(url: url)
     }
 
@@ -82,7 +107,11 @@ struct WebSocketBench: ParsableCommand {
         let sources = sourceHosts.split(separator: ",").map { String($0) }
         let run = FanOutRun(
             loop: loop, host: host, port: port, path: path, sourceHosts: sources, connections: connections,
-            subscribeTo: store.isEmpty ? .topic(topic) : .store(store), dialect: dialect, optionSets: subscribeOptions)
+            subscribeTo: store.isEmpty ? .topic(topic) : .store(store), dialect: dialect, optionSets: subscribeOptions,
+            since: since, epoch: epoch,
+            firstFrames: FirstFrameStats(
+                origin: originUs ?? Int64(Clock.microsecondsSinceEpoch()),
+                boundMicroseconds: Int64(connectTimeout * 1_000_000)))
         let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
         try session.start()
         loop.run()

@@ -123,8 +123,10 @@ final class WebSocketBenchSession {
             #""histogram_us":\#(histogram.sparseJSON)"#,
             #""bytes":\#(run.groups.reduce(0) { $0 + $1.bytes })"#,
             #""untimed":\#(run.groups.reduce(0) { $0 + $1.untimed })"#,
+            #""first_frame":\#(run.firstFrames.json)"#,
             #""groups":[\#(run.groups.map(\.json).joined(separator: ","))]"#,
         ]
+        if run.since != nil { fields.append(#""resume":\#(run.resume.json)"#) }
         if let publishSummary { fields.append(#""publisher":\#(publishSummary.json)"#) }
         if let error = run.firstError {
             let escaped = String(error.map { $0 == "\"" || $0 == "\\" ? "'" : $0 })
