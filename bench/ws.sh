@@ -19,7 +19,7 @@
 # Receptionist's alone). cluster runs the small workload over two nodes sharing one redis-server,
 # half the subscribers on each and the publisher on the first, beside one node with them all.
 # storm is a reconnect storm (bench/storm.sh): STORM_SUBSCRIBERS (10,000) store subscribers, with
-# an `animate` job committing STORM_RATE (200) change sets a second and --history STORM_HISTORY
+# an `animate` job committing STORM_RATE (20) change sets a second and --history STORM_HISTORY
 # (1,000), are dropped at once, and as many new ones connect at once and resume, half from inside
 # the history and half from too far back; it reports when every client had its first frame, the
 # server's CPU over the storm, and any change set lost.
@@ -44,7 +44,7 @@ servers=${BENCH_SERVERS:-receptionist nchan socketify}
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-32}
 scenarios=${BENCH_SCENARIOS:-small large store full wsfull idle cluster storm}
-storm_rate=${STORM_RATE:-200}
+storm_rate=${STORM_RATE:-20}
 storm_subscribers=${STORM_SUBSCRIBERS:-10000}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
