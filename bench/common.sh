@@ -20,3 +20,15 @@ wait_ready() {
   echo "server at $1 did not come up" >&2
   return 1
 }
+
+# Stops the run unless Receptionist's release builds ($receptionist, $bench) and the tools the
+# side-by-side benches use are there; $1 is the make target that provides them.
+require_bench_tools() {
+  local binary tool
+  for binary in "$receptionist" "$bench"; do
+    [ -x "$binary" ] || { echo "build first: swift build -c release --product $(basename "$binary")" >&2; exit 1; }
+  done
+  for tool in taskset curl python3 getconf; do
+    command -v "$tool" >/dev/null || { echo "missing $tool (make $1 installs it)" >&2; exit 1; }
+  done
+}

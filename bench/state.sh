@@ -43,14 +43,9 @@ servers=${BENCH_SERVERS:-receptionist socketify}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
-for binary in "$receptionist" "$bench"; do
-  [ -x "$binary" ] || { echo "build first: swift build -c release --product $(basename "$binary")" >&2; exit 1; }
-done
-for tool in taskset curl python3 getconf; do
-  command -v "$tool" >/dev/null || { echo "missing $tool (make bench-state installs it)" >&2; exit 1; }
-done
 
 . bench/common.sh
+require_bench_tools bench-state
 . bench/fanout.sh
 
 # S3's groups: model and path filters, each with `maxRate` added. The animate job only ever

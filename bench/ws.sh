@@ -49,14 +49,9 @@ storm_subscribers=${STORM_SUBSCRIBERS:-10000}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
-for binary in "$receptionist" "$bench"; do
-  [ -x "$binary" ] || { echo "build first: swift build -c release --product $(basename "$binary")" >&2; exit 1; }
-done
-for tool in taskset curl python3 getconf; do
-  command -v "$tool" >/dev/null || { echo "missing $tool (make bench-ws installs it)" >&2; exit 1; }
-done
 
 . bench/common.sh
+require_bench_tools bench-ws
 . bench/fanout.sh
 . bench/storm.sh
 

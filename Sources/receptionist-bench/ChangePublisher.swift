@@ -29,23 +29,17 @@ final class ChangePublisher {
     private let path: String
     private let store: String
     private let models: Int
-    private let rate: Double
-    private let duration: Double
+    private var schedule: PublishSchedule
     private let connectionCount: Int
-    private let window: Int
 
-    private var connections: [ChangePublisherConnection] = []
+    private var pool: PublisherPool<ChangePublisherConnection>
     private var pending = 0
     private var failedConnections = 0
     private var timer: LoopTimer?
-    private var startedAt = 0.0
-    private var sent = 0
     private var accepted = 0
     private var errors = 0
-    private var next = 0
     private var version: UInt64
     private var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
-    private var stoppedAt: Double?
     private(set) var firstError: String?
     private var completion: ((Publisher.Summary) -> Void)?
 
@@ -59,10 +53,9 @@ final class ChangePublisher {
         self.store = store
         self.models = max(1, models)
         version = firstVersion
-        self.rate = rate
-        self.duration = duration
+        schedule = PublishSchedule(rate: rate, duration: duration)
         connectionCount = max(1, connections)
-        self.window = max(1, window)
+        pool = PublisherPool(window: window)
     }
 
     /// The next change set's frame, byte for byte what the gateway sends for one `animate` commit.
@@ -88,7 +81,7 @@ final class ChangePublisher {
         self.completion = completion
         // Bounded: a handshake that never answers does not hold the run.
         let timer = LoopTimer(loop: loop) { [unowned self] in
-            if startedAt == 0 { begin() } else { tick() }
+            if schedule.startedAt == nil { begin() } else { tick() }
         }
         self.timer = timer
         timer.start(delayMilliseconds: 10_000)
@@ -97,7 +90,7 @@ final class ChangePublisher {
             TCPConnector.connect(loop: loop, host: host, port: port) { [unowned self] result in
                 switch result {
                 case .success(let connection):
-                    connections.append(
+                    pool.add(
                         ChangePublisherConnection(connection: connection, publisher: self, host: host, port: port, path: path))
                 case .failure(let error):
                     note("\(error)")
@@ -114,54 +107,39 @@ final class ChangePublisher {
     }
 
     private func begin() {
-        guard startedAt == 0 else { return }
-        guard connections.contains(where: \.isReady) else {
+        guard schedule.startedAt == nil else { return }
+        guard pool.connections.contains(where: \.canSend) else {
             finish()
             return
         }
-        startedAt = Clock.monotonicSeconds()
+        schedule.start(at: Clock.monotonicSeconds())
         timer?.stop()
         timer?.start(delayMilliseconds: 0, repeatMilliseconds: 1)
     }
 
     private func tick() {
-        let now = Clock.monotonicSeconds()
-        if let stoppedAt {
-            if outstanding == 0 || now - stoppedAt > 5 { finish() }
-            return
+        switch schedule.step(at: Clock.monotonicSeconds(), outstanding: pool.outstanding) {
+        case .send(let count):
+            for _ in 0..<count {
+                guard let connection = pool.available() else { break }
+                connection.send(frame())
+                schedule.didSend()
+            }
+        case .settle: break
+        case .finish: finish()
         }
-        let elapsed = now - startedAt
-        let due = Int(min(elapsed, duration) * rate)
-        while sent < due, let connection = available() {
-            connection.send(frame())
-            sent += 1
-        }
-        if elapsed >= duration { stoppedAt = now }
     }
-
-    /// The next ready connection, round-robin, with room in its window.
-    private func available() -> ChangePublisherConnection? {
-        for _ in 0..<connections.count {
-            let connection = connections[next % connections.count]
-            next += 1
-            if connection.isReady && connection.outstanding < window { return connection }
-        }
-        return nil
-    }
-
-    private var outstanding: Int { connections.reduce(0) { $0 + ($1.isReady ? $1.outstanding : 0) } }
 
     private func finish() {
         guard let completion else { return }
         self.completion = nil
         timer?.close()
         timer = nil
-        for connection in connections { connection.close() }
-        let seconds = startedAt == 0 ? 0 : min(duration, max(0, (stoppedAt ?? Clock.monotonicSeconds()) - startedAt))
-        connections = []
+        pool.closeAll()
+        let seconds = schedule.seconds(now: Clock.monotonicSeconds())
         completion(
             Publisher.Summary(
-                seconds: seconds, sent: sent, accepted: accepted, errors: errors, failedConnections: failedConnections))
+                seconds: seconds, sent: schedule.sent, accepted: accepted, errors: errors, failedConnections: failedConnections))
     }
 
     private func note(_ error: String) {

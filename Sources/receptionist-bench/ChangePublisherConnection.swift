@@ -5,12 +5,13 @@ import ReceptionistWire
 /// every text frame back counted as the acknowledgement of one message.
 ///
 /// Loop thread only.
-final class ChangePublisherConnection: TCPConnectionDelegate {
+final class ChangePublisherConnection: TCPConnectionDelegate, PoolConnection {
     private unowned let publisher: ChangePublisher
     private let connection: TCPConnection
     private var handshake: ClientHandshake
     private var decoder = WebSocketDecoder(role: .client)
     private(set) var isReady = false
+    var canSend: Bool { isReady }
     private(set) var isOpen = true
     /// Messages written and not yet acknowledged.
     private(set) var outstanding = 0

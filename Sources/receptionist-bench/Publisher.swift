@@ -29,22 +29,16 @@ final class Publisher {
     private let loop: EventLoop
     private let host: String
     private let port: Int
-    private let rate: Double
-    private let duration: Double
+    private var schedule: PublishSchedule
     private let connectionCount: Int
-    private let window: Int
     private let head: String
 
-    private var connections: [PublisherConnection] = []
+    private var pool: PublisherPool<PublisherConnection>
     private var pendingConnects = 0
     private var failedConnections = 0
     private var timer: LoopTimer?
-    private var startedAt = 0.0
-    private var sent = 0
     private var accepted = 0
     private var errors = 0
-    private var next = 0
-    private var stoppedAt: Double?
     private var completion: ((Summary) -> Void)?
 
     init(loop: EventLoop, host: String, port: Int, path: String, rate: Double, duration: Double,
@@ -52,10 +46,9 @@ final class Publisher {
         self.loop = loop
         self.host = host
         self.port = port
-        self.rate = rate
-        self.duration = duration
+        schedule = PublishSchedule(rate: rate, duration: duration)
         connectionCount = max(1, connections)
-        self.window = window
+        pool = PublisherPool(window: window)
         head = "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
     }
 
@@ -85,7 +78,7 @@ final class Publisher {
                 pendingConnects -= 1
                 switch result {
                 case .success(let connection):
-                    connections.append(PublisherConnection(connection: connection, publisher: self))
+                    pool.add(PublisherConnection(connection: connection, publisher: self))
                 case .failure:
                     failedConnections += 1
                 }
@@ -95,52 +88,37 @@ final class Publisher {
     }
 
     private func begin() {
-        guard !connections.isEmpty else {
+        guard !pool.connections.isEmpty else {
             finish()
             return
         }
-        startedAt = Clock.monotonicSeconds()
+        schedule.start(at: Clock.monotonicSeconds())
         let timer = LoopTimer(loop: loop) { [unowned self] in tick() }
         self.timer = timer
         timer.start(delayMilliseconds: 0, repeatMilliseconds: 1)
     }
 
     private func tick() {
-        let now = Clock.monotonicSeconds()
-        if let stoppedAt {
-            if outstanding == 0 || now - stoppedAt > 5 { finish() }
-            return
+        switch schedule.step(at: Clock.monotonicSeconds(), outstanding: pool.outstanding) {
+        case .send(let count):
+            for _ in 0..<count {
+                guard let connection = pool.available() else { break }
+                connection.send(request())
+                schedule.didSend()
+            }
+        case .settle: break
+        case .finish: finish()
         }
-        let elapsed = now - startedAt
-        let due = Int(min(elapsed, duration) * rate)
-        while sent < due, let connection = available() {
-            connection.send(request())
-            sent += 1
-        }
-        if elapsed >= duration { stoppedAt = now }
     }
-
-    /// The next open connection, round-robin, with room in its window.
-    private func available() -> PublisherConnection? {
-        for _ in 0..<connections.count {
-            let connection = connections[next % connections.count]
-            next += 1
-            if connection.isOpen && connection.outstanding < window { return connection }
-        }
-        return nil
-    }
-
-    private var outstanding: Int { connections.reduce(0) { $0 + ($1.isOpen ? $1.outstanding : 0) } }
 
     private func finish() {
         guard let completion else { return }
         self.completion = nil
         timer?.close()
         timer = nil
-        for connection in connections { connection.close() }
-        let seconds = min(duration, max(0, (stoppedAt ?? Clock.monotonicSeconds()) - startedAt))
-        connections = []
-        completion(Summary(seconds: seconds, sent: sent, accepted: accepted, errors: errors, failedConnections: failedConnections))
+        pool.closeAll()
+        let seconds = schedule.seconds(now: Clock.monotonicSeconds())
+        completion(Summary(seconds: seconds, sent: schedule.sent, accepted: accepted, errors: errors, failedConnections: failedConnections))
     }
 
     // MARK: Reports from connections

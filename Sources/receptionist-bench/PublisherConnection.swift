@@ -5,13 +5,14 @@ import ReceptionistSync
 /// publisher's window) and counts the responses by their heads and Content-Length.
 ///
 /// Loop thread only.
-final class PublisherConnection: TCPConnectionDelegate {
+final class PublisherConnection: TCPConnectionDelegate, PoolConnection {
     private unowned let publisher: Publisher
     private let connection: TCPConnection
     private var buffer: [UInt8] = []
     /// Requests written and not yet answered.
     private(set) var outstanding = 0
     private(set) var isOpen = true
+    var canSend: Bool { isOpen }
 
     init(connection: TCPConnection, publisher: Publisher) {
         self.connection = connection
