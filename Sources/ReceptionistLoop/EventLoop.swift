@@ -90,14 +90,16 @@ public final class EventLoop {
     /// Queues `target` to be flushed when the write delay is over (`writeDelay.isActive`).
     func scheduleDelayedFlush(_ target: any LoopFlushable) {
         delayed.append(target)
-        guard delayed.count == 1 else { return }
+        let now = nowMilliseconds
+        guard let due = writeDelay.wait(now: now) else { return }
         if delayTimer == nil {
             delayTimer = LoopTimer(loop: self) { [unowned self] in self.flushDelayed() }
         }
-        delayTimer?.start(delayMilliseconds: writeDelay.maxDelayMilliseconds)
+        delayTimer?.start(delayMilliseconds: due - now)
     }
 
     private func flushDelayed() {
+        writeDelay.flushed()
         let batch = delayed
         delayed.removeAll(keepingCapacity: true)
         for target in batch {

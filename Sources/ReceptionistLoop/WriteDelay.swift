@@ -21,10 +21,27 @@ public struct WriteDelay: Sendable, Equatable {
     private var windowStart: UInt64?
     private var writes = 0
     public private(set) var isActive = false
+    /// When the flush of the connections now waiting is due, if any wait.
+    public private(set) var flushDue: UInt64?
 
     public init(maxDelayMilliseconds: UInt64, busyWritesPerSecond: Int = 20_000) {
         self.maxDelayMilliseconds = maxDelayMilliseconds
         self.busyWritesPerSecond = busyWritesPerSecond
+    }
+
+    /// A connection starts to wait at `now`. Returns when a flush must be set for, if none is set
+    /// yet; otherwise the connection joins the one set, which is due sooner than `now` plus the
+    /// delay (it was set by an earlier wait), so no connection waits longer than the delay.
+    public mutating func wait(now: UInt64) -> UInt64? {
+        guard flushDue == nil else { return nil }
+        let due = now + maxDelayMilliseconds
+        flushDue = due
+        return due
+    }
+
+    /// The waiting connections were flushed.
+    public mutating func flushed() {
+        flushDue = nil
     }
 
     /// A write reached the kernel.

@@ -33,4 +33,34 @@ import Testing
         run(&delay, writes: 100_000, from: 0, for: 100)
         #expect(!delay.isActive)
     }
+
+    /// However writes come, on the test's clock: each connection that starts to wait is flushed
+    /// by a flush due no later than its own start plus the delay, and one flush is set at a time.
+    @Test func noConnectionWaitsPastTheDelay() {
+        var delay = WriteDelay(maxDelayMilliseconds: 2)
+        var generator = SystemRandomNumberGenerator()
+        var now: UInt64 = 10_000
+        var armed: UInt64?
+        var waitingSince: [UInt64] = []
+        for _ in 0..<10_000 {
+            now += UInt64.random(in: 0...1, using: &generator)
+            if let due = armed, now >= due {
+                // The loop's timer fires: every waiting connection is flushed, within its bound.
+                for start in waitingSince { #expect(due - start <= 2, "waited \(due - start) ms") }
+                delay.flushed()
+                armed = nil
+                waitingSince = []
+            }
+            if Bool.random(using: &generator) {
+                waitingSince.append(now)
+                if let due = delay.wait(now: now) {
+                    #expect(armed == nil, "one flush is set at a time")
+                    #expect(due == now + 2)
+                    armed = due
+                } else {
+                    #expect(armed != nil && armed! <= now + 2, "a later wait joins a flush due sooner")
+                }
+            }
+        }
+    }
 }
