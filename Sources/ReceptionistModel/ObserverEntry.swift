@@ -31,6 +31,11 @@ final class ObserverEntry: @unchecked Sendable {
         if model == nil && keyPathPrefix == nil && options == .both && changeFilter.isAll { return changeSet }
         var filtered = changeSet
         filtered.changes = changeFilter.apply(changeSet.changes)
+        // A receptionist's observer asks for both values and no single model or prefix: one
+        // pass over the changes is enough, on the committing thread, for every group.
+        guard model != nil || keyPathPrefix != nil || options != .both else {
+            return filtered.changes.isEmpty && !changeSet.isReset ? nil : filtered
+        }
         filtered.changes = filtered.changes.compactMap { change in
             if let model, change.model != model { return nil }
             if let keyPathPrefix, !change.keyPath.isRelated(to: keyPathPrefix) { return nil }

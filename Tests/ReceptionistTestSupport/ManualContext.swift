@@ -21,14 +21,11 @@ public final class ManualContext: ExecutionContext {
     private let timers = PThreadLock<(now: Double, timers: [Timer])>((1000, []))
     /// The delays `after` was asked for, in order.
     private let delays = PThreadLock<[Double]>([])
-    /// Whether `enqueue` still accepts work.
-    public let accepting = PThreadLock(true)
     private let owner = pthread_self()
 
     public init() {}
 
     public func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool {
-        guard accepting.withLock({ $0 }) else { return false }
         jobs.withLock { $0.append(job) }
         counts.withLock { $0.enqueued += 1 }
         return true

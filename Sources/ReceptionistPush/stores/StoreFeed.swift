@@ -16,9 +16,6 @@ public final class StoreFeed {
     private let historyLimit: Int
     private let counters: PushCounters
 
-    /// The most change sets one delivery brings to the loop. Past it the committing job waits.
-    public static var maxChangeSetsPerDelivery: Int { StoreGroup.maxChangeSetsPerDelivery }
-
     init(store: ModelStore, context: any ExecutionContext, historyLimit: Int, counters: PushCounters) {
         self.store = store
         self.context = context
