@@ -37,6 +37,14 @@ public struct GatewayConfig: Sendable {
     public var sseHeartbeatSeconds = 15.0
     /// Most milliseconds subscribers' writes wait to leave together while the loop is busy writing.
     public var writeDelayMilliseconds: UInt64 = 2
+    /// Offer permessage-deflate (RFC 7692) to WebSocket clients that ask for it.
+    public var compression = true
+    /// Server frames shorter than this go uncompressed even to a client that negotiated compression.
+    public var compressionMinBytes = 256
+    /// Presence joins and leaves are collected and sent to presence subscribers at most this often.
+    public var presenceIntervalSeconds = 1.0
+    /// Past this many members, presence subscribers get the counts only.
+    public var presenceMaxMembers = 1000
     /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
     public var enableEcho = false
     /// The `redis` engine's server (`redis://host:port/db`); nil runs the `memory` engine, alone.

@@ -68,6 +68,18 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Most milliseconds a subscriber's frames wait to leave together while the gateway is busy writing (20,000 writes a second or more); 0 sends at once always.")
     var writeDelay: UInt64 = 2
 
+    @Flag(help: "Do not offer permessage-deflate; every WebSocket frame goes uncompressed.")
+    var noCompression = false
+
+    @Option(help: "Server WebSocket frames shorter than this many bytes go uncompressed, even to clients that negotiated permessage-deflate.")
+    var compressionMinBytes = 256
+
+    @Option(help: "Seconds over which presence joins and leaves are collected into one frame per presence subscriber.")
+    var presenceInterval = 1.0
+
+    @Option(help: "Members past which presence subscribers get the counts only (clients and distinct users).")
+    var presenceMaxMembers = 1000
+
     @Flag(help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
     var enableEcho = false
 
@@ -146,6 +158,9 @@ struct ServeCommand: ParsableCommand {
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
         guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
         guard writeDelay <= 100 else { throw ValidationError("--write-delay is at most 100 milliseconds") }
+        guard compressionMinBytes >= 0 else { throw ValidationError("--compression-min-bytes must not be negative") }
+        guard (0.01...3600).contains(presenceInterval) else { throw ValidationError("--presence-interval must be 0.01...3600 seconds") }
+        guard presenceMaxMembers >= 0 else { throw ValidationError("--presence-max-members must not be negative") }
         guard maxConnectionsPerAddress > 0, maxSubscriptions > 0 else {
             throw ValidationError("--max-connections-per-address and --max-subscriptions must be positive")
         }
@@ -202,6 +217,10 @@ struct ServeCommand: ParsableCommand {
         config.sseHeartbeatSeconds = sseHeartbeat
         config.writeDelayMilliseconds = writeDelay
         config.enableEcho = enableEcho
+        config.compression = !noCompression
+        config.compressionMinBytes = compressionMinBytes
+        config.presenceIntervalSeconds = presenceInterval
+        config.presenceMaxMembers = presenceMaxMembers
         config.apiKeys = apiKey + (try apiKeyFile.map(Self.keys(inFile:)) ?? [])
         config.insecureOpen = insecureOpen
         config.tokenSecret = try tokenSecret ?? tokenSecretFile.map { try Self.keys(inFile: $0).first ?? "" }
