@@ -28,6 +28,8 @@ let package = Package(
         // Debian ships no .pc for http-parser; the module map links http_parser directly.
         .systemLibrary(name: "CHTTPParser", providers: [.apt(["libhttp-parser-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // zlib for permessage-deflate; imported by one file of the wire module (`ZlibStream`).
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // hiredis and its libuv adapter, a header of static functions compiled once here. Linked by
         // name: Debian's hiredis.pc adds a compiler flag SwiftPM refuses. Only the loop module uses it.
         .target(name: "CHiredis", linkerSettings: [.linkedLibrary("hiredis"), .linkedLibrary("uv")]),
@@ -40,7 +42,9 @@ let package = Package(
             name: "ReceptionistJSON", dependencies: [.product(name: "OrderedCollections", package: "swift-collections")],
             swiftSettings: strict),
         // Pure codecs: bytes in, values out. No IO, no clock, no threads.
-        .target(name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL", "ReceptionistJSON"], swiftSettings: strict),
+        .target(
+            name: "ReceptionistWire", dependencies: ["CHTTPParser", "COpenSSL", "CZlib", "ReceptionistJSON"],
+            swiftSettings: strict),
         // Model stores, observation, receptionists and job threads. No IO, no libuv.
         .target(
             name: "ReceptionistModel",

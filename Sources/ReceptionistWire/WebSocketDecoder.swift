@@ -6,10 +6,16 @@
 /// same bytes gives the same messages and the same error. Payloads are handled in bulk: each
 /// byte is copied once, from the input into the message, and unmasked there in place.
 ///
+/// With an inflater, permessage-deflate is on (RFC 7692): a data message whose first frame has
+/// RSV1 set is compressed. Its frames are gathered as they are (the limit then counts compressed
+/// bytes) and inflated once whole, stopping one byte past `maxMessageBytes` (1009), so a small
+/// message that would inflate to gigabytes costs no more than the limit. Data that is not valid
+/// deflate closes with 1007, as invalid UTF-8 does.
+///
 /// The first violation fails the decoder for good: the stream can no longer be trusted, and the
 /// connection must be closed with the error's code. The peer's close frame ends the stream too,
 /// since nothing may follow it (RFC 6455 section 5.5.1); bytes after it are ignored.
-public struct WebSocketDecoder: Sendable {
+public struct WebSocketDecoder {
     public enum Role: Sendable {
         /// We are the server: client frames MUST be masked.
         case server
@@ -20,6 +26,9 @@ public struct WebSocketDecoder: Sendable {
     public let role: Role
     /// The largest data message accepted, counting the payloads of all its fragments.
     public let maxMessageBytes: Int
+    /// Inflates compressed messages; nil when permessage-deflate was not negotiated, and then
+    /// RSV1 is a protocol error. Shared by every decoder of its thread: it is reset per message.
+    private let inflater: ZlibStream?
 
     private enum Stage: Sendable {
         case header, payload, failed, closed
@@ -41,15 +50,19 @@ public struct WebSocketDecoder: Sendable {
 
     // The data message being assembled; `messageKind` is set from its first frame to its last.
     private var messageKind: WebSocketOpcode?
+    /// The message being assembled is compressed (its first frame had RSV1).
+    private var compressed = false
     private var message: [UInt8] = []
     private var utf8 = UTF8Validator()
     // A control frame's payload, kept apart so it can arrive in the middle of a message.
     private var control: [UInt8] = []
 
-    public init(role: Role = .server, maxMessageBytes: Int = 64 * 1024) {
+    public init(role: Role = .server, maxMessageBytes: Int = 64 * 1024, inflater: ZlibStream? = nil) {
         precondition(maxMessageBytes >= 0, "maxMessageBytes must not be negative")
+        precondition(inflater.map { $0.mode == .inflate } ?? true, "the inflater must be an inflating stream")
         self.role = role
         self.maxMessageBytes = maxMessageBytes
+        self.inflater = inflater
     }
 
     /// Feeds the next bytes of the stream and returns the messages they complete, in order.
@@ -107,16 +120,22 @@ public struct WebSocketDecoder: Sendable {
         headerCount += 1
         switch position {
         case 0:
-            // No extension is ever negotiated, so no reserved bit may be set.
-            guard byte & 0x70 == 0 else { return .protocolError("reserved bits set") }
+            // RSV2 and RSV3 belong to no extension we speak; RSV1 is permessage-deflate's, and
+            // only on the first frame of a data message (RFC 7692 section 6).
+            guard byte & 0x30 == 0 else { return .protocolError("reserved bits set") }
+            let rsv1 = byte & 0x40 != 0
+            if rsv1 && inflater == nil { return .protocolError("reserved bits set") }
             guard let kind = WebSocketOpcode(rawValue: byte & 0x0F) else { return .protocolError("reserved opcode") }
             fin = byte & 0x80 != 0
             if kind.isControl {
                 guard fin else { return .protocolError("fragmented control frame") }
+                guard !rsv1 else { return .protocolError("compressed control frame") }
             } else if kind == .continuation {
                 guard messageKind != nil else { return .protocolError("continuation without a message") }
+                guard !rsv1 else { return .protocolError("RSV1 on a continuation frame") }
             } else {
                 guard messageKind == nil else { return .protocolError("new message inside a fragmented one") }
+                compressed = rsv1
             }
             opcode = kind
             maskKey = 0
@@ -179,7 +198,7 @@ public struct WebSocketDecoder: Sendable {
             let start = control.count
             control.append(contentsOf: chunk)
             Self.unmask(&control, from: start, key: masked ? maskKey : 0, offset: received)
-        } else if fin && opcode != .continuation && chunk.count == payloadLength {
+        } else if fin && opcode != .continuation && chunk.count == payloadLength && !compressed {
             // A whole unfragmented message in hand: build the value straight from the input.
             if let error = deliverWhole(chunk, into: &messages) { return error }
         } else if let error = appendToMessage(chunk) {
@@ -200,7 +219,8 @@ public struct WebSocketDecoder: Sendable {
         }
         message.append(contentsOf: chunk)
         Self.unmask(&message, from: start, key: masked ? maskKey : 0, offset: received)
-        guard messageKind == .text else { return nil }
+        // Compressed text is checked once inflated.
+        guard messageKind == .text, !compressed else { return nil }
         var validator = utf8
         let valid = message.withUnsafeBytes { validator.feed(UnsafeRawBufferPointer(rebasing: $0[start...])) }
         utf8 = validator
@@ -270,6 +290,10 @@ public struct WebSocketDecoder: Sendable {
             // Not final, or already delivered whole: wait for the next frame.
             guard fin, let kind = messageKind else { return nil }
             messageKind = nil
+            if compressed {
+                compressed = false
+                return inflate(kind, into: &messages)
+            }
             let payload = message
             message = []
             let wasComplete = utf8.isComplete
@@ -282,6 +306,26 @@ public struct WebSocketDecoder: Sendable {
             }
         }
         return nil
+    }
+
+    /// A whole compressed message: inflated within the limit, then checked as any message is.
+    private mutating func inflate(_ kind: WebSocketOpcode, into messages: inout [WebSocketMessage]) -> WebSocketError? {
+        let payload = message
+        message = []
+        switch inflater!.inflate(payload, limit: maxMessageBytes) {
+        case .failure(.tooBig):
+            return .messageTooBig("message over \(maxMessageBytes) bytes once inflated")
+        case .failure(.invalid):
+            return .invalidPayload("invalid compressed data")
+        case .success(let bytes):
+            if kind == .binary {
+                messages.append(.binary(bytes))
+                return nil
+            }
+            guard bytes.withUnsafeBytes({ UTF8Validator.isValid($0) }) else { return .invalidPayload("invalid UTF-8 in text") }
+            messages.append(.text(String(decoding: bytes, as: UTF8.self)))
+            return nil
+        }
     }
 
     /// Validates a close frame's payload: empty, or a code that may be sent followed by UTF-8.

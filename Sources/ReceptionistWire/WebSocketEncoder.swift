@@ -9,8 +9,9 @@ public enum WebSocketEncoder {
 
     /// The header of an unmasked, final frame of `length` payload bytes (2 to 10 bytes), for a
     /// sender that lays the payload after it itself (`frame` writes the whole frame).
-    public static func header(_ opcode: WebSocketOpcode, length: Int) -> [UInt8] {
-        var out: [UInt8] = [0x80 | opcode.rawValue]
+    /// `compressed` sets RSV1: the payload is a permessage-deflate message (RFC 7692 section 6).
+    public static func header(_ opcode: WebSocketOpcode, length: Int, compressed: Bool = false) -> [UInt8] {
+        var out: [UInt8] = [0x80 | (compressed ? 0x40 : 0) | opcode.rawValue]
         if length <= 125 {
             out.append(UInt8(length))
         } else if length <= 0xFFFF {

@@ -15,11 +15,14 @@ public enum WebSocketHandshake {
     public struct Accepted: Sendable, Equatable {
         /// The subprotocol chosen from the client's offer, or nil when it offered none.
         public let subprotocol: String?
+        /// permessage-deflate as agreed, or nil for uncompressed frames.
+        public let deflate: PerMessageDeflate?
         /// The whole "HTTP/1.1 101 Switching Protocols" head, ending in an empty line.
         public let response: [UInt8]
 
-        public init(subprotocol: String?, response: [UInt8]) {
+        public init(subprotocol: String?, deflate: PerMessageDeflate? = nil, response: [UInt8]) {
             self.subprotocol = subprotocol
+            self.deflate = deflate
             self.response = response
         }
     }
@@ -42,8 +45,10 @@ public enum WebSocketHandshake {
     ///
     /// `supported` lists the subprotocols we speak, most preferred first; the first of them that
     /// the client offers is chosen. A client that offers only others is refused rather than
-    /// served without one, since it said it cannot speak anything else.
-    public static func accept(_ request: HTTPRequest, supported: [String]) -> Result<Accepted, Refusal> {
+    /// served without one, since it said it cannot speak anything else. With `compression`, the
+    /// first permessage-deflate offer we can take is accepted (`PerMessageDeflate`); without,
+    /// extensions are ignored and frames go uncompressed.
+    public static func accept(_ request: HTTPRequest, supported: [String], compression: Bool = false) -> Result<Accepted, Refusal> {
         guard request.method == .get else {
             return .failure(Refusal(
                 status: .methodNotAllowed, detail: "a WebSocket upgrade must be a GET",
@@ -84,15 +89,20 @@ public enum WebSocketHandshake {
             }
             subprotocol = chosen
         }
-        return .success(Accepted(subprotocol: subprotocol, response: response(key: key, subprotocol: subprotocol)))
+        let deflate = compression ? PerMessageDeflate.negotiate(headers.values("Sec-WebSocket-Extensions")) : nil
+        return .success(Accepted(
+            subprotocol: subprotocol, deflate: deflate, response: response(key: key, subprotocol: subprotocol, deflate: deflate)))
     }
 
-    private static func response(key: String, subprotocol: String?) -> [UInt8] {
+    private static func response(key: String, subprotocol: String?, deflate: PerMessageDeflate? = nil) -> [UInt8] {
         let status = HTTPStatus.switchingProtocols
         var head = "HTTP/1.1 \(status.code) \(status.reason)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         head += "Sec-WebSocket-Accept: \(acceptKey(for: key))\r\n"
         if let subprotocol {
             head += "Sec-WebSocket-Protocol: \(subprotocol)\r\n"
+        }
+        if let deflate {
+            head += "Sec-WebSocket-Extensions: \(deflate.response)\r\n"
         }
         head += "\r\n"
         return Array(head.utf8)

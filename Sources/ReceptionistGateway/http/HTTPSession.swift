@@ -9,7 +9,7 @@ import ReceptionistWire
 final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// A protocol the connection switches to once the current request is answered.
     private enum Handover {
-        case webSocket(WebSocketSession.Mode, response: [UInt8], claims: TokenClaims?)
+        case webSocket(WebSocketSession.Mode, response: [UInt8], claims: TokenClaims?, deflate: PerMessageDeflate?)
         case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, grant: StreamGrant)
     }
 
@@ -97,10 +97,10 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; upgrade on a fresh request"))
             }
             let supported = mode == .push ? ["receptionist.v1"] : []
-            switch WebSocketHandshake.accept(request, supported: supported) {
+            switch WebSocketHandshake.accept(request, supported: supported, compression: services.streams.compression != nil) {
             case .success(let accepted):
                 slots.removeAll()
-                handover = .webSocket(mode, response: accepted.response, claims: claims)
+                handover = .webSocket(mode, response: accepted.response, claims: claims, deflate: accepted.deflate)
             case .failure(let refusal):
                 slot.fill(Reply(.error(refusal.status, refusal.detail, headers: refusal.headers), closesConnection: true))
             }
@@ -138,9 +138,10 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Gives the connection to a WebSocket or SSE session; this session is done with it.
     private func hand(over handover: Handover, remainder: [UInt8]) {
         switch handover {
-        case .webSocket(let mode, let response, let claims):
+        case .webSocket(let mode, let response, let claims, let deflate):
             connection.write(response)
-            let session = WebSocketSession(connection: connection, services: services.streams, mode: mode, claims: claims)
+            let session = WebSocketSession(
+                connection: connection, services: services.streams, mode: mode, claims: claims, deflate: deflate)
             services.table.replaceSession(of: connection, with: session)
             session.start(remainder: remainder)
         case .stream(let target, let since, let epoch, let options, let grant):

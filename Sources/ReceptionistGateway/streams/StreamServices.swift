@@ -15,6 +15,8 @@ final class StreamServices {
     let counters: GatewayCounters
     let logger: Logger
     unowned let table: any SessionTable
+    /// permessage-deflate's shared streams, or nil with `--no-compression`.
+    let compression: FrameCompression?
 
     init(
         config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,
@@ -27,6 +29,7 @@ final class StreamServices {
         self.counters = counters
         self.logger = logger
         self.table = table
+        compression = config.compression ? FrameCompression(minBytes: config.compressionMinBytes) : nil
     }
 
     /// A random delay of up to one second that a client told to go waits before it reconnects,

@@ -20,17 +20,24 @@ final class WebSocketSession: StreamSession {
     var core: StreamCore
     private let mode: Mode
     private var decoder: WebSocketDecoder
+    /// The window bits of our compressed frames when permessage-deflate was agreed, else 0.
+    private let deflateWindowBits: UInt8
     private var state: WebSocketSessionState
     /// Protocol messages this client may still send now (`--client-message-rate`).
     private var messageBucket: TokenBucket
 
-    init(connection: TCPConnection, services: StreamServices, mode: Mode, claims: TokenClaims? = nil) {
+    init(
+        connection: TCPConnection, services: StreamServices, mode: Mode, claims: TokenClaims? = nil,
+        deflate: PerMessageDeflate? = nil
+    ) {
         self.connection = connection
         self.mode = mode
         let config = services.config
         core = StreamCore(services: services, claims: claims)
         messageBucket = config.clientMessageRate.bucket(now: connection.loop.nowMilliseconds)
-        decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes)
+        let compression = deflate == nil ? nil : services.compression
+        deflateWindowBits = compression == nil ? 0 : UInt8(deflate!.serverMaxWindowBits)
+        decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes, inflater: compression?.inflater)
         state = WebSocketSessionState(
             now: connection.loop.nowMilliseconds,
             pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
@@ -78,7 +85,7 @@ final class WebSocketSession: StreamSession {
         case .text(let text):
             services.counters.webSocketMessagesIn += 1
             if mode == .echo {
-                writeFrame(WebSocketEncoder.text(text))
+                writeFrame(echoFrame(.text, Array(text.utf8)))
             } else if !state.closeSent {
                 let decoded = ClientMessage.decode(Array(text.utf8))
                 // A publish this connection may make is counted by the publish rate
@@ -96,7 +103,7 @@ final class WebSocketSession: StreamSession {
         case .binary(let bytes):
             services.counters.webSocketMessagesIn += 1
             if mode == .echo {
-                writeFrame(WebSocketEncoder.frame(.binary, payload: bytes))
+                writeFrame(echoFrame(.binary, bytes))
             } else {
                 sendError(ClientMessage.Problem(.badMessage, "binary messages are not part of receptionist.v1; send JSON text"))
             }
@@ -223,6 +230,20 @@ final class WebSocketSession: StreamSession {
         connection.writeNow(bytes)
     }
 
+    /// An echoed message, compressed as the client agreed (`/ws/echo` serves conformance suites).
+    private func echoFrame(_ opcode: WebSocketOpcode, _ payload: [UInt8]) -> [UInt8] {
+        guard let compressor, payload.count >= services.compression!.minBytes else {
+            return WebSocketEncoder.frame(opcode, payload: payload)
+        }
+        let deflated = compressor.compress(payload)
+        return WebSocketEncoder.header(opcode, length: deflated.count, compressed: true) + deflated
+    }
+
+    /// The compressor for this connection's frames, or nil for plain frames.
+    private var compressor: ZlibStream? {
+        deflateWindowBits == 0 ? nil : services.compression?.compressor(windowBits: Int(deflateWindowBits))
+    }
+
     private func sendError(_ problem: ClientMessage.Problem) {
         writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.error(problem)))
     }
@@ -239,7 +260,11 @@ final class WebSocketSession: StreamSession {
 
     func write(_ event: PushEvent) {
         services.counters.webSocketMessagesOut += 1
-        connection.write(event.webSocketFrame)
+        if let compressor {
+            connection.write(event.webSocketFrame(compressedBy: compressor, minBytes: services.compression!.minBytes))
+        } else {
+            connection.write(event.webSocketFrame)
+        }
     }
 
     func end(_ reason: StreamEnd) {

@@ -17,6 +17,8 @@ public final class PushEvent {
     public let changeSet: ChangeSet?
 
     private var webSocketBytes: SharedBytes?
+    /// The permessage-deflate frame per compressor window (nearly always one: 15 bits).
+    private var compressedFrames: [(windowBits: Int, frame: SharedBytes)] = []
     private var sseBytes: SharedBytes?
 
     public init(name: String, id: UInt64?, json: [UInt8], changeSet: ChangeSet? = nil) {
@@ -33,6 +35,21 @@ public final class PushEvent {
         let bytes = SharedBytes(WebSocketEncoder.header(.text, length: json.count), json, EmptyCollection())
         webSocketBytes = bytes
         return bytes
+    }
+
+    /// The event as one permessage-deflate frame (RSV1 set), compressed on first use with
+    /// `compressor` and then shared by every subscriber that negotiated the same window, as the
+    /// plain frame is. A message shorter than `minBytes`, or one that would not shrink, is the
+    /// plain frame instead.
+    public func webSocketFrame(compressedBy compressor: ZlibStream, minBytes: Int) -> SharedBytes {
+        guard json.count >= minBytes, case .deflate(let windowBits, _) = compressor.mode else { return webSocketFrame }
+        for entry in compressedFrames where entry.windowBits == windowBits { return entry.frame }
+        let deflated = compressor.compress(json)
+        let frame = deflated.count < json.count
+            ? SharedBytes(WebSocketEncoder.header(.text, length: deflated.count, compressed: true), deflated, EmptyCollection())
+            : webSocketFrame
+        compressedFrames.append((windowBits, frame))
+        return frame
     }
 
     /// The event in `text/event-stream` framing.
