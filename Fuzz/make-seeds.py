@@ -9,6 +9,7 @@ Run it again after changing a seed; the files are committed.
 import os
 import shutil
 import struct
+import zlib
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "Corpus")
 
@@ -17,7 +18,7 @@ BYTEWISE, PAIRS, RANDOM, HALVES = 0x00, 0x05, 0x1A, 0x83
 # the body limit (0, 7, 256, 1 MiB).
 HTTP_DEFAULT, HTTP_TIGHT = 0x0F, 0x05
 # WebSocket config byte: bit 0 is the role (0 server, 1 client), bits 1-3 the message limit
-# (0, 1, 125, 126, 1000, 4096, 65535, 65536 bytes).
+# (0, 1, 125, 126, 1000, 4096, 65535, 65536 bytes), bit 4 permessage-deflate.
 WS_SERVER, WS_CLIENT, WS_SERVER_SMALL = 0x0E, 0x0F, 0x04
 
 
@@ -152,6 +153,28 @@ def ws_seeds():
     write("FuzzWebSocketFrame", "limit-over", bytes([RANDOM, WS_SERVER_SMALL]) + frame(BINARY, bytes(126)))
     write("FuzzWebSocketFrame", "limit-over-fragments",
           bytes([PAIRS, WS_SERVER_SMALL]) + frame(TEXT, bytes(100), fin=False) + frame(CONT, bytes(26)))
+    # permessage-deflate on (bit 4 of the config byte): RSV1 messages are raw deflate without
+    # the sync flush's tail, inflated within the limit.
+    deflated = deflate(b'{"type":"subscribe","store":"tiles","paths":["color"],"maxRate":4}' * 4)
+    compressed = {
+        "deflate-text": frame(TEXT, deflated, rsv=4),
+        "deflate-fragmented": frame(TEXT, deflated[:5], rsv=4, fin=False) + frame(PING, b"p") + frame(CONT, deflated[5:]),
+        "deflate-then-plain": frame(TEXT, deflated, rsv=4) + frame(TEXT, b"plain"),
+        "deflate-bomb": frame(BINARY, deflate(bytes(1_000_000)), rsv=4),
+        "deflate-bad-data": frame(TEXT, b"\xff\xff\xff\xff", rsv=4),
+        "deflate-bad-rsv1-continuation": frame(TEXT, deflated[:5], rsv=4, fin=False) + frame(CONT, deflated[5:], rsv=4),
+        "deflate-bad-rsv1-ping": frame(PING, b"p", rsv=4),
+    }
+    for index, (name, stream) in enumerate(compressed.items()):
+        write("FuzzWebSocketFrame", name, bytes([[BYTEWISE, PAIRS, RANDOM, HALVES][index % 4], WS_SERVER | 0x10]) + stream)
+
+
+def deflate(data):
+    """Raw deflate ended by a sync flush whose four-byte tail is left off, as RFC 7692 sends it."""
+    compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+    out = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
+    assert out.endswith(b"\x00\x00\xff\xff")
+    return out[:-4]
 
 
 def client_message_seeds():

@@ -9,6 +9,10 @@ final class GatewayCounters {
     /// Server messages written to WebSocket and SSE streams (deliveries, snapshots, replies).
     var webSocketMessagesOut = 0
     var sseMessagesOut = 0
+    /// WebSocket connections that agreed on permessage-deflate.
+    var compressionNegotiated = 0
+    /// Of `webSocketMessagesOut`, those sent compressed.
+    var webSocketCompressedOut = 0
 
     func refused(_ reason: Refusal) {
         refusals[Self.index[reason]!] += 1

@@ -64,6 +64,8 @@ final class GatewayMetrics {
             (counter("messages_in", "Protocol messages received.", [("transport", "websocket")]), { $0.counters.webSocketMessagesIn }),
             (counter("messages_out", "Server messages written to streams.", [("transport", "websocket")]), { $0.counters.webSocketMessagesOut }),
             (counter("messages_out", "Server messages written to streams.", [("transport", "sse")]), { $0.counters.sseMessagesOut }),
+            (counter("compression_negotiated", "WebSocket connections that agreed on permessage-deflate."), { $0.counters.compressionNegotiated }),
+            (counter("compressed_messages_out", "Server messages sent compressed (permessage-deflate).", [("transport", "websocket")]), { $0.counters.webSocketCompressedOut }),
             (counter("bytes_in", "Bytes read from every socket."), { Int(clamping: $0.bytesRead) }),
             (counter("bytes_out", "Bytes written to every socket."), { Int(clamping: $0.bytesWritten) }),
             (counter("deliveries", "Change sets and topic messages handed to a subscriber."), { $0.push.deliveries }),

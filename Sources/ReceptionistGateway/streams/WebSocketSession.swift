@@ -38,6 +38,7 @@ final class WebSocketSession: StreamSession {
         let compression = deflate == nil ? nil : services.compression
         deflateWindowBits = compression == nil ? 0 : UInt8(deflate!.serverMaxWindowBits)
         decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes, inflater: compression?.inflater)
+        if compression != nil { services.counters.compressionNegotiated += 1 }
         state = WebSocketSessionState(
             now: connection.loop.nowMilliseconds,
             pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
@@ -261,7 +262,10 @@ final class WebSocketSession: StreamSession {
     func write(_ event: PushEvent) {
         services.counters.webSocketMessagesOut += 1
         if let compressor {
-            connection.write(event.webSocketFrame(compressedBy: compressor, minBytes: services.compression!.minBytes))
+            let frame = event.webSocketFrame(compressedBy: compressor, minBytes: services.compression!.minBytes)
+            // RSV1 in the first byte marks a compressed frame; a short or incompressible one is plain.
+            if frame.base.load(as: UInt8.self) & 0x40 != 0 { services.counters.webSocketCompressedOut += 1 }
+            connection.write(frame)
         } else {
             connection.write(event.webSocketFrame)
         }
