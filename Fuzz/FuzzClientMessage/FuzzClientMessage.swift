@@ -42,7 +42,7 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
         } else {
             fuzzCheck(again == .success(message), "\(message) does not survive its canonical form")
         }
-        if case .subscribe(_, let since?, _, _) = message {
+        if case .subscribe(_, let since?, _, _, _) = message {
             fuzzCheck(since <= 9_007_199_254_740_991, "since \(since) beyond 2^53 - 1")
         }
     case .failure(let problem):
@@ -57,7 +57,7 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
     var members = JSONObject()
     let target: StreamTarget
     switch message {
-    case .subscribe(let subscribed, let since, let epoch, let options):
+    case .subscribe(let subscribed, let since, let epoch, let options, let presence):
         members["type"] = "subscribe"
         target = subscribed
         if let since { members["since"] = .number(JSONNumber(since)) }
@@ -66,6 +66,7 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
         if let paths = options.paths { members["paths"] = .array(paths.map { .string($0.joined(separator: ".")) }) }
         if let maxRate = options.maxRate { members["maxRate"] = .number(JSONNumber(maxRate)) }
         if options.old { members["old"] = true }
+        if presence { members["presence"] = true }
     case .authenticate(let token):
         return ["type": "auth", "token": .string(token)]
     case .authenticateKey(let key):

@@ -39,7 +39,8 @@ public final class Gateway {
         stores = StoreRegistry(historyLimit: config.historyLimit, replication: replication)
         jobs = JobRunner(threads: config.jobThreads)
         hub = PushHub(
-            stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters())
+            stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
+            presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))
         cluster = try ClusterEngine.start(config, replication: replication, loop: loop, stores: stores, hub: hub, logger: logger)
 
         let counters = GatewayCounters()

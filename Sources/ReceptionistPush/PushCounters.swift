@@ -13,6 +13,8 @@ public final class PushCounters {
     public var gaps = 0
     public var topicPublishes = 0
     public var changeSetsFannedOut = 0
+    /// Presence frames queued to followers (each follower counts once).
+    public var presenceFrames = 0
 
     public init() {}
 }

@@ -16,17 +16,22 @@ public final class PushHub {
     private let stores: StoreRegistry
     private let context: any ExecutionContext
     private let historyLimit: Int
+    private let presenceSettings: PresenceSettings
     public private(set) var feeds: [String: StoreFeed] = [:]
     public private(set) var topics: [String: Topic] = [:]
     public let counters: PushCounters
     /// The cluster engine, when this hub is one node's replica of shared topics and stores.
     public weak var topicSource: (any TopicSource)?
 
-    public init(stores: StoreRegistry, context: any ExecutionContext, historyLimit: Int, counters: PushCounters) {
+    public init(
+        stores: StoreRegistry, context: any ExecutionContext, historyLimit: Int, counters: PushCounters,
+        presence: PresenceSettings = PresenceSettings()
+    ) {
         self.counters = counters
         self.stores = stores
         self.context = context
         self.historyLimit = historyLimit
+        presenceSettings = presence
     }
 
     /// A cluster node: numbers ahead of it were given out elsewhere and are on their way.
@@ -50,9 +55,11 @@ public final class PushHub {
     /// Starts a subscription: sends its first messages through `sink`, then joins the live stream.
     /// `epoch`, when given, is the store epoch `since` belongs to; another epoch cannot be resumed.
     /// `options` narrow a store subscription; subscriptions with equal options share their work.
+    /// With `presence`, the subscriber is sent the target's members, then their joins and leaves.
+    /// `joinedAt` (microseconds since the Unix epoch) is when presence says it joined.
     public func subscribe(
         _ sink: any PushSink, to target: StreamTarget, since: UInt64?, epoch: String? = nil,
-        options: SubscriptionOptions = .none
+        options: SubscriptionOptions = .none, presence: Bool = false, joinedAt: UInt64 = 0
     ) -> Result<Subscription, Problem> {
         if let problem = check(target) { return .failure(problem) }
         switch target {
@@ -63,12 +70,29 @@ public final class PushHub {
                     .tooManySubscriptions,
                     "store '\(name)' already serves \(StoreFeed.maxGroups) distinct sets of subscription options"))
             }
-            return .success(subscribeStore(sink, store, since: since, epoch: epoch, options: options))
+            let subscription = Subscription(target: target, sink: sink, options: options, joinedAt: joinedAt)
+            if presence { subscription.presenceWatch = PresenceWatch() }
+            subscribeStore(subscription, store, since: since, epoch: epoch)
+            return .success(subscription)
         case .topic(let name):
             guard options.isNone else {
                 return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))
             }
-            return .success(subscribeTopic(sink, topic(name), since: since))
+            let subscription = Subscription(target: target, sink: sink, joinedAt: joinedAt)
+            if presence { subscription.presenceWatch = PresenceWatch() }
+            subscribeTopic(subscription, topic(name), since: since)
+            return .success(subscription)
+        }
+    }
+
+    /// Who subscribes to `target` on this node, or nil when nobody ever has (no members).
+    public func presence(of target: StreamTarget) -> Presence? {
+        switch target {
+        case .store(let name):
+            guard let feed = feeds[name], let store = stores.store(name), feed.store === store else { return nil }
+            return feed.presence
+        case .topic(let name):
+            return topics[name]?.presence
         }
     }
 
@@ -89,7 +113,7 @@ public final class PushHub {
     /// The topic named `name`, created on first use (and, in a cluster, mirrored from then on).
     public func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
-        let topic = Topic(name: name, historyLimit: historyLimit, counters: counters)
+        let topic = Topic(name: name, historyLimit: historyLimit, counters: counters, context: context, presence: presenceSettings)
         topics[name] = topic
         if let topicSource {
             topic.isSynced = false
@@ -110,17 +134,16 @@ public final class PushHub {
 
     private func feed(_ store: ModelStore) -> StoreFeed {
         if let feed = feeds[store.name], feed.store === store { return feed }
-        let feed = StoreFeed(store: store, context: context, historyLimit: historyLimit, counters: counters)
+        let feed = StoreFeed(
+            store: store, context: context, historyLimit: historyLimit, counters: counters, presence: presenceSettings)
         feeds[store.name] = feed
         return feed
     }
 
-    private func subscribeStore(
-        _ sink: any PushSink, _ store: ModelStore, since: UInt64?, epoch: String?, options: SubscriptionOptions
-    ) -> Subscription {
+    private func subscribeStore(_ subscription: Subscription, _ store: ModelStore, since: UInt64?, epoch: String?) {
+        let sink = subscription.sink
         let feed = feed(store)
-        let group = feed.group(for: options)
-        let subscription = Subscription(target: .store(store.name), sink: sink, options: options)
+        let group = feed.group(for: subscription.options)
         // A version from another epoch (the gateway restarted, or another store had the name), from
         // the future, or older than the history cannot be resumed: the client gets a fresh
         // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
@@ -148,18 +171,15 @@ public final class PushHub {
             subscription.advance(to: snapshot.id ?? 0)
         }
         // Change sets up to `position` are covered; later ones reach the group and pass the filter.
-        group.add(subscription)
-        return subscription
+        feed.add(subscription)
     }
 
-    private func subscribeTopic(_ sink: any PushSink, _ topic: Topic, since: UInt64?) -> Subscription {
-        let subscription = Subscription(target: .topic(topic.name), sink: sink)
+    private func subscribeTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {
         if topic.isSynced {
             startTopic(subscription, topic, since: since)
         } else {
             topic.pending.append((subscription, since))
         }
-        return subscription
     }
 
     private func startTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {

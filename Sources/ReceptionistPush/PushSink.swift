@@ -25,4 +25,9 @@ public protocol PushSink: AnyObject {
     /// The subscriber fell too far behind on a stream that cannot be conflated (a topic): the sink
     /// ends the connection with a documented code, and the client resumes from the history.
     func endSlowConsumer(_ subscription: Subscription)
+    /// The connection's presence id: one per connection, for all its subscriptions, never the
+    /// same for two connections of one gateway at once.
+    var clientID: UInt64 { get }
+    /// Who holds the connection (a token's `sub` and `info`), or nil for nobody in particular.
+    var presenceUser: PresenceUser? { get }
 }

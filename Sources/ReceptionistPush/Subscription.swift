@@ -29,6 +29,13 @@ public final class Subscription {
     }
     public unowned let sink: any PushSink
     public private(set) var position: UInt64
+    /// When the subscription began, in microseconds since the Unix epoch, as presence shows it.
+    public let joinedAt: UInt64
+    /// Who held the connection when the subscription began (presence): read once, so that its
+    /// leave counts against the user its join counted for, whatever the connection presents later.
+    public let member: PresenceUser?
+    /// Set when the subscriber follows the target's presence: what it holds of it.
+    var presenceWatch: PresenceWatch?
     /// Only a subscriber that fell behind pays for this, so it lives out of line.
     private var conflation: Conflation?
 
@@ -40,11 +47,25 @@ public final class Subscription {
         init(from: UInt64) { self.from = from }
     }
 
-    public init(target: StreamTarget, sink: any PushSink, position: UInt64 = 0, options: SubscriptionOptions = .none) {
+    public init(
+        target: StreamTarget, sink: any PushSink, position: UInt64 = 0, options: SubscriptionOptions = .none,
+        joinedAt: UInt64 = 0
+    ) {
         self.target = target
         optionsBox = options.isNone ? nil : OptionsBox(options)
         self.sink = sink
         self.position = position
+        self.joinedAt = joinedAt
+        member = sink.presenceUser
+    }
+
+    /// Whether the subscriber follows the target's presence.
+    public var followsPresence: Bool { presenceWatch != nil }
+
+    /// The sink drained: a presence subscriber that missed a frame gets the whole presence now.
+    public func flushPresence() {
+        guard let watch = presenceWatch, watch.state == .stale else { return }
+        watch.presence?.resync(self)
     }
 
     /// Whether change sets are being folded while the sink catches up.

@@ -3,8 +3,9 @@ import ReceptionistJSON
 /// A message a subscriber sends over WebSocket (`docs/PROTOCOL.md`). A pure codec: text in, value out.
 public enum ClientMessage: Sendable, Equatable {
     /// `epoch` is the store epoch `since` was read in; a different one means a fresh snapshot.
-    /// `options` narrow a store subscription (models, paths, rate, old values).
-    case subscribe(StreamTarget, since: UInt64?, epoch: String? = nil, options: SubscriptionOptions = .none)
+    /// `options` narrow a store subscription (models, paths, rate, old values); `presence` asks
+    /// for the target's members, then their joins and leaves.
+    case subscribe(StreamTarget, since: UInt64?, epoch: String? = nil, options: SubscriptionOptions = .none, presence: Bool = false)
     case unsubscribe(StreamTarget)
     /// Presents a subscription token (a JWT) for the subscriptions that follow.
     case authenticate(token: String)
@@ -103,7 +104,14 @@ public enum ClientMessage: Sendable, Equatable {
         if case .topic = target, !options.isNone {
             return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))
         }
-        return .success(.subscribe(target, since: since, epoch: epoch, options: options))
+        var presence = false
+        if let raw = value["presence"], raw != .null {
+            guard case .bool(let asked) = raw else {
+                return .failure(Problem(.badMessage, "\"presence\" must be true or false"))
+            }
+            presence = asked
+        }
+        return .success(.subscribe(target, since: since, epoch: epoch, options: options, presence: presence))
     }
 
     /// The most bytes a publish's `ref` may have.

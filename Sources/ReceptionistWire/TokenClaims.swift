@@ -12,15 +12,31 @@ public struct TokenClaims: Sendable, Equatable {
     public var topics: [String]
     /// Topics the holder may publish to over its WebSocket (`publish`), patterns as `topics`.
     public var publish: [String]
+    /// Topics and stores whose presence the holder may follow (`presence`), patterns as `topics`.
+    public var presence: [String]
+    /// The `info` claim: a JSON object of at most `maxInfoBytes`, as compact JSON text, shown to
+    /// presence subscribers beside the holder's `sub`.
+    public var info: [UInt8]?
+
+    /// The most bytes the `info` claim may hold, compacted.
+    public static let maxInfoBytes = 1024
 
     public init(
-        subject: String? = nil, expiresAt: Double, stores: [String] = [], topics: [String] = [], publish: [String] = []
+        subject: String? = nil, expiresAt: Double, stores: [String] = [], topics: [String] = [], publish: [String] = [],
+        presence: [String] = [], info: [UInt8]? = nil
     ) {
         self.subject = subject
         self.expiresAt = expiresAt
         self.stores = stores
         self.topics = topics
         self.publish = publish
+        self.presence = presence
+        self.info = info
+    }
+
+    /// Whether the token lets its holder follow who else subscribes to `target`.
+    public func allowsPresence(of target: StreamTarget) -> Bool {
+        Self.matches(presence, target.name)
     }
 
     /// Whether the token lets its holder publish to `topic`.
@@ -54,6 +70,19 @@ public struct TokenClaims: Sendable, Equatable {
         stores = try Self.names(payload["stores"], claim: "stores")
         topics = try Self.names(payload["topics"], claim: "topics")
         publish = try Self.names(payload["publish"], claim: "publish")
+        presence = try Self.names(payload["presence"], claim: "presence")
+        info = try Self.info(payload["info"])
+    }
+
+    /// The `info` claim as compact JSON text: an object, at most `maxInfoBytes`.
+    private static func info(_ value: JSONValue?) throws(JSONWebToken.Failure) -> [UInt8]? {
+        guard let value, value != .null else { return nil }
+        guard value.objectValue != nil else { throw .malformed("\"info\" must be a JSON object") }
+        let text = JSONWriter.encode(value)
+        guard text.count <= maxInfoBytes else {
+            throw .malformed("\"info\" must be at most \(maxInfoBytes) bytes of JSON")
+        }
+        return text
     }
 
     private static func names(_ value: JSONValue?, claim: String) throws(JSONWebToken.Failure) -> [String] {

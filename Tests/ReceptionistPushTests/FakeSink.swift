@@ -1,5 +1,6 @@
 @testable import ReceptionistPush
 import ReceptionistJSON
+import ReceptionistSync
 import ReceptionistWire
 
 /// A connection that records what it was given instead of writing it.
@@ -22,6 +23,19 @@ final class FakeSink: PushSink {
     private(set) var slowConsumerEnds: [Subscription] = []
     var limitReached = false
     var closed = false
+    /// Each fake is a connection of its own.
+    let clientID: UInt64
+    var presenceUser: PresenceUser?
+    /// Tests run in parallel: the ids are handed out under a lock.
+    private static let lastClientID = PThreadLock<UInt64>(0)
+
+    init(user: PresenceUser? = nil) {
+        clientID = Self.lastClientID.withLock { id in
+            id += 1
+            return id
+        }
+        presenceUser = user
+    }
 
     func send(_ event: PushEvent) -> SendOutcome {
         if closed { return .refused }

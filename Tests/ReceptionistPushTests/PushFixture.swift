@@ -12,9 +12,12 @@ final class PushFixture {
     let stores: StoreRegistry
     let hub: PushHub
 
-    init(storeHistory: Int = 1000, topicHistory: Int = 1000, replication: (any StoreReplication)? = nil) {
+    init(
+        storeHistory: Int = 1000, topicHistory: Int = 1000, replication: (any StoreReplication)? = nil,
+        presence: PresenceSettings = PresenceSettings()
+    ) {
         stores = StoreRegistry(historyLimit: storeHistory, replication: replication)
-        hub = PushHub(stores: stores, context: context, historyLimit: topicHistory, counters: counters)
+        hub = PushHub(stores: stores, context: context, historyLimit: topicHistory, counters: counters, presence: presence)
     }
 
     @discardableResult

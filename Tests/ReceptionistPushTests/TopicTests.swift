@@ -1,10 +1,11 @@
 @testable import ReceptionistPush
 import ReceptionistJSON
+import ReceptionistTestSupport
 import Testing
 
 @Suite struct TopicTests {
     private func topic(history: Int, published: Int) -> Topic {
-        let topic = Topic(name: "t", historyLimit: history, counters: PushCounters())
+        let topic = Topic(name: "t", historyLimit: history, counters: PushCounters(), context: ManualContext())
         for i in 0..<published {
             #expect(topic.publish(json(.number(JSONNumber(Double(i)))), publishedAt: UInt64(i)) == UInt64(i + 1))
         }
@@ -56,7 +57,7 @@ import Testing
 
     @Test func aMessageReachesEverySubscriberThatHasNotHadIt() {
         let counters = PushCounters()
-        let topic = Topic(name: "t", historyLimit: 10, counters: counters)
+        let topic = Topic(name: "t", historyLimit: 10, counters: counters, context: ManualContext())
         let a = FakeSink(), b = FakeSink(), ahead = FakeSink()
         let subscriptions = [subscribe(topic, a, at: 0), subscribe(topic, b, at: 0), subscribe(topic, ahead, at: 1)]
         #expect(topic.subscriberCount == 3)

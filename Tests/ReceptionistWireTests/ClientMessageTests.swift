@@ -23,6 +23,19 @@ import Testing
         #expect(try decode(#"{"type":"auth","token":"a.b.c"}"#).get() == .authenticate(token: "a.b.c"))
     }
 
+    @Test func aSubscriptionMayAskForPresence() throws {
+        #expect(try decode(#"{"type":"subscribe","topic":"chat","presence":true}"#).get()
+            == .subscribe(.topic("chat"), since: nil, presence: true))
+        #expect(try decode(#"{"type":"subscribe","store":"s","presence":false,"paths":["color"]}"#).get()
+            == .subscribe(.store("s"), since: nil, options: SubscriptionOptions(paths: [["color"]]), presence: false))
+        #expect(try decode(#"{"type":"subscribe","topic":"chat","presence":null}"#).get() == .subscribe(.topic("chat"), since: nil))
+        guard case .failure(let problem) = decode(#"{"type":"subscribe","topic":"chat","presence":"yes"}"#) else {
+            Issue.record("a presence that is not a boolean was accepted")
+            return
+        }
+        #expect(problem.code == .badMessage && problem.message.contains("presence"), "the detail names the field")
+    }
+
     @Test(arguments: [
         ("", "bad_message"), ("{", "bad_message"), ("[]", "bad_message"), ("\"subscribe\"", "bad_message"),
         (#"{"store":"s"}"#, "bad_message"), (#"{"type":1,"store":"s"}"#, "bad_message"),

@@ -35,6 +35,29 @@ import ReceptionistWire
         }
     }
 
+    @Test func presenceAndInfoClaimsSayWhoMayFollowAndWhatOthersSee() throws {
+        let payload: JSONValue = [
+            "sub": "ann", "exp": .number(JSONNumber(now + 60)), "topics": ["*"], "presence": ["chat.*", "lobby"],
+            "info": ["name": "Ann", "seat": 3],
+        ]
+        let claims = try JSONWebToken.verify(token(payload), secret: secret, now: now).get()
+        #expect(claims.allowsPresence(of: .topic("chat.room")) && claims.allowsPresence(of: .store("lobby")))
+        #expect(!claims.allowsPresence(of: .topic("chat")) && !claims.allowsPresence(of: .topic("news")))
+        #expect(claims.info.map { String(decoding: $0, as: UTF8.self) } == #"{"name":"Ann","seat":3}"#,
+                "info travels as written, compacted")
+        let plain = try JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 60)), "topics": ["*"]]), secret: secret, now: now).get()
+        #expect(plain.info == nil && !plain.allowsPresence(of: .topic("chat")), "no claim, no presence")
+
+        let big = JSONValue.object(["text": .string(String(repeating: "x", count: TokenClaims.maxInfoBytes))])
+        for bad: JSONValue in ["a string", [1, 2], big] {
+            let text = token(["exp": .number(JSONNumber(now + 60)), "info": bad])
+            guard case .failure = JSONWebToken.verify(text, secret: secret, now: now) else {
+                Issue.record("an info claim \(bad) was accepted")
+                continue
+            }
+        }
+    }
+
     @Test func wildcardCoversEveryName() throws {
         let claims = try JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 1)), "stores": ["*"]]), secret: secret, now: now).get()
         #expect(claims.allows(.store("anything")))

@@ -10,7 +10,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// A protocol the connection switches to once the current request is answered.
     private enum Handover {
         case webSocket(WebSocketSession.Mode, response: [UInt8], claims: TokenClaims?, deflate: PerMessageDeflate?)
-        case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, grant: StreamGrant)
+        case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
     }
 
     let connection: TCPConnection
@@ -104,12 +104,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             case .failure(let refusal):
                 slot.fill(Reply(.error(refusal.status, refusal.detail, headers: refusal.headers), closesConnection: true))
             }
-        case .stream(let target, let since, let epoch, let options, let grant):
+        case .stream(let target, let since, let epoch, let options, let presence, let grant):
             guard slots.count == 1 else {
                 return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
             }
             slots.removeAll()
-            handover = .stream(target, since: since, epoch: epoch, options: options, grant: grant)
+            handover = .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
         case .work(let work):
             let owner = LoopBound((self, slot), loop: connection.loop)
             let mailbox = services.mailbox
@@ -144,10 +144,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 connection: connection, services: services.streams, mode: mode, claims: claims, deflate: deflate)
             services.table.replaceSession(of: connection, with: session)
             session.start(remainder: remainder)
-        case .stream(let target, let since, let epoch, let options, let grant):
+        case .stream(let target, let since, let epoch, let options, let presence, let grant):
             let session = SSESession(connection: connection, services: services.streams, claims: grant.claims)
             services.table.replaceSession(of: connection, with: session)
-            session.start(target, since: since, epoch: epoch, options: options, date: services.dateCache.current, corsOrigin: grant.corsOrigin)
+            session.start(
+                target, since: since, epoch: epoch, options: options, presence: presence, date: services.dateCache.current,
+                corsOrigin: grant.corsOrigin)
         }
     }
 

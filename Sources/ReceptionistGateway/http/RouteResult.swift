@@ -10,6 +10,6 @@ enum RouteResult {
     /// `claims` are those of a `?token=` already verified.
     case upgrade(WebSocketSession.Mode, claims: TokenClaims?)
     /// An SSE stream of a store or topic, already checked, resuming after `since` when given.
-    /// `epoch` is the store epoch `since` belongs to (`?epoch=`).
-    case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, grant: StreamGrant)
+    /// `epoch` is the store epoch `since` belongs to (`?epoch=`); `presence` asks for the members.
+    case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
 }

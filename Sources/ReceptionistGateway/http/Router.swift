@@ -9,6 +9,7 @@ final class Router {
     private let storeAPI: StoreAPI
     private let jobAPI: JobAPI
     private let topicAPI: TopicAPI
+    private let presenceAPI: PresenceAPI
     private let hub: PushHub
     private let enableEcho: Bool
     private let access: AccessControl
@@ -27,6 +28,7 @@ final class Router {
         storeAPI = StoreAPI(stores: stores, idempotency: idempotency)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
         topicAPI = TopicAPI(hub: hub, cluster: cluster, idempotency: idempotency)
+        presenceAPI = PresenceAPI(hub: hub, stores: stores)
         self.hub = hub
         enableEcho = config.enableEcho
         self.access = access
@@ -68,7 +70,7 @@ final class Router {
         case .success(let allowed): caller = allowed
         case .failure(let refusal): return .reply(refusal.reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
-        return withCORS(routeAPI(request, segments, origin: origin, caller: caller, now: now), origin: origin)
+        return withCORS(routeAPI(request, segments, origin: origin, caller: caller, client: client, now: now), origin: origin)
     }
 
     /// Who made a mutating call: the idempotency scope of its API key, and what its publishes
@@ -78,8 +80,9 @@ final class Router {
         var rateKey = ""
     }
 
-    private func routeAPI(_ request: HTTPRequest, _ segments: [String], origin: String?, caller: Caller, now: UInt64)
-        -> RouteResult
+    private func routeAPI(
+        _ request: HTTPRequest, _ segments: [String], origin: String?, caller: Caller, client: String, now: UInt64
+    ) -> RouteResult
     {
         let scope = caller.scope
         switch segments.first {
@@ -95,6 +98,10 @@ final class Router {
                 }
                 return nil
             }
+        case "stores" where segments.count == 3 && segments[2] == "presence":
+            return .reply(presence(request, .store(segments[1]), client: client))
+        case "topics" where segments.count == 3 && segments[2] == "presence":
+            return .reply(presence(request, .topic(segments[1]), client: client))
         case "stores" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .store(segments[1]), origin: origin)
@@ -106,6 +113,16 @@ final class Router {
         case "jobs": return jobAPI.route(request, segments.dropFirst())
         default: return .reply(.error(.notFound, "no such API resource"))
         }
+    }
+
+    /// Who is subscribed is the subscribers' business: with API keys configured, only a holder of
+    /// one may ask over HTTP (a browser follows presence through a subscription and its token).
+    private func presence(_ request: HTTPRequest, _ target: StreamTarget, client: String) -> Reply {
+        if case .refused(let detail) = access.checkKey(request, client: client) {
+            counters.refused(.apiKey)
+            return .error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])
+        }
+        return presenceAPI.reply(request, target)
     }
 
     // MARK: Checks

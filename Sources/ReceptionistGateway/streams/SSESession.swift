@@ -27,11 +27,12 @@ final class SSESession: StreamSession {
     /// Takes the connection over from HTTP and starts the stream. The target was checked already
     /// (the token covers it, and the hub can serve it).
     func start(
-        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, date: String, corsOrigin: String?
+        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, date: String,
+        corsOrigin: String?
     ) {
         connection.delegate = self
         connection.write(Self.head(date: date, corsOrigin: corsOrigin))
-        if subscribe(target, since: since, epoch: epoch, options: options) != nil {
+        if subscribe(target, since: since, epoch: epoch, options: options, presence: presence) != nil {
             connection.closeAfterFlush()
         }
     }

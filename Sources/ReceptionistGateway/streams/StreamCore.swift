@@ -11,6 +11,8 @@ struct StreamCore {
     /// A connection holds a handful of subscriptions: a plain array, searched linearly, costs an
     /// idle connection far less memory than a dictionary would.
     var subscriptions: [Subscription] = []
+    /// The connection's presence id, made by the gateway.
+    let clientID: UInt64
     /// What the client presented: a subscription token's claims, checked on every subscribe when
     /// the gateway requires tokens (the stream ends when they expire), and what its publishes are
     /// counted against once it gave a valid API key. Boxed: most connections present nothing, and
@@ -18,14 +20,27 @@ struct StreamCore {
     private var credentials: Credentials?
 
     private final class Credentials {
-        var claims: TokenClaims?
+        var claims: TokenClaims? {
+            // Who presence shows: the token's `sub` and `info`, made once per token presented.
+            didSet { presenceUser = claims.flatMap(Self.presenceUser) }
+        }
         var publishRateKey: String?
+        private(set) var presenceUser: PresenceUser?
+
+        private static func presenceUser(_ claims: TokenClaims) -> PresenceUser? {
+            let user = claims.subject ?? ""
+            guard !user.isEmpty || claims.info != nil else { return nil }
+            return PresenceUser(user: user, info: claims.info)
+        }
     }
 
     init(services: StreamServices, claims: TokenClaims?) {
         self.services = services
+        clientID = services.nextClientID()
         self.claims = claims
     }
+
+    var presenceUser: PresenceUser? { credentials?.presenceUser }
 
     var claims: TokenClaims? {
         get { credentials?.claims }
@@ -53,9 +68,10 @@ struct StreamCore {
         return nowSeconds >= claims.expiresAt
     }
 
-    /// Why this stream may not subscribe to `target`, or nil if it may: the token, then the
-    /// per-connection limit. Each refusal is counted.
-    func permission(for target: StreamTarget) -> ClientMessage.Problem? {
+    /// Why this stream may not subscribe to `target` (following its presence too, with
+    /// `presence`), or nil if it may: the token, then the per-connection limit. Each refusal is
+    /// counted.
+    func permission(for target: StreamTarget, presence: Bool = false) -> ClientMessage.Problem? {
         let counters = services.counters
         if services.access.requiresToken {
             guard let claims else {
@@ -65,6 +81,10 @@ struct StreamCore {
             guard claims.allows(target) else {
                 counters.refused(.tokenScope)
                 return ClientMessage.Problem(.forbidden, "the token does not cover \(target)")
+            }
+            guard !presence || claims.allowsPresence(of: target) else {
+                counters.refused(.tokenScope)
+                return ClientMessage.Problem(.forbidden, "the token's presence claim does not cover \(target)")
             }
         }
         let limit = services.config.maxSubscriptionsPerConnection

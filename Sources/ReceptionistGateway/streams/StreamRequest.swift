@@ -19,11 +19,23 @@ enum StreamRequest {
         if case .topic = target, !options.isNone {
             return .reply(.error(.badRequest, "models, paths, maxRate and old apply to store streams"))
         }
-        guard let text, !text.isEmpty else { return .stream(target, since: nil, epoch: epoch, options: options, grant: grant) }
+        let presence: Bool
+        switch query(request, "presence") {
+        case nil, "false": presence = false
+        case "true", "": presence = true
+        case let other?: return .reply(.error(.badRequest, "presence must be true or false, not '\(other)'"))
+        }
+        // Checked before the 200, as the token's scope is: a refusal here is still a status.
+        if presence, let claims = grant.claims, !claims.allowsPresence(of: target) {
+            return .reply(.error(.forbidden, "the token's presence claim does not cover \(target)"))
+        }
+        guard let text, !text.isEmpty else {
+            return .stream(target, since: nil, epoch: epoch, options: options, presence: presence, grant: grant)
+        }
         guard let since = UInt64(text.trimmingSpaces) else {
             return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number, not '\(text)'"))
         }
-        return .stream(target, since: since, epoch: epoch, options: options, grant: grant)
+        return .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
     }
 
     /// Every value of `name` in the query string, percent-decoded (`+` is a space); a value that

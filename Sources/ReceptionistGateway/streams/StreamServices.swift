@@ -32,6 +32,17 @@ final class StreamServices {
         compression = config.compression ? FrameCompression(minBytes: config.compressionMinBytes) : nil
     }
 
+    /// The next connection's presence id. A Weyl sequence from a random start: an odd step visits
+    /// every 64-bit value once before any repeats, so no two connections of this gateway share an
+    /// id, and ids from different nodes are unlikely to meet.
+    func nextClientID() -> UInt64 {
+        lastClientID &+= Self.clientIDStep
+        return lastClientID
+    }
+
+    private var lastClientID = UInt64.random(in: .min ... .max)
+    private static let clientIDStep: UInt64 = 0x9E37_79B9_7F4A_7C15
+
     /// A random delay of up to one second that a client told to go waits before it reconnects,
     /// so that a drained node's clients do not all arrive at the other nodes at once.
     func reconnectJitterMilliseconds() -> UInt64 {

@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistModel
 import ReceptionistPush
 import ReceptionistWire
 
@@ -85,13 +86,19 @@ extension StreamSession {
 
     // MARK: Subscriptions
 
-    /// Subscribes this stream to `target` after the token and limit checks.
-    func subscribe(_ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions) -> ClientMessage.Problem? {
+    /// Subscribes this stream to `target` after the token and limit checks; with `presence`, the
+    /// token must let it follow the target's members too.
+    func subscribe(
+        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool = false
+    ) -> ClientMessage.Problem? {
         guard !core.subscriptions.contains(where: { $0.target == target }) else {
             return ClientMessage.Problem(.alreadySubscribed, "this connection already subscribes to \(target)")
         }
-        if let problem = core.permission(for: target) { return problem }
-        switch core.services.hub.subscribe(self, to: target, since: since, epoch: epoch, options: options) {
+        if let problem = core.permission(for: target, presence: presence) { return problem }
+        let subscribed = core.services.hub.subscribe(
+            self, to: target, since: since, epoch: epoch, options: options, presence: presence,
+            joinedAt: Clock.microsecondsSinceEpoch())
+        switch subscribed {
         case .success(let subscription):
             core.subscriptions.append(subscription)
             return nil
@@ -123,12 +130,19 @@ extension StreamSession {
         connection.close()
     }
 
-    /// The socket caught up: conflated subscriptions send their catch-up now.
+    /// The socket caught up: conflated subscriptions send their catch-up now, and a presence
+    /// follower that missed a frame the whole presence.
     func connectionDidDrain(_ connection: TCPConnection) {
         for subscription in core.subscriptions {
             core.services.hub.counters.conflatedChangeSets += subscription.flushConflated()
+            subscription.flushPresence()
         }
     }
+
+    // MARK: PushSink (presence)
+
+    var clientID: UInt64 { core.clientID }
+    var presenceUser: PresenceUser? { core.presenceUser }
 
     func connectionDidClose(_ connection: TCPConnection) {
         for subscription in core.subscriptions {

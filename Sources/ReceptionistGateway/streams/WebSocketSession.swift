@@ -135,8 +135,10 @@ final class WebSocketSession: StreamSession {
             authenticate(apiKey: key)
         case .success(.publish(let topic, let data, let ref)):
             publish(topic, data: data, ref: ref)
-        case .success(.subscribe(let target, let since, let epoch, let options)):
-            if let problem = subscribe(target, since: since, epoch: epoch, options: options) { sendError(problem) }
+        case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
+            if let problem = subscribe(target, since: since, epoch: epoch, options: options, presence: presence) {
+                sendError(problem)
+            }
         case .success(.unsubscribe(let target)):
             if let problem = unsubscribe(target) { return sendError(problem) }
             writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))

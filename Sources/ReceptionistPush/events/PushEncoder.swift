@@ -151,7 +151,7 @@ public enum PushEncoder {
 
     // MARK: Pieces
 
-    private static func head(_ type: String) -> [UInt8] {
+    static func head(_ type: String) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)
         out += "{\"type\":\"".utf8
@@ -160,14 +160,14 @@ public enum PushEncoder {
         return out
     }
 
-    private static func field(_ name: String, _ value: String, _ out: inout [UInt8]) {
+    static func field(_ name: String, _ value: String, _ out: inout [UInt8]) {
         out += ",\"".utf8
         out += name.utf8
         out += "\":".utf8
         JSONWriter.writeString(value, to: &out)
     }
 
-    private static func number(_ name: String, _ value: UInt64, _ out: inout [UInt8]) {
+    static func number(_ name: String, _ value: UInt64, _ out: inout [UInt8]) {
         out += ",\"".utf8
         out += name.utf8
         out += "\":".utf8

@@ -9,18 +9,26 @@ import ReceptionistWire
 /// comes with its first member and goes with its last.
 ///
 /// The thread that creates it, which must be the one `context` runs its work on (the loop's).
-public final class StoreFeed {
+public final class StoreFeed: PresenceMembers {
     public let store: ModelStore
     private var groups: [SubscriptionOptions: StoreGroup] = [:]
     private let context: any ExecutionContext
     private let historyLimit: Int
     private let counters: PushCounters
+    private let presenceSettings: PresenceSettings
+    /// Who subscribes, made with the first subscriber.
+    public private(set) lazy var presence = Presence(
+        target: .store(store.name), members: self, context: context, settings: presenceSettings, counters: counters)
 
-    init(store: ModelStore, context: any ExecutionContext, historyLimit: Int, counters: PushCounters) {
+    init(
+        store: ModelStore, context: any ExecutionContext, historyLimit: Int, counters: PushCounters,
+        presence: PresenceSettings = PresenceSettings()
+    ) {
         self.store = store
         self.context = context
         self.historyLimit = historyLimit
         self.counters = counters
+        presenceSettings = presence
         _ = group(for: .none)
     }
 
@@ -28,7 +36,8 @@ public final class StoreFeed {
         for group in groups.values { group.close() }
     }
 
-    public var subscriberCount: Int { groups.values.reduce(0) { $0 + $1.memberCount } }
+    /// Kept as members come and go, so presence counts cost nothing per member.
+    public private(set) var subscriberCount = 0
 
     /// Groups of distinct options, the one without options included.
     public var groupCount: Int { groups.count }
@@ -50,13 +59,21 @@ public final class StoreFeed {
         return group
     }
 
+    func forEachMember(_ body: (Subscription) -> Void) {
+        for group in groups.values { group.forEachMember(body) }
+    }
+
+    /// Starts `subscription`'s live stream in its group, and makes it a member of the presence.
     func add(_ subscription: Subscription) {
         group(for: subscription.options).add(subscription)
+        subscriberCount += 1
+        presence.joined(subscription)
     }
 
     func remove(_ subscription: Subscription) {
-        guard let group = groups[subscription.options] else { return }
-        group.remove(subscription)
+        guard let group = groups[subscription.options], group.remove(subscription) else { return }
+        subscriberCount -= 1
+        presence.left(subscription)
         if group.memberCount == 0, !subscription.options.isNone {
             group.close()
             groups.removeValue(forKey: subscription.options)

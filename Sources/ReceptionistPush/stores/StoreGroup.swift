@@ -67,8 +67,14 @@ final class StoreGroup {
         members[ObjectIdentifier(subscription)] = subscription
     }
 
-    func remove(_ subscription: Subscription) {
-        members.removeValue(forKey: ObjectIdentifier(subscription))
+    /// Returns whether it was a member.
+    @discardableResult
+    func remove(_ subscription: Subscription) -> Bool {
+        members.removeValue(forKey: ObjectIdentifier(subscription)) != nil
+    }
+
+    func forEachMember(_ body: (Subscription) -> Void) {
+        for subscription in members.values { body(subscription) }
     }
 
     /// Stops the receptionist: the group has no members left and is being dropped.

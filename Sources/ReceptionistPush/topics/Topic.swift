@@ -7,7 +7,7 @@ import ReceptionistWire
 /// a replay never skips a message silently: what has left the ring is reported as one gap.
 ///
 /// Loop thread only.
-public final class Topic {
+public final class Topic: PresenceMembers {
     public let name: String
     public private(set) var seq: UInt64 = 0
     private var history: HistoryRing<PushEvent>
@@ -19,22 +19,40 @@ public final class Topic {
     var pending: [(subscription: Subscription, since: UInt64?)] = []
 
     private let counters: PushCounters
+    private let context: any ExecutionContext
+    private let presenceSettings: PresenceSettings
+    /// Who subscribes, made with the first subscriber.
+    public private(set) lazy var presence = Presence(
+        target: .topic(name), members: self, context: context, settings: presenceSettings, counters: counters)
 
-    public init(name: String, historyLimit: Int, counters: PushCounters) {
+    public init(
+        name: String, historyLimit: Int, counters: PushCounters, context: any ExecutionContext,
+        presence: PresenceSettings = PresenceSettings()
+    ) {
         self.name = name
         self.counters = counters
+        self.context = context
+        presenceSettings = presence
         history = HistoryRing(capacity: historyLimit)
     }
 
     public var historyLimit: Int { history.capacity }
     public var subscriberCount: Int { subscriptions.count }
 
+    func forEachMember(_ body: (Subscription) -> Void) {
+        for subscription in subscriptions.values { body(subscription) }
+    }
+
+    /// Starts `subscription`'s live stream, and makes it a member of the presence.
     func add(_ subscription: Subscription) {
         subscriptions[ObjectIdentifier(subscription)] = subscription
+        presence.joined(subscription)
     }
 
     func remove(_ subscription: Subscription) {
-        subscriptions.removeValue(forKey: ObjectIdentifier(subscription))
+        if subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil {
+            presence.left(subscription)
+        }
         pending.removeAll { $0.subscription === subscription }
     }
 
