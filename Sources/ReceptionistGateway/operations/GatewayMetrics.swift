@@ -76,6 +76,7 @@ final class GatewayMetrics {
             (counter("gaps", "Topic resumes that reported a gap."), { $0.push.gaps }),
             (counter("topic_publishes", "Messages published to topics."), { $0.push.topicPublishes }),
             (counter("change_sets", "Store change sets fanned out to subscribers."), { $0.push.changeSetsFannedOut }),
+            (counter("presence_frames", "Presence frames queued to presence subscribers."), { $0.push.presenceFrames }),
         ]
         gauges = [
             (gauge("subscriptions", "Live subscriptions.", [("kind", "store")]), { $0.storeSubscriptions }),
