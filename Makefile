@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 1200
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence clean
 
 all: build
 
@@ -109,6 +109,20 @@ bench-storm:
 	$(SWIFT) build -c release --product receptionist
 	$(SWIFT) build -c release --product receptionist-bench
 	BENCH_SERVERS=receptionist BENCH_SCENARIOS=storm bench/ws.sh
+
+# permessage-deflate beside socketify's shared compressor, and presence under churn: two of
+# bench-ws's scenarios alone (docs/PERFORMANCE.md).
+bench-deflate: .venv-bench/.installed
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	$(SWIFT) build -c release --product receptionist-bench
+	BENCH_SERVERS="receptionist socketify" BENCH_SCENARIOS=compression bench/ws.sh
+
+bench-presence:
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	$(SWIFT) build -c release --product receptionist-bench
+	BENCH_SERVERS=receptionist BENCH_SCENARIOS=presence bench/ws.sh
 
 # State sync (bench/state.sh): a store animated at 2,000 change sets a second, pushed to 1,000
 # subscribers taking every change (beside socketify relaying the same stream), to 1,000 with

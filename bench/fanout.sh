@@ -42,7 +42,7 @@ start_server() {
       taskset -c 0 "$(command -v nginx || echo /usr/sbin/nginx)" -c "$dir/nginx.conf" -p "$dir" > "$out" 2>&1 &
       publish_path="/pub" dialect=raw ;;
     socketify)
-      taskset -c 0 "$socketify_python" bench/peers/socketify_server.py "$port" > "$out" 2>&1 &
+      taskset -c 0 "$socketify_python" bench/peers/socketify_server.py "$port" "${socketify_args[@]}" > "$out" 2>&1 &
       publish_path="/pub" dialect=raw ;;
     *) echo "unknown server $kind" >&2; exit 2 ;;
   esac
@@ -80,6 +80,7 @@ server_rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$measured_pid/status"; }
 clients=()
 client_args=()
 server_args=()
+socketify_args=()
 start_clients() {
   local tag=$1 count=$2 processes=$3 first_address=$4 required=${5:-$2} offset=${6:-0}
   [ "$offset" -gt 0 ] || clients=()

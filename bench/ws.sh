@@ -15,7 +15,9 @@
 # the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
 # then sets the pace, and the published rate shows what each server accepts.
 # BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
-# BENCH_SCENARIOS="small large store full wsfull idle cluster storm" the scenarios (wsfull: full speed with each server's WebSocket publisher) (store, cluster and storm are
+# BENCH_SCENARIOS="small large store full wsfull compression idle cluster storm" the scenarios (wsfull: full speed with each server's WebSocket publisher;
+# compression: the same with a dashboard's ~1 KiB messages, subscribers offering permessage-deflate or not;
+# presence: 10,000 subscribers following one topic's presence while 1,000 others leave and join each second) (store, cluster, presence and storm are
 # Receptionist's alone). cluster runs the small workload over two nodes sharing one redis-server,
 # half the subscribers on each and the publisher on the first, beside one node with them all.
 # storm is a reconnect storm (bench/storm.sh): STORM_SUBSCRIBERS (10,000) store subscribers, with
@@ -43,7 +45,7 @@ servers=${BENCH_SERVERS:-receptionist nchan socketify}
 # The HTTP publisher: keep-alive connections, and requests unanswered on each (1 is request-response).
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-32}
-scenarios=${BENCH_SCENARIOS:-small large store full wsfull idle cluster storm}
+scenarios=${BENCH_SCENARIOS:-small large store full wsfull compression presence idle cluster storm}
 storm_rate=${STORM_RATE:-20}
 storm_subscribers=${STORM_SUBSCRIBERS:-10000}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
@@ -122,6 +124,104 @@ ws_fanout() {
   stop_clients
   stop_process "$server_pid"
   row "$kind (WebSocket publisher)" "$tag" "$work" "$count" "$processes" "$((after - before))" "$clock_ticks"
+}
+
+# permessage-deflate at full speed: a dashboard's ~1 KiB JSON messages published over each server's
+# WebSocket (one connection, at most 32 unanswered), to `count` subscribers that offer
+# permessage-deflate (`deflate` 1, as every browser does) or not (0). socketify runs with
+# uWebSockets' shared compressor and publishes asking for compression; Receptionist compresses each
+# broadcast once. Wire bytes are what the subscribers read from their sockets, per delivered message.
+compression_fanout() {
+  local kind=$1 count=$2 deflate=$3 rate=$4 first_address=$5 tag="deflate.$1.$3" url format
+  [ "$kind" = socketify ] && socketify_args=(compress)
+  start_server "$kind"
+  socketify_args=()
+  case "$kind" in
+    receptionist|baseline) url="ws://127.0.0.1:$port/ws" format=receptionist-dashboard ;;
+    socketify) url="ws://127.0.0.1:$port/publish" format=raw-dashboard ;;
+    *) stop_process "$server_pid"; return ;;
+  esac
+  # One subscriber in 50 inflates and times every message; the others count the compressed frames
+  # and their bytes unread, so the clients' one core is not what limits the run.
+  [ "$deflate" = 1 ] && client_args=(--deflate --inflate-every 50)
+  start_clients "$tag" "$count" 1 "$first_address"
+  client_args=()
+  local before after
+  before=$(server_ticks)
+  taskset -c 1 timeout $((seconds + 30)) "$bench" publish-changes --url "$url" --format "$format" --store bench \
+    --rate "$rate" --duration "$seconds" --connections 1 --window 32 > "$work/$tag.publish.json"
+  sleep 1  # the last deliveries
+  after=$(server_ticks)
+  stop_clients
+  stop_process "$server_pid"
+  python3 - "$kind" "$deflate" "$work" "$tag" "$count" "$((after - before))" "$clock_ticks" <<'PY'
+import glob, json, sys
+kind, deflate, work, tag, count, ticks, clock = sys.argv[1:8]
+lines = [json.loads(open(p).read().strip().splitlines()[-1]) for p in sorted(glob.glob(f"{work}/{tag}.[0-9]*.json"))]
+publisher = json.load(open(f"{work}/{tag}.publish.json"))
+delivered = sum(l["delivered"] for l in lines)
+wire = sum(l["wire_bytes"] for l in lines)
+span = (max(l["last_delivery_us"] for l in lines) - min(l["first_delivery_us"] for l in lines)) / 1e6 if delivered else 0
+cpu = int(ticks) / int(clock)
+per_million = cpu / (delivered / 1e6) if delivered else float("nan")
+p99 = max((l["p99_ms"] for l in lines), default=0)
+print(f"| {kind} | {'yes' if deflate == '1' else 'no'} | {int(count):,} | {publisher['published_per_s']:,.0f} | "
+      f"{delivered / span if span > 0 else 0:,.0f} | {wire / delivered if delivered else 0:,.0f} | {per_million:.2f} | "
+      f"{p99:.1f} | {delivered:,} of {publisher['accepted'] * int(count):,} |")
+PY
+}
+
+# Presence at scale: `followers` subscribers of one topic follow its presence while, for `seconds`,
+# rounds of `churn` more followers connect, subscribe, stay half a second and leave (a client
+# process per round, so every round is new client ids): `followers` + `churn` subscribers with
+# presence on, `churn` of them leaving and joining again about once a second. Every join and
+# leave would be one event per follower uncoalesced; the gateway collects them for
+# --presence-interval (1 s) and, past --presence-max-members (`cap`), sends counts only. Reports
+# what each steady follower was sent, and the joins counted from what the rounds subscribed.
+presence_churn() {
+  local followers=$1 churn=$2 cap=$3 first_address=$4 tag="presence.$1.$2.$3"
+  server_args=(--presence-max-members "$cap")
+  start_server receptionist
+  server_args=()
+  client_args=(--presence)
+  start_clients "$tag" "$followers" $(( (followers + 4999) / 5000 )) "$first_address"
+  client_args=()
+  local before after started ended rounds=0 churn_address=$((first_address + 40))
+  # The lists and counts the followers were sent while they subscribed are not the churn's: wait
+  # out one interval's frame, then start the followers' count afresh.
+  sleep 1.5
+  for pid in "${clients[@]}"; do kill -USR1 "$pid"; done
+  before=$(server_ticks)
+  started=$(date +%s.%N)
+  local until=$((SECONDS + seconds))
+  while [ "$SECONDS" -lt "$until" ]; do
+    taskset -c 1 timeout 30 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$churn" --topic bench \
+      --presence --source-hosts "127.0.0.$churn_address,127.0.0.$((churn_address + 1))" --duration 0.5 --grace 0 \
+      --connect-timeout 10 > "$work/$tag.round.$rounds.out" 2>/dev/null || true
+    rounds=$((rounds + 1))
+  done
+  ended=$(date +%s.%N)
+  after=$(server_ticks)
+  sleep 1.5  # the last interval's frame
+  stop_clients
+  stop_process "$server_pid"
+  python3 - "$work" "$tag" "$followers" "$churn" "$cap" "$rounds" "$started" "$ended" "$((after - before))" "$clock_ticks" <<'PY'
+import glob, json, sys
+work, tag, followers, churn, cap, rounds, started, ended, ticks, clock = sys.argv[1:11]
+lines = [json.loads(open(p).read().strip().splitlines()[-1]) for p in sorted(glob.glob(f"{work}/{tag}.[0-9]*.json"))]
+followers, churn, rounds = int(followers), int(churn), int(rounds)
+elapsed = float(ended) - float(started)
+joined = 0
+for path in glob.glob(f"{work}/{tag}.round.*.out"):
+    text = open(path).read().strip()
+    if text: joined += json.loads(text.splitlines()[-1])["subscribed"]
+frames = sum(l["presence_frames"] for l in lines)
+frame_bytes = sum(l["presence_bytes"] for l in lines)
+per_s = joined / elapsed  # joins a second, and as many leaves
+mode = "counts" if followers + churn > int(cap) else "lists"
+print(f"| {followers:,} + {churn:,} | {per_s:,.0f} + {per_s:,.0f} | {int(cap):,} ({mode}) | {2 * per_s:,.0f} | "
+      f"{frames / followers / elapsed:.2f} | {frame_bytes / followers / elapsed:,.0f} | {int(ticks) / int(clock) / elapsed:.2f} |")
+PY
 }
 
 # Receptionist's own path end to end: an `animate` job commits to a store of 64 models on a job
@@ -223,6 +323,29 @@ if has store; then
 fi
 if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2; done; fi
 if has wsfull; then for kind in $servers; do [ "$kind" = nchan ] || ws_fanout "$kind" 1000 1 "$rate_full" 2; done; fi
+if has compression; then
+  echo
+  echo "permessage-deflate: a dashboard's ~1 KiB JSON messages at full speed, each server publishing over its own WebSocket (1 connection, 32 unanswered)"
+  echo
+  echo "| server | subscribers offer deflate | subscribers | published msg/s | delivered msg/s | wire bytes per delivered message | server CPU-s per 1M delivered | p99 ms | delivered of expected |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+  for kind in $servers; do
+    [ "$kind" = nchan ] && continue
+    compression_fanout "$kind" 1000 0 "$rate_full" 2
+    compression_fanout "$kind" 1000 1 "$rate_full" 2
+  done
+fi
+if has presence; then
+  case " $servers " in *" receptionist "*)
+    echo
+    echo "Presence: followers of one topic's presence while other clients join and leave; --presence-interval 1 s"
+    echo
+    echo "| steady + churning followers | joins + leaves a second | --presence-max-members | events a follower would get uncoalesced, a second | presence frames per steady follower a second | presence bytes per steady follower a second | server CPU-s a second |"
+    echo "|---:|---:|---|---:|---:|---:|---:|"
+    presence_churn 9000 1000 1000 10
+    presence_churn 900 100 5000 10 ;;
+  esac
+fi
 if has cluster; then
   case " $servers " in *" receptionist "*)
     fanout receptionist 1000 2 "$rate_small" 2

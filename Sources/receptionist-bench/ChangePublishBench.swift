@@ -33,7 +33,7 @@ struct ChangePublishBench: ParsableCommand {
     @Option(help: "Frames a connection may have unacknowledged; past that it waits.")
     var window = 32
 
-    @Option(help: "What each message is: changes (a store's frame, for a relaying peer), receptionist-topic (a ~100-byte message in Receptionist's publish envelope, to the topic named by --store) or raw-topic (the same message as it is).")
+    @Option(help: "What each message is: changes (a store's frame, for a relaying peer), receptionist-topic (a ~100-byte message in Receptionist's publish envelope, to the topic named by --store), raw-topic (the same message as it is), receptionist-dashboard or raw-dashboard (a dashboard's ~1 KiB message, the same two ways).")
     var format = "changes"
 
     func validate() throws {

@@ -20,6 +20,10 @@ final class ChangePublisher {
         case receptionistTopic = "receptionist-topic"
         /// The same message as it is, for a peer that publishes what it is sent.
         case rawTopic = "raw-topic"
+        /// A dashboard's ~1 KiB message (`Publisher.dashboardBody`) in Receptionist's envelope.
+        case receptionistDashboard = "receptionist-dashboard"
+        /// The same dashboard message as it is.
+        case rawDashboard = "raw-dashboard"
     }
 
     private let loop: EventLoop
@@ -64,6 +68,8 @@ final class ChangePublisher {
         case .changes: break
         case .rawTopic: return Publisher.body()
         case .receptionistTopic: return #"{"type":"publish","topic":"\#(store)","data":"# + Publisher.body() + "}"
+        case .rawDashboard: return Publisher.dashboardBody()
+        case .receptionistDashboard: return #"{"type":"publish","topic":"\#(store)","data":"# + Publisher.dashboardBody() + "}"
         }
         seed ^= seed << 13
         seed ^= seed >> 7

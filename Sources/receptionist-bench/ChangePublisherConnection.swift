@@ -46,7 +46,7 @@ final class ChangePublisherConnection: TCPConnectionDelegate, PoolConnection {
             break
         case .refused(let reason):
             lost(reason)
-        case .accepted(let rest):
+        case .accepted(let rest, _):
             isReady = true
             publisher.connectionDidOpen(self)
             if !rest.isEmpty { rest.withUnsafeBytes { readFrames($0) } }

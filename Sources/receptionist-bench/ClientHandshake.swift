@@ -6,8 +6,9 @@ struct ClientHandshake {
     enum Outcome {
         /// The response head is not complete yet.
         case incomplete
-        /// Upgraded; `rest` holds the bytes that followed the head (the first frames, if any).
-        case accepted(rest: [UInt8])
+        /// Upgraded; `rest` holds the bytes that followed the head (the first frames, if any), and
+        /// `extensions` the server's `Sec-WebSocket-Extensions`, if it answered one.
+        case accepted(rest: [UInt8], extensions: String?)
         case refused(String)
     }
 
@@ -19,7 +20,8 @@ struct ClientHandshake {
     /// A response head longer than this is not the 101 we are waiting for.
     private static let maxHeadBytes = 16 * 1024
 
-    init(host: String, port: Int, path: String, subprotocol: String?) {
+    /// With `offerDeflate`, the request offers permessage-deflate (RFC 7692) as browsers do.
+    init(host: String, port: Int, path: String, subprotocol: String?, offerDeflate: Bool = false) {
         var nonce = [UInt8](repeating: 0, count: 16)
         for i in nonce.indices { nonce[i] = .random(in: 0...255) }
         let key = Base64.encode(nonce)
@@ -27,7 +29,9 @@ struct ClientHandshake {
         request = Array(
             ("GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nUpgrade: websocket\r\n"
                 + "Connection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
-                + (subprotocol.map { "Sec-WebSocket-Protocol: \($0)\r\n" } ?? "") + "\r\n").utf8)
+                + (subprotocol.map { "Sec-WebSocket-Protocol: \($0)\r\n" } ?? "")
+                + (offerDeflate ? "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n" : "")
+                + "\r\n").utf8)
     }
 
     /// Takes the next bytes of the response.
@@ -46,7 +50,8 @@ struct ClientHandshake {
         guard value == expectedAccept else { return .refused("wrong Sec-WebSocket-Accept") }
         let rest = Array(head[(end + 4)...])
         head = []
-        return .accepted(rest: rest)
+        let extensions = lines.dropFirst().first { $0.lowercased().hasPrefix("sec-websocket-extensions:") }
+        return .accepted(rest: rest, extensions: extensions.map { String($0.dropFirst("sec-websocket-extensions:".count).trimmingSpaces) })
     }
 
     /// Where "\r\n\r\n" starts, if the head is complete.

@@ -8,11 +8,13 @@ struct DeliveryStats {
     var histogram = LatencyHistogram()
     /// `changes` frames with no time in them: a slow subscriber's catch-up after conflation.
     var untimed = 0
+    /// Compressed messages counted but not inflated (`--inflate-every`), so not timed.
+    var uninflated = 0
     /// Wire bytes of every counted frame: payload and WebSocket header.
     var bytes = 0
 
     var json: String {
-        #"{"subscribed":\#(subscribed),"timed":\#(timed),"untimed":\#(untimed),"bytes":\#(bytes),"#
+        #"{"subscribed":\#(subscribed),"timed":\#(timed),"untimed":\#(untimed),"uninflated":\#(uninflated),"bytes":\#(bytes),"#
             + #""histogram_us":\#(histogram.sparseJSON)}"#
     }
 }

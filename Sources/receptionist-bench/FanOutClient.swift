@@ -19,6 +19,8 @@ final class FanOutClient: TCPConnectionDelegate {
     private var stage = Stage.handshaking
     private var handshake: ClientHandshake
     private var decoder: WebSocketDecoder
+    /// Set for a subscriber that counts compressed frames without inflating them.
+    private var skipper: FrameSkipper?
     /// When the subscribe was sent, in microseconds since the Unix epoch.
     private var subscribeSentAt: Int64 = 0
     /// With `since`: the version this subscriber holds, which the next `changes` frame must follow.
@@ -26,12 +28,14 @@ final class FanOutClient: TCPConnectionDelegate {
     /// With `since`: answered `subscribed`, and no `changes` frame seen yet.
     private var awaitsFirstChange = false
 
-    init(connection: TCPConnection, run: FanOutRun, group: Int) {
+    init(connection: TCPConnection, run: FanOutRun, group: Int, inflates: Bool = true) {
         self.connection = connection
         self.run = run
         self.group = group
-        decoder = WebSocketDecoder(role: .client, maxMessageBytes: run.maxMessageBytes)
-        handshake = ClientHandshake(host: run.host, port: run.port, path: run.path, subprotocol: run.subprotocol)
+        if run.inflater != nil && !inflates { skipper = FrameSkipper() }
+        decoder = WebSocketDecoder(role: .client, maxMessageBytes: run.maxMessageBytes, inflater: run.inflater)
+        handshake = ClientHandshake(
+            host: run.host, port: run.port, path: run.path, subprotocol: run.subprotocol, offerDeflate: run.inflater != nil)
         connection.delegate = self
         connection.startReading()
         connection.write(handshake.request)
@@ -76,7 +80,10 @@ final class FanOutClient: TCPConnectionDelegate {
             return
         case .refused(let reason):
             fail(reason)
-        case .accepted(let rest):
+        case .accepted(let rest, let extensions):
+            if run.inflater != nil, let extensions, !extensions.lowercased().contains("server_no_context_takeover") {
+                return fail("the server keeps a compression context between messages (\(extensions))")
+            }
             run.clientDidConnect()
             if run.subscribeMessages.isEmpty {
                 stage = .subscribed
@@ -95,6 +102,8 @@ final class FanOutClient: TCPConnectionDelegate {
     // MARK: Frames
 
     private func readFrames(_ bytes: UnsafeRawBufferPointer) {
+        run.wireBytes += bytes.count
+        if skipper != nil { return skipFrames(bytes) }
         let (messages, error) = decoder.decode(bytes)
         // One clock read per socket read: every frame in it arrived at the same moment.
         let now = Int64(Clock.microsecondsSinceEpoch())
@@ -116,10 +125,30 @@ final class FanOutClient: TCPConnectionDelegate {
         }
     }
 
+    /// Counts compressed frames unread, and reads the plain ones (`subscribed`, pings, short
+    /// messages) as `readFrames` does.
+    private func skipFrames(_ bytes: UnsafeRawBufferPointer) {
+        let now = Int64(Clock.microsecondsSinceEpoch())
+        skipper!.read(bytes) { frame in
+            switch frame {
+            case .compressed(let wireBytes):
+                run.recordUninflated(group: group, bytes: wireBytes, at: now)
+            case .plain(let opcode, let payload):
+                switch WebSocketOpcode(rawValue: opcode) {
+                case .text: payload.withUnsafeBufferPointer { handle($0, now: now) }
+                case .ping: connection.write(WebSocketEncoder.frame(.pong, payload: payload, maskKey: .random(in: .min ... .max)))
+                case .close: fail("the server sent close")
+                default: break
+                }
+            }
+        }
+    }
+
     private static let changesPrefix = Array(#"{"type":"changes""#.utf8)
     private static let subscribedPrefix = Array(#"{"type":"subscribed""#.utf8)
     private static let snapshotPrefix = Array(#"{"type":"snapshot""#.utf8)
     private static let errorPrefix = Array(#"{"type":"error""#.utf8)
+    private static let presencePrefix = Array(#"{"type":"presence""#.utf8)
     private static let versionKey = Array(#""version":"#.utf8)
     private static let fromKey = Array(#""from":"#.utf8)
     private static let resetKey = Array(#""reset":"#.utf8)
@@ -133,7 +162,10 @@ final class FanOutClient: TCPConnectionDelegate {
     /// the same JSON. Any other frame with a publisher's `sentAt` is a topic delivery:
     /// Receptionist's `message` carries the body as `data`, and the peers send the body itself.
     private func handle(_ text: UnsafeBufferPointer<UInt8>, now: Int64) {
-        if FrameScan.hasPrefix(text, Self.changesPrefix) {
+        if FrameScan.hasPrefix(text, Self.presencePrefix) {
+            run.presenceFrames += 1
+            run.presenceBytes += FrameScan.frameBytes(payload: text.count)
+        } else if FrameScan.hasPrefix(text, Self.changesPrefix) {
             let head = FrameScan.head(text)
             if position != nil { follow(head) }
             let stamp = FrameScan.number(after: Self.firstCommittedAtKey, in: head)

@@ -20,6 +20,18 @@ final class FanOutRun {
     let subprotocol: String?
     /// A store's snapshot and a coalesced frame of a thousand models are tens of KiB.
     let maxMessageBytes = 4 * 1024 * 1024
+    /// Set when subscribers offer permessage-deflate: one inflating stream serves them all, since
+    /// a server that compresses once for every subscriber keeps no context between messages
+    /// (a subscriber whose server would keep one fails rather than misread).
+    let inflater: ZlibStream?
+    /// With `inflater`, one subscriber in this many inflates and times what it gets; the others
+    /// count the compressed frames and their bytes (`FrameSkipper`).
+    let inflateEvery: Int
+    /// Every byte read from every subscriber's socket: what the wire carried, compressed or not.
+    var wireBytes = 0
+    /// Presence frames the subscribers were sent, and their bytes (payload and header).
+    var presenceFrames = 0
+    var presenceBytes = 0
     /// Connections between connect and subscribed at any time: enough to keep the server's accept
     /// queue busy, few enough to stay inside its listen backlog.
     let maxOpening: Int
@@ -50,7 +62,10 @@ final class FanOutRun {
 
     init(loop: EventLoop, host: String, port: Int, path: String, sourceHosts: [String], connections: Int,
          subscribeTo target: StreamTarget, dialect: Dialect, optionSets: [String] = [], maxOpening: Int = 256,
-         since: Int64? = nil, epoch: String = "", firstFrames: FirstFrameStats) {
+         since: Int64? = nil, epoch: String = "", firstFrames: FirstFrameStats, deflate: Bool = false,
+         presence: Bool = false, inflateEvery: Int = 1) {
+        self.inflateEvery = max(1, inflateEvery)
+        inflater = deflate ? ZlibStream(.inflate) : nil
         self.loop = loop
         self.host = host
         self.port = port
@@ -67,8 +82,8 @@ final class FanOutRun {
             case .topic(let name): head = #"{"type":"subscribe","topic":""# + name + #"""#
             case .store(let name): head = #"{"type":"subscribe","store":""# + name + #"""#
             }
-            var resume = ""
-            if let since { resume = #","since":\#(since)"# + (epoch.isEmpty ? "" : #","epoch":"\#(epoch)""#) }
+            var resume = presence ? #","presence":true"# : ""
+            if let since { resume += #","since":\#(since)"# + (epoch.isEmpty ? "" : #","epoch":"\#(epoch)""#) }
             subscribeMessages = (optionSets.isEmpty ? [""] : optionSets).map {
                 $0.isEmpty ? head + resume + "}" : head + resume + "," + $0 + "}"
             }
@@ -104,6 +119,7 @@ final class FanOutRun {
         while !stopped && started < target && opening < maxOpening {
             let source = sourceHosts.isEmpty ? nil : sourceHosts[started % sourceHosts.count]
             let group = started % groups.count
+            let inflates = started % inflateEvery == 0
             started += 1
             opening += 1
             TCPConnector.connect(loop: loop, host: host, port: port, sourceHost: source) { [unowned self] result in
@@ -113,7 +129,8 @@ final class FanOutRun {
                         connection.close()
                         return
                     }
-                    clients.append(FanOutClient(connection: connection, run: self, group: group))
+                    clients.append(FanOutClient(
+                        connection: connection, run: self, group: group, inflates: inflates))
                 case .failure(let error):
                     clientDidFail("\(error)", wasSubscribed: false)
                 }
@@ -170,8 +187,16 @@ final class FanOutRun {
         }
     }
 
-    /// Timed deliveries over all groups.
-    var delivered: Int { groups.reduce(0) { $0 + $1.timed } }
+    /// A compressed message a subscriber counted without inflating it (`--inflate-every`).
+    func recordUninflated(group: Int, bytes: Int, at now: Int64) {
+        if firstDelivery == 0 { firstDelivery = now }
+        lastDelivery = now
+        groups[group].bytes += bytes
+        groups[group].uninflated += 1
+    }
+
+    /// Deliveries over all groups: the timed ones, and the compressed ones counted uninflated.
+    var delivered: Int { groups.reduce(0) { $0 + $1.timed + $1.uninflated } }
 
     /// The staleness of every timed delivery, all groups together.
     var histogram: LatencyHistogram {

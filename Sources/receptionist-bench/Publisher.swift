@@ -62,6 +62,28 @@ final class Publisher {
         #"{"sentAt":\#(Clock.microsecondsSinceEpoch()),"text":""# + String(repeating: "x", count: 64) + #""}"#
     }
 
+    /// What a dashboard is sent: one host's sixteen metrics, each with its name, value, unit and
+    /// state, about 1 KiB, stamped now. The values change from message to message and the names
+    /// repeat, as in a real feed, so it compresses as such a feed does (not as padding would).
+    static func dashboardBody() -> String {
+        var text = #"{"sentAt":\#(Clock.microsecondsSinceEpoch()),"host":"web-\#(UInt8.random(in: 0...63))","#
+            + #""region":"eu-west-1","metrics":["#
+        for (index, (name, unit)) in dashboardMetrics.enumerated() {
+            let value = Double(UInt32.random(in: 0...999_999)) / 100
+            let state = value > 9000 ? "critical" : value > 7000 ? "warning" : "ok"
+            text += (index == 0 ? "" : ",") + #"{"name":"\#(name)","value":\#(value),"unit":"\#(unit)","state":"\#(state)"}"#
+        }
+        return text + "]}"
+    }
+
+    private static let dashboardMetrics = [
+        ("cpu.user", "percent"), ("cpu.system", "percent"), ("cpu.iowait", "percent"), ("load.1m", "tasks"),
+        ("memory.used", "megabytes"), ("memory.cached", "megabytes"), ("disk.read", "kilobytes/s"),
+        ("disk.write", "kilobytes/s"), ("net.rx", "kilobytes/s"), ("net.tx", "kilobytes/s"),
+        ("http.requests", "requests/s"), ("http.errors", "requests/s"), ("http.latency.p50", "milliseconds"),
+        ("http.latency.p99", "milliseconds"), ("db.connections", "connections"), ("queue.depth", "jobs"),
+    ]
+
     /// One request, stamped now.
     private func request() -> SharedBytes {
         let body = Self.body()

@@ -57,6 +57,15 @@ struct WebSocketBench: ParsableCommand {
     @Option(help: "How to subscribe: receptionist (subprotocol and subscribe message) or raw (the URL subscribes).")
     var dialect = Dialect.receptionist
 
+    @Flag(help: "Offer permessage-deflate, as browsers do, and inflate what the server sends compressed.")
+    var deflate = false
+
+    @Option(help: "With --deflate, one subscriber in this many inflates and times what it gets; the others count the compressed frames and their bytes unread.")
+    var inflateEvery = 1
+
+    @Flag(help: "Subscribe with \"presence\": true (Receptionist only), and count the presence frames.")
+    var presence = false
+
     @Option(help: "Path the in-process publisher POSTs to; default /api/topics/TOPIC/messages.")
     var publishPath = ""
 
@@ -78,6 +87,7 @@ struct WebSocketBench: ParsableCommand {
     func validate() throws {
         guard connections >= 0 else { throw ValidationError("--connections must not be negative") }
         guard store.isEmpty || dialect == .receptionist else { throw ValidationError("--store needs --dialect receptionist") }
+        guard !presence || dialect == .receptionist else { throw ValidationError("--presence needs --dialect receptionist") }
         guard subscribeOptions.isEmpty || !store.isEmpty else { throw ValidationError("--subscribe-options needs --store") }
         if let since {
             guard !store.isEmpty, since >= 0 else { throw ValidationError("--since needs --store and a version of 0 or more") }
@@ -111,7 +121,8 @@ struct WebSocketBench: ParsableCommand {
             since: since, epoch: epoch,
             firstFrames: FirstFrameStats(
                 origin: originUs ?? Int64(Clock.microsecondsSinceEpoch()),
-                boundMicroseconds: Int64(connectTimeout * 1_000_000)))
+                boundMicroseconds: Int64(connectTimeout * 1_000_000)),
+            deflate: deflate, presence: presence, inflateEvery: inflateEvery)
         let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
         try session.start()
         loop.run()

@@ -38,6 +38,14 @@ final class WebSocketBenchSession {
             watcher.setKeepsLoopAlive(false)
             signals.append(watcher)
         }
+        // SIGUSR1 starts the presence count afresh: what the frames cost once every subscriber
+        // holds the list, not the lists they were sent while the others were still subscribing.
+        let restart = try SignalWatcher(loop: loop, signal: SIGUSR1) { [unowned self] _ in
+            run.presenceFrames = 0
+            run.presenceBytes = 0
+        }
+        restart.setKeepsLoopAlive(false)
+        signals.append(restart)
         startedAt = Clock.monotonicSeconds()
         let timer = LoopTimer(loop: loop) { [unowned self] in
             report("subscribe timed out with \(run.subscribed) of \(run.target)")
@@ -122,6 +130,9 @@ final class WebSocketBenchSession {
             #""p999_ms":\#(Format.fixed(histogram.percentile(0.999) / 1000, 3))"#,
             #""histogram_us":\#(histogram.sparseJSON)"#,
             #""bytes":\#(run.groups.reduce(0) { $0 + $1.bytes })"#,
+            #""wire_bytes":\#(run.wireBytes)"#,
+            #""presence_frames":\#(run.presenceFrames)"#,
+            #""presence_bytes":\#(run.presenceBytes)"#,
             #""untimed":\#(run.groups.reduce(0) { $0 + $1.untimed })"#,
             #""first_frame":\#(run.firstFrames.json)"#,
             #""groups":[\#(run.groups.map(\.json).joined(separator: ","))]"#,

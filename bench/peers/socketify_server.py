@@ -7,13 +7,18 @@ Two ways in for a publisher:
   one-byte text frame per message, so that the publisher can keep a window (bench/state.sh, where
   the messages are a store's change sets in the gateway's JSON).
 
-Usage: python socketify_server.py PORT
+With `compress`, subscribers that offer permessage-deflate get it with uWebSockets' shared
+compressor (no context takeover, each published message compressed once for every subscriber),
+and every publish asks for compression.
+
+Usage: python socketify_server.py PORT [compress]
 """
 import sys
 
-from socketify import App, OpCode
+from socketify import App, CompressOptions, OpCode
 
 port = int(sys.argv[1])
+compress = len(sys.argv) > 2 and sys.argv[2] == "compress"
 app = App()
 
 
@@ -27,19 +32,22 @@ def publish(res, req):
     def on_data(res, chunk, is_end):
         parts.append(chunk)
         if is_end:
-            app.publish("bench", b"".join(parts), OpCode.TEXT)
+            app.publish("bench", b"".join(parts), OpCode.TEXT, compress)
             res.end("ok")
 
     res.on_data(on_data)
 
 
 def on_publisher_message(ws, message, opcode):
-    app.publish("bench", message, OpCode.TEXT)
+    app.publish("bench", message, OpCode.TEXT, compress)
     ws.send(b"1", OpCode.TEXT)
 
 
 # The same outbound limit as the gateway's default --max-queued-bytes.
-app.ws("/ws", {"open": on_open, "message": lambda ws, message, opcode: None, "max_backpressure": 1024 * 1024})
+app.ws("/ws", {
+    "open": on_open, "message": lambda ws, message, opcode: None, "max_backpressure": 1024 * 1024,
+    "compression": CompressOptions.SHARED_COMPRESSOR if compress else CompressOptions.DISABLED,
+})
 app.ws("/publish", {"message": on_publisher_message, "max_backpressure": 1024 * 1024})
 app.post("/pub", publish)
 app.get("/", lambda res, req: res.end("ok"))
