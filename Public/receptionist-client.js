@@ -121,6 +121,10 @@ function validateStoreOptions(options) {
     if (typeof options.old !== 'boolean') throw new TypeError('subscribeStore: `old` must be true or false');
     if (options.old) out.old = true;
   }
+  if (options.presence !== undefined) {
+    if (typeof options.presence !== 'boolean') throw new TypeError('subscribeStore: `presence` must be true or false');
+    if (options.presence) out.presence = true;
+  }
   return out;
 }
 
@@ -237,11 +241,14 @@ function pruneAbove(chain, keys, listedPaths) {
 // ---- Subscriptions -------------------------------------------------------------------------
 
 class Subscription extends Emitter {
-  constructor(client, kind, name) {
+  constructor(client, kind, name, presence = false) {
     super();
     this._client = client;
     this.kind = kind;
     this.name = name;
+    // With `presence: true`: who else subscribes, kept from the gateway's presence frames.
+    this._followsPresence = presence;
+    this._presence = { members: new Map(), clients: 0, users: 0, countsOnly: false };
     this._key = `${kind}:${name}`;
     this._status = 'connecting';
     this._retryAt = null;
@@ -255,6 +262,42 @@ class Subscription extends Emitter {
     this._drainDelay = null;
     this.frames = 0;
     this.bytes = 0;
+  }
+
+  /**
+   * Who subscribes, with `presence: true`: {members: Map of client id → {client, user, info,
+   * joinedAt}, clients, users, countsOnly}. Past the gateway's member limit only the counts are
+   * kept (`countsOnly`, and no members).
+   */
+  get presence() { return this._presence; }
+
+  /**
+   * One presence frame (docs/PROTOCOL.md, Presence): a whole list replaces the local one, joins
+   * and leaves change it by client id, counts only drop it. Emits 'presence' with the state and
+   * what this frame changed.
+   */
+  _onPresence(frame, bytes) {
+    this._countFrame(bytes);
+    const state = this._presence;
+    const joins = Array.isArray(frame.joins) ? frame.joins.filter(isObject) : [];
+    const leaves = Array.isArray(frame.leaves) ? frame.leaves.filter(isObject) : [];
+    if (frame.countsOnly === true) {
+      state.members = new Map();
+      state.countsOnly = true;
+    } else if (Array.isArray(frame.members)) {
+      state.members = new Map(frame.members.filter(isObject).map((member) => [member.client, member]));
+      state.countsOnly = false;
+    } else {
+      for (const member of joins) state.members.set(member.client, member);
+      for (const member of leaves) state.members.delete(member.client);
+    }
+    if (typeof frame.clients === 'number') state.clients = frame.clients;
+    if (typeof frame.users === 'number') state.users = frame.users;
+    this._emit('presence', { ...state, joins, leaves, whole: Array.isArray(frame.members) || frame.countsOnly === true });
+  }
+
+  _presenceParams(params) {
+    if (this._followsPresence) params.push(['presence', 'true']);
   }
 
   /** 'connecting', 'live', 'reconnecting', 'offline', 'failed' or 'closed'. */
@@ -356,7 +399,7 @@ class Subscription extends Emitter {
         }
         this._onFrame(frame, bytes);
       };
-      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'draining']) {
+      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'presence', 'draining']) {
         source.addEventListener(name, onEvent);
       }
       // An event named `error` carries data; the EventSource's own errors do not. EventSource
@@ -420,14 +463,14 @@ class Subscription extends Emitter {
 /**
  * A live local copy of one store (projected by `models` and `paths` when given).
  *
- * Events: 'snapshot' {version, epoch, reset, models}, 'change' {model, path, kind, value, old},
+ * Events: 'snapshot' {version, epoch, reset, models}, 'presence' (with `presence: true`: see `presence`), 'change' {model, path, kind, value, old},
  * 'frame' {type, version, from, conflated, committedAt, firstCommittedAt, changes, bytes,
  * receivedAt}, 'resumed' {version}, 'status' {status, retryAt, error, transport}, 'error'
  * {code, message}.
  */
 export class StoreSubscription extends Subscription {
   constructor(client, name, options) {
-    super(client, 'store', name);
+    super(client, 'store', name, options.presence === true);
     this.options = Object.freeze(options);
     this._models = new Map();
     this._version = null;
@@ -456,6 +499,7 @@ export class StoreSubscription extends Subscription {
   _subscribeMessage() {
     const message = { type: 'subscribe', store: this.name };
     for (const key of STORE_OPTION_KEYS) if (this.options[key] !== undefined) message[key] = this.options[key];
+    if (this._followsPresence) message.presence = true;
     if (this._version !== null) message.since = this._version;
     if (this._version !== null && this._epoch !== null) message.epoch = this._epoch;
     return message;
@@ -468,6 +512,7 @@ export class StoreSubscription extends Subscription {
     if (this.options.paths) params.push(['paths', this.options.paths]);
     if (this.options.maxRate !== undefined) params.push(['maxRate', String(this.options.maxRate)]);
     if (this.options.old) params.push(['old', 'true']);
+    this._presenceParams(params);
     if (this._version !== null) params.push(['since', String(this._version)]);
     if (this._version !== null && this._epoch !== null) params.push(['epoch', this._epoch]);
     return `${this._client._base.http}/api/stores/${encodeURIComponent(this.name)}/events${this._sseQuery(params, token)}`;
@@ -476,6 +521,7 @@ export class StoreSubscription extends Subscription {
   _onFrame(frame, bytes) {
     switch (frame.type) {
       case 'snapshot': return this._onSnapshot(frame, bytes);
+      case 'presence': return this._onPresence(frame, bytes);
       case 'subscribed': return this._onSubscribed(frame, bytes);
       case 'changes': return this._onChanges(frame, bytes);
       default: return undefined;
@@ -550,12 +596,12 @@ export class StoreSubscription extends Subscription {
 /**
  * The messages of one topic, in sequence order.
  *
- * Events: 'message' {seq, data, publishedAt}, 'gap' {from, to}, 'reset' {seq, previous},
+ * Events: 'message' {seq, data, publishedAt}, 'gap' {from, to}, 'reset' {seq, previous}, 'presence' (with `presence: true`),
  * 'frame' {type, seq, bytes, publishedAt, receivedAt}, 'status', 'error'.
  */
 export class TopicSubscription extends Subscription {
-  constructor(client, name, since) {
-    super(client, 'topic', name);
+  constructor(client, name, since, presence = false) {
+    super(client, 'topic', name, presence);
     this._seq = since;
   }
 
@@ -565,17 +611,20 @@ export class TopicSubscription extends Subscription {
   _subscribeMessage() {
     const message = { type: 'subscribe', topic: this.name };
     if (this._seq !== null) message.since = this._seq;
+    if (this._followsPresence) message.presence = true;
     return message;
   }
 
   _sseUrl(token) {
     const params = [];
     if (this._seq !== null) params.push(['since', String(this._seq)]);
+    this._presenceParams(params);
     return `${this._client._base.http}/api/topics/${encodeURIComponent(this.name)}/events${this._sseQuery(params, token)}`;
   }
 
   _onFrame(frame, bytes) {
     switch (frame.type) {
+      case 'presence': return this._onPresence(frame, bytes);
       case 'subscribed': {
         // Not resumed: the messages after `seq` follow. Sequence numbers never go back within a
         // topic's life, so a topic behind what was asked for has started a new one (a restarted
@@ -712,7 +761,8 @@ export class ReceptionistClient extends Emitter {
     }
     const since = options.since;
     if (since !== undefined && (!Number.isSafeInteger(since) || since < 0)) throw new TypeError('subscribeTopic: `since` must be a whole number');
-    return this._add(new TopicSubscription(this, name, since === undefined ? null : since));
+    if (options.presence !== undefined && typeof options.presence !== 'boolean') throw new TypeError('subscribeTopic: `presence` must be true or false');
+    return this._add(new TopicSubscription(this, name, since === undefined ? null : since, options.presence === true));
   }
 
   /** Ends every subscription and the connection. */

@@ -44,7 +44,7 @@ HARNESS = """<!doctype html>
   const push = (list, value) => { if (list.length < LIMIT) list.push(value); };
 
   function track(id, sub) {
-    const log = { statuses: [], snapshots: [], frames: [], changes: [], messages: [], gaps: [], resets: [], errors: [] };
+    const log = { statuses: [], snapshots: [], frames: [], changes: [], messages: [], gaps: [], resets: [], errors: [], presence: [] };
     sub.on('status', (e) => push(log.statuses, e.status));
     sub.on('snapshot', (e) => push(log.snapshots, { version: e.version, epoch: e.epoch, reset: e.reset }));
     sub.on('frame', (e) => push(log.frames, e));
@@ -53,6 +53,7 @@ HARNESS = """<!doctype html>
     sub.on('gap', (e) => push(log.gaps, e));
     sub.on('reset', (e) => push(log.resets, e));
     sub.on('error', (e) => push(log.errors, e.code));
+    sub.on('presence', (e) => push(log.presence, { clients: e.clients, whole: e.whole, joins: e.joins.length, leaves: e.leaves.length }));
     subs.set(id, { sub, log });
   }
 
@@ -76,6 +77,10 @@ HARNESS = """<!doctype html>
         status: sub.status, version: sub.version ?? null, epoch: sub.epoch ?? null, seq: sub.seq ?? null,
         models: sub.kind === 'store' ? sub : null, frames: sub.frames, bytes: sub.bytes, log,
       }));
+    },
+    presence(id) {
+      const state = subs.get(id).sub.presence;
+      return { members: [...state.members.keys()].sort(), clients: state.clients, users: state.users, countsOnly: state.countsOnly };
     },
     clientLog(id) {
       const { client, log } = clients.get(id);
@@ -462,3 +467,47 @@ def test_restarted_gateway_is_followed_into_its_new_store_without_reload(page, s
         assert f"http://127.0.0.1:{port}/api/stores/tiles/events?since={before['version']}&epoch={before['epoch']}" in urls, urls
     assert page.execute_script("return window.__marker") == 1, "the page was reloaded"
     assert page.execute_script("return performance.getEntriesByType('navigation').length") == 1
+
+
+# ---- Presence ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_presence_is_kept_live_as_clients_join_and_leave(page, gateway, transport):
+    """A topic followed with `presence: true` keeps the gateway's member list: the page's own
+    connection first, then others as they join, and without them once they leave."""
+    from wsclient import connect, send_json, recv_json
+
+    topic = unique("presence")
+    open_page(page, gateway.port)
+    call(page, "client", "one", {"transport": transport})
+    call(page, "topic", "one", "room", topic, {"presence": True})
+    wait_status(page, ["room"], "live")
+
+    def gateway_members():
+        listing = json_ok(api(gateway.port, "GET", f"/api/topics/{topic}/presence"), 200)
+        return sorted(member["client"] for member in listing["members"]), listing
+
+    def wait_same(count: int, why: str):
+        def same(d):
+            members, listing = gateway_members()
+            seen = call(d, "presence", "room")
+            return len(members) == count and seen["members"] == members and seen["clients"] == listing["clients"]
+        wait(page, same, 10.0, f"{why}: the page holds {call(page, 'presence', 'room')}, the gateway {gateway_members()[1]}")
+
+    wait_same(1, "the page's own subscription")
+    others = [connect(gateway.port) for _ in range(2)]
+    try:
+        for ws in others:
+            send_json(ws, {"type": "subscribe", "topic": topic})
+            assert recv_json(ws)["type"] == "subscribed"
+        wait_same(3, "two clients joined")
+        others.pop().close()
+        wait_same(2, "one client left")
+    finally:
+        for ws in others:
+            ws.close()
+    wait_same(1, "the other left too")
+    log = view(page, "room")["log"]["presence"]
+    assert log[0]["whole"] and log[0]["clients"] == 1, log
+    assert sum(entry["joins"] for entry in log) >= 2 and sum(entry["leaves"] for entry in log) >= 2, log
+    assert call(page, "presence", "room")["countsOnly"] is False
