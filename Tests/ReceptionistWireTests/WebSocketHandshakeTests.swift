@@ -63,7 +63,7 @@ private func accepted(_ request: HTTPRequest, supported: [String] = []) -> WebSo
         #expect(result.subprotocol == "receptionist.v1")
         let head = String(decoding: result.response, as: UTF8.self)
         #expect(head.hasSuffix("Sec-WebSocket-Accept: \(sampleAccept)\r\nSec-WebSocket-Protocol: receptionist.v1\r\n\r\n"))
-        // No extension is ever agreed to.
+        // Without compression asked for, no extension is agreed to.
         #expect(!head.contains("Extensions"))
     }
 
