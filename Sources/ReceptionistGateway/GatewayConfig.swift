@@ -51,6 +51,8 @@ public struct GatewayConfig: Sendable {
     public var redisURL: String?
     /// Commands the `redis` engine may have waiting for Redis's replies; past it writes answer 503.
     public var redisMaxPendingCommands = 10_000
+    /// How long a publish or commit waits for Redis before it is answered 503.
+    public var redisTimeoutSeconds = 10.0
 
     // Trust: see docs/SECURITY.md.
     /// Keys that mutating API calls must present as `Authorization: Bearer`; empty means none is

@@ -137,6 +137,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Commands the redis engine may have waiting for Redis's replies; past it publishes and commits answer 503.")
     var redisMaxPending = 10_000
 
+    @Option(help: "Seconds a publish or commit waits for Redis before it is answered 503 (0.1 to 300).")
+    var redisTimeout = 10.0
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -171,6 +174,7 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
         guard redisMaxPending > 0 else { throw ValidationError("--redis-max-pending must be positive") }
+        guard (0.1...300).contains(redisTimeout) else { throw ValidationError("--redis-timeout must be 0.1 to 300 seconds") }
         guard idempotencyWindow > 0, idempotencyKeys > 0 else {
             throw ValidationError("--idempotency-window and --idempotency-keys must be positive")
         }
@@ -234,6 +238,7 @@ struct ServeCommand: ParsableCommand {
         config.maxIdempotencyKeys = idempotencyKeys
         config.redisURL = engine == "redis" ? redisUrl : nil
         config.redisMaxPendingCommands = redisMaxPending
+        config.redisTimeoutSeconds = redisTimeout
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

@@ -46,33 +46,42 @@ extension TopicAPI {
             })
         }
         guard cluster.isUp else { return .reply(.error(.unavailable("Redis is unreachable"))) }
-        let engine = LoopBound(cluster, loop: cluster.loop)
-        let mailbox = cluster.loop.mailbox
-        let idempotency = self.idempotency
-        return .work { idempotency.run(key, scope: scope, request: request) {
-            var answers: [JSONValue] = []
-            for (index, message) in messages.enumerated() {
-                let outcome: Result<UInt64, StoreError> = LoopCall.wait(
-                    mailbox, seconds: RedisStoreReplication.timeoutSeconds,
-                    timedOut: .failure(.outcomeUnknown("Redis did not answer in time"))
-                ) { done in
-                    engine.value.publish(topic: message.topic, data: message.data, completion: done)
+        let (publisher, idempotency) = (self.publisher, self.idempotency)
+        return .later { done in
+            idempotency.run(key, scope: scope, request: request, later: { answer in
+                // Every message goes to Redis now, in order, in one write; Redis numbers them in
+                // that order. The answer waits for the last reply.
+                let outcomes = BatchOutcomes(count: messages.count) { outcomes in answer(Self.reply(messages, outcomes)) }
+                for (index, message) in messages.enumerated() {
+                    publisher.publish(message.topic, data: message.data, through: cluster) { outcomes.set(index, $0) }
                 }
-                switch outcome {
-                case .success(let seq):
-                    answers.append(["topic": .string(message.topic), "seq": .number(JSONNumber(seq))])
-                case .failure(.unavailable(let reason)) where index == 0:
-                    // Nothing was published: the request may be retried, under its key too.
-                    return .error(.unavailable("message 0: \(reason); none was published"))
-                case .failure(let error):
-                    // Some were published (or may have been): the outcome is unknown, so an
-                    // `Idempotency-Key` stays claimed and a retry cannot publish them twice.
-                    let before = index == 0 ? "message 0 may have been" : "messages 0 to \(index - 1) were published"
-                    return .error(.outcomeUnknown("message \(index): \(error.description); \(before)"))
+            }, done: done)
+        }
+    }
+
+    /// The answer to a batch once every message has its outcome.
+    private static func reply(_ messages: [(topic: String, data: [UInt8])], _ outcomes: [Result<UInt64, StoreError>]) -> Reply {
+        var answers: [JSONValue] = []
+        for (index, outcome) in outcomes.enumerated() {
+            switch outcome {
+            case .success(let seq):
+                answers.append(["topic": .string(messages[index].topic), "seq": .number(JSONNumber(seq))])
+            case .failure(let error):
+                let refused = outcomes.allSatisfy {
+                    if case .failure(.unavailable) = $0 { return true }
+                    return false
                 }
+                // Nothing was published: the request may be retried, under its key too.
+                if refused { return .error(.unavailable("message 0: \(error.description); none was published")) }
+                // Some were published (or may have been): the outcome is unknown, so an
+                // `Idempotency-Key` stays claimed and a retry cannot publish them twice.
+                let before = index == 0 ? "message 0 may have been published" : "messages 0 to \(index - 1) were published"
+                let after = outcomes[(index + 1)...].contains { if case .success = $0 { true } else { false } }
+                    ? ", and some after it were too" : ""
+                return .error(.outcomeUnknown("message \(index): \(error.description); \(before)\(after)"))
             }
-            return .json(.created, ["messages": .array(answers)])
-        } }
+        }
+        return .json(.created, ["messages": .array(answers)])
     }
 
     /// The messages of a batch body, each `data` as the bytes it was written with (compacted), or
@@ -110,5 +119,27 @@ extension TopicAPI {
             messages.append((topic, Array(text[data])))
         }
         return .success(messages)
+    }
+}
+
+/// The outcomes of a batch's messages as Redis answers them, handed on when the last one is in.
+///
+/// Loop thread only.
+private final class BatchOutcomes {
+    private var outcomes: [Result<UInt64, StoreError>?]
+    private var missing: Int
+    private let complete: ([Result<UInt64, StoreError>]) -> Void
+
+    init(count: Int, complete: @escaping ([Result<UInt64, StoreError>]) -> Void) {
+        outcomes = Array(repeating: nil, count: count)
+        missing = count
+        self.complete = complete
+    }
+
+    func set(_ index: Int, _ outcome: Result<UInt64, StoreError>) {
+        guard outcomes[index] == nil else { return }
+        outcomes[index] = outcome
+        missing -= 1
+        if missing == 0 { complete(outcomes.map { $0! }) }
     }
 }

@@ -11,9 +11,12 @@ import ReceptionistWire
 /// Loop thread only.
 struct TopicAPI {
     let hub: PushHub
-    /// The `redis` engine, which numbers every message when the gateway is one node of a cluster.
-    let cluster: ClusterEngine?
+    /// Publishes through Redis when the gateway is one node of a cluster.
+    let publisher: TopicPublisher
     let idempotency: Idempotency
+
+    /// The `redis` engine, which numbers every message when the gateway is one node of a cluster.
+    var cluster: ClusterEngine? { publisher.cluster }
 
     /// `segments` follow `/api/topics`; `scope` is the idempotency scope of the caller's API key.
     func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
@@ -41,8 +44,8 @@ struct TopicAPI {
         }
     }
 
-    /// Cluster: Redis numbers the message; a job thread waits for it (and for this node to have
-    /// it in its history), so the loop never waits. While Redis is down the answer is 503.
+    /// Cluster: Redis numbers the message, and the reply waits for it (and for this node to have
+    /// it in its history) on the loop; no thread does. While Redis is down the answer is 503.
     private func publishThroughCluster(
         _ name: String, _ request: HTTPRequest, _ cluster: ClusterEngine, key: IdempotencyKey?, scope: String
     ) -> RouteResult {
@@ -53,20 +56,17 @@ struct TopicAPI {
         }
         if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
         guard cluster.isUp else { return .reply(.error(.unavailable("Redis is unreachable"))) }
-        let engine = LoopBound(cluster, loop: cluster.loop)
-        let mailbox = cluster.loop.mailbox
-        let idempotency = self.idempotency
-        return .work { idempotency.run(key, scope: scope, request: request) {
-            let outcome: Result<UInt64, StoreError> = LoopCall.wait(
-                mailbox, seconds: RedisStoreReplication.timeoutSeconds, timedOut: .failure(.outcomeUnknown("Redis did not answer in time"))
-            ) { done in
-                engine.value.publish(topic: name, data: json, completion: done)
-            }
-            switch outcome {
-            case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))])
-            case .failure(let error): return .error(error)
-            }
-        } }
+        let (publisher, idempotency) = (self.publisher, self.idempotency)
+        return .later { done in
+            idempotency.run(key, scope: scope, request: request, later: { answer in
+                publisher.publish(name, data: json, through: cluster) { outcome in
+                    switch outcome {
+                    case .success(let seq): answer(.json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))]))
+                    case .failure(let error): answer(.error(error))
+                    }
+                }
+            }, done: done)
+        }
     }
 
     private func publish(_ name: String, _ request: HTTPRequest) -> Reply {

@@ -31,33 +31,23 @@ final class TopicPublisher {
         guard let cluster else {
             return done(hub.publish(topic: topic, data: data, publishedAt: Clock.microsecondsSinceEpoch()))
         }
-        // Redis numbers the message, then this node must read it back: either may never come
-        // (Redis gone between the two). The client hears within the deadline either way, once.
-        let answer = Answer(done)
-        var deadline: LoopTimer?
-        deadline = LoopTimer(loop: cluster.loop) {
-            deadline?.close()
-            deadline = nil
-            answer.give(.failure(Problem(
-                .unavailable, "Redis did not answer in time; the message may or may not be published")))
-        }
-        deadline?.start(delayMilliseconds: UInt64(RedisStoreReplication.timeoutSeconds * 1000))
-        cluster.publish(topic: topic, data: data) { result in
-            deadline?.close()
-            deadline = nil
-            answer.give(result.mapError { Problem(.unavailable, $0.description) })
+        publish(topic, data: data, through: cluster) { result in
+            done(result.mapError { Problem(.unavailable, $0.description) })
         }
     }
 
-    /// An answer given at most once: by Redis, or by the deadline, whichever comes first.
-    private final class Answer {
-        private var done: ((Result<UInt64, Problem>) -> Void)?
-        init(_ done: @escaping (Result<UInt64, Problem>) -> Void) { self.done = done }
-
-        func give(_ result: Result<UInt64, Problem>) {
-            let done = self.done
-            self.done = nil
-            done?(result)
-        }
+    /// Publishes through Redis from the loop: `done` runs on the loop once Redis has numbered
+    /// the message and this node has it too, or with the error, within the deadline either way,
+    /// once. Nothing waits meanwhile, and publishes sent in one loop iteration go to Redis in one
+    /// write (the connection pipelines them).
+    func publish(
+        _ topic: String, data: [UInt8], through cluster: ClusterEngine, done: @escaping (Result<UInt64, StoreError>) -> Void
+    ) {
+        // Redis numbers the message, then this node must read it back: either may never come
+        // (Redis gone between the two).
+        LoopDeadline.run(
+            cluster.loop, seconds: cluster.timeoutSeconds,
+            timedOut: { .failure(.outcomeUnknown("Redis did not answer in time; the message may or may not be published")) },
+            { cluster.publish(topic: topic, data: data, completion: $0) }, done: done)
     }
 }

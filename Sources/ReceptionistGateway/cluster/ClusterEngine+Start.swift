@@ -13,7 +13,7 @@ extension GatewayConfig {
 extension ClusterEngine {
     /// The stores' commit path: through Redis with the `redis` engine, local otherwise.
     static func replication(for config: GatewayConfig, loop: EventLoop) -> RedisStoreReplication? {
-        config.redisURL == nil ? nil : RedisStoreReplication(mailbox: loop.mailbox)
+        config.redisURL == nil ? nil : RedisStoreReplication(mailbox: loop.mailbox, timeoutSeconds: config.redisTimeoutSeconds)
     }
 
     /// Starts the `redis` engine on the loop, sharing the hub's topics and the registry's stores;
@@ -26,7 +26,8 @@ extension ClusterEngine {
         guard let endpoint = RedisEndpoint(url: url) else { throw ClusterConfigError(url: url) }
         let engine = ClusterEngine(
             loop: loop, endpoint: endpoint, stores: stores, hub: hub, historyLimit: config.historyLimit,
-            maxPendingCommands: config.redisMaxPendingCommands, logger: logger)
+            maxPendingCommands: config.redisMaxPendingCommands,
+            timeoutSeconds: config.redisTimeoutSeconds, logger: logger)
         hub.topicSource = engine
         replication.attach(engine)
         engine.start()

@@ -20,6 +20,8 @@ final class ClusterEngine: TopicSource {
     private let logger: Logger
     let keys: ClusterKeys
     private let historyLimit: Int
+    /// How long a write waits for Redis before it is answered 503 (`--redis-timeout`).
+    let timeoutSeconds: Double
     private let stores: StoreRegistry
     /// The thread store replicas are changed on, in stream order: not the loop (a receptionist
     /// may block on the loop for backpressure) and not the job pool (whose threads wait for it).
@@ -30,8 +32,9 @@ final class ClusterEngine: TopicSource {
 
     init(
         loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int, maxPendingCommands: Int,
-        logger: Logger
+        timeoutSeconds: Double, logger: Logger
     ) {
+        self.timeoutSeconds = timeoutSeconds
         self.loop = loop
         self.stores = stores
         self.hub = hub

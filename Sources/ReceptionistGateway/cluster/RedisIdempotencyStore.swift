@@ -6,11 +6,12 @@ import ReceptionistWire
 /// (scope, key) expiring after the window, and one sorted set of every entry by first use for the
 /// bound on their number (`ClusterScripts.idempotencyClaim`).
 ///
-/// Any thread except the loop's: each call waits while the loop asks Redis.
+/// The blocking calls are for job threads, never the loop; the loop uses the ones with `done`.
 final class RedisIdempotencyStore: IdempotencyStore {
-    static let timeoutSeconds = 10.0
     private let mailbox: Mailbox
-    private let commands: LoopBound<RedisConnection>
+    private let engine: LoopBound<ClusterEngine>
+    /// How long a call waits for Redis (`--redis-timeout`).
+    private let timeoutSeconds: Double
     private let keys: ClusterKeys
     private let windowMilliseconds: Int
     private let maxKeys: Int
@@ -18,21 +19,44 @@ final class RedisIdempotencyStore: IdempotencyStore {
     /// Loop thread (it binds the engine's command connection).
     init(engine: ClusterEngine, windowSeconds: Double, maxKeys: Int) {
         mailbox = engine.loop.mailbox
-        commands = LoopBound(engine.link.commands, loop: engine.loop)
+        self.engine = LoopBound(engine, loop: engine.loop)
+        timeoutSeconds = engine.timeoutSeconds
         keys = engine.keys
         windowMilliseconds = max(1, Int(windowSeconds * 1000))
         self.maxKeys = max(1, maxKeys)
     }
 
+    // MARK: From a job thread: each call waits while the loop asks Redis.
+
     func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) -> IdempotencyClaim {
+        LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")) {
+            [self] done in claim(key, scope: scope, fingerprint: fingerprint, done: done)
+        }
+    }
+
+    func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) {
+        _ = LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: false) { [self] done in
+            complete(key, scope: scope, fingerprint: fingerprint, reply: reply) { done(true) }
+        }
+    }
+
+    func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) {
+        _ = LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: false) { [self] done in
+            release(key, scope: scope, fingerprint: fingerprint) { done(true) }
+        }
+    }
+
+    // MARK: On the loop: answered when Redis replies.
+
+    func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping (IdempotencyClaim) -> Void) {
+        let engine = engine.value
         let hex = Self.hex(fingerprint)
         let arguments = [
             "EVAL", ClusterScripts.idempotencyClaim, "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
             hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys),
         ]
-        return LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")) {
-            [commands] done in
-            let sent = commands.value.send(arguments) { reply in
+        LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: { .unavailable("Redis did not answer in time") }, { done in
+            let sent = engine.link.commands.send(arguments) { reply in
                 switch reply {
                 case .null?: done(.claimed)
                 case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))
@@ -41,27 +65,29 @@ final class RedisIdempotencyStore: IdempotencyStore {
                 }
             }
             if !sent { done(.unavailable("Redis is unreachable or not keeping up; retry later")) }
-        }
+        }, done: done)
     }
 
-    func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) {
+    func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply, done: @escaping () -> Void) {
         var arguments: [[UInt8]] = [
             "EVAL", ClusterScripts.idempotencyComplete, "1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint),
         ].map { Array($0.utf8) }
         arguments.append(Array("\(reply.status.code):".utf8) + reply.body)
-        run(arguments)
+        run(arguments, done)
     }
 
-    func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) {
+    func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping () -> Void) {
         run(["EVAL", ClusterScripts.idempotencyRelease, "1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
-            .map { Array($0.utf8) })
+            .map { Array($0.utf8) }, done)
     }
 
-    /// Sends a script and waits for Redis to have run it (or for the time-out).
-    private func run(_ arguments: [[UInt8]]) {
-        _ = LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: false) { [commands] done in
-            if !commands.value.send(arguments, reply: { _ in done(true) }) { done(false) }
-        }
+    /// Sends a script; `done` once Redis has run it, at once if it could not be sent, or when
+    /// Redis takes longer than the time-out.
+    private func run(_ arguments: [[UInt8]], _ done: @escaping () -> Void) {
+        let engine = engine.value
+        LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: {}, { done in
+            if !engine.link.commands.send(arguments, reply: { _ in done(()) }) { done(()) }
+        }, done: { done() })
     }
 
     /// What an existing entry means for a request with `fingerprint`.

@@ -8,12 +8,14 @@ import ReceptionistSync
 ///
 /// Any thread except the loop's (it blocks until the loop answers).
 final class RedisStoreReplication: StoreReplication {
-    static let timeoutSeconds = 10.0
     private let mailbox: Mailbox
+    /// How long a commit waits for Redis (`--redis-timeout`).
+    private let timeoutSeconds: Double
     private let engine = PThreadLock<LoopBound<ClusterEngine>?>(nil)
 
-    init(mailbox: Mailbox) {
+    init(mailbox: Mailbox, timeoutSeconds: Double) {
         self.mailbox = mailbox
+        self.timeoutSeconds = timeoutSeconds
     }
 
     /// Loop thread, once, before anything commits.
@@ -26,7 +28,7 @@ final class RedisStoreReplication: StoreReplication {
         let entry = JSONWriter.encode(ReplicatedChangeSet.encode(changeSet))
         let pairs: [(String, [UInt8])] = models.map { id, value in (id, value.map { JSONWriter.encode($0) } ?? []) }
         let store = changeSet.store
-        return LoopCall.wait(mailbox, seconds: Self.timeoutSeconds, timedOut: .failed(.outcomeUnknown("Redis did not answer in time"))) { done in
+        return LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: .failed(.outcomeUnknown("Redis did not answer in time"))) { done in
             engine.value.commit(store: store, expectedVersion: expectedVersion, entry: entry, models: pairs, completion: done)
         }
     }
@@ -34,7 +36,7 @@ final class RedisStoreReplication: StoreReplication {
     func createStore(_ name: String) throws(StoreError) {
         guard let engine = engine.withLock({ $0 }) else { throw .unavailable("the cluster is starting") }
         let outcome: StoreError? = LoopCall.wait(
-            mailbox, seconds: Self.timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")
+            mailbox, seconds: timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")
         ) { done in
             engine.value.createStore(name, completion: done)
         }

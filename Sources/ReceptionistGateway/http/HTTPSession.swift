@@ -20,6 +20,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Replies owed, in request order; a reply from a job thread waits here for those before it.
     private var slots: [ResponseSlot] = []
     private var handover: Handover?
+    /// A request is being routed: a `later` answer given at once is written when routing ends.
+    private var answering = false
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -83,6 +85,9 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     // MARK: Acting
 
     private func answer(_ request: HTTPRequest) {
+        // An answer given while the route is still running is written below, with the others.
+        answering = true
+        defer { answering = false }
         let slot = ResponseSlot(
             method: request.method, target: request.target,
             keepAlive: state.requestCompleted(keepAlive: request.keepAlive && !request.isUpgrade))
@@ -110,6 +115,13 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             }
             slots.removeAll()
             handover = .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
+        case .later(let start):
+            start { [weak self] reply in
+                slot.fill(reply)
+                guard let self, !self.answering else { return }
+                self.writeReadyReplies()
+                self.closeIfDone()
+            }
         case .work(let work):
             let owner = LoopBound((self, slot), loop: connection.loop)
             let mailbox = services.mailbox

@@ -1,9 +1,12 @@
 import ReceptionistWire
 
-/// How a route answers: at once on the loop, by work that must run on a job thread, or by handing
-/// the connection to another protocol.
+/// How a route answers: at once on the loop, later on the loop, by work that must run on a job
+/// thread, or by handing the connection to another protocol.
 enum RouteResult {
     case reply(Reply)
+    /// Started on the loop, which hands it the answer's door; the answer comes through it on the
+    /// loop, once (Redis's reply, say), and is written in request order. No thread waits.
+    case later((@escaping (Reply) -> Void) -> Void)
     /// Runs on a job thread; its reply is sent back to the loop and written in request order.
     case work(@Sendable () -> Reply)
     /// A WebSocket upgrade request for this kind of session; the handshake is checked next.

@@ -20,14 +20,14 @@ final class Router {
     private let operations: OperationsEndpoints
 
     init(
-        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub, cluster: ClusterEngine?,
+        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
         counters: GatewayCounters, operations: OperationsEndpoints
     ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(stores: stores, idempotency: idempotency)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
-        topicAPI = TopicAPI(hub: hub, cluster: cluster, idempotency: idempotency)
+        topicAPI = TopicAPI(hub: hub, publisher: publisher, idempotency: idempotency)
         presenceAPI = PresenceAPI(hub: hub, stores: stores)
         self.hub = hub
         enableEcho = config.enableEcho
@@ -214,6 +214,8 @@ final class Router {
             return .reply(reply.withHeaders(headers))
         case .work(let work):
             return .work { work().withHeaders(headers) }
+        case .later(let start):
+            return .later { done in start { done($0.withHeaders(headers)) } }
         case .upgrade, .stream:
             return result
         }
