@@ -15,10 +15,12 @@ public struct PerMessageDeflate: Sendable, Equatable {
     /// The `Sec-WebSocket-Extensions` value of the 101 response.
     public let response: String
 
-    public init(serverMaxWindowBits: Int) {
+    /// `asked`: the offer named `server_max_window_bits`, which the answer must then carry, 15
+    /// included (RFC 7692 section 7.1.2.1); without it the window is 15 and goes unsaid.
+    public init(serverMaxWindowBits: Int, asked: Bool = false) {
         self.serverMaxWindowBits = serverMaxWindowBits
         var response = "\(Self.name); server_no_context_takeover; client_no_context_takeover"
-        if serverMaxWindowBits < 15 {
+        if asked || serverMaxWindowBits < 15 {
             response += "; server_max_window_bits=\(serverMaxWindowBits)"
         }
         self.response = response
@@ -44,6 +46,7 @@ public struct PerMessageDeflate: Sendable, Equatable {
         guard let first = parts.first, String(first).asciiCaseInsensitiveEquals(name) else { return nil }
         var seen: Set<String> = []
         var serverBits = 15
+        var serverBitsAsked = false
         for part in parts.dropFirst() {
             let pieces = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             let key = String(pieces[0].trimmingSpaces()).lowercased()
@@ -59,6 +62,7 @@ public struct PerMessageDeflate: Sendable, Equatable {
             case "server_max_window_bits":
                 guard let value, let bits = windowBits(value), bits >= 9 else { return nil }
                 serverBits = bits
+                serverBitsAsked = true
             case "client_max_window_bits":
                 // The client may limit its own window; our inflater takes any window, so no answer.
                 if let value, windowBits(value) == nil { return nil }
@@ -66,7 +70,7 @@ public struct PerMessageDeflate: Sendable, Equatable {
                 return nil
             }
         }
-        return PerMessageDeflate(serverMaxWindowBits: serverBits)
+        return PerMessageDeflate(serverMaxWindowBits: serverBits, asked: serverBitsAsked)
     }
 
     /// 8...15 written without leading zeros, as section 7.1.2.1 requires.

@@ -29,7 +29,8 @@ private let offers: [DeflateOffer] = [
         answer: agreed),
     DeflateOffer(id: "server_no_context_takeover asked", header: ["permessage-deflate; server_no_context_takeover"], answer: agreed),
     DeflateOffer(id: "server window 10", header: ["permessage-deflate; server_max_window_bits=10"], answer: agreed + "; server_max_window_bits=10"),
-    DeflateOffer(id: "server window 15 needs no answer", header: ["permessage-deflate; server_max_window_bits=15"], answer: agreed),
+    // Section 7.1.2.1: a server that accepts the parameter says so, whatever its value.
+    DeflateOffer(id: "server window 15 is echoed", header: ["permessage-deflate; server_max_window_bits=15"], answer: agreed + "; server_max_window_bits=15"),
     DeflateOffer(id: "quoted value", header: ["permessage-deflate; server_max_window_bits=\"12\""], answer: agreed + "; server_max_window_bits=12"),
     DeflateOffer(id: "case and spaces", header: ["  PerMessage-Deflate ;Client_Max_Window_Bits "], answer: agreed),
     DeflateOffer(id: "after another extension", header: ["x-webkit-deflate-frame", "permessage-deflate"], answer: agreed),
