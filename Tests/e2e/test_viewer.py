@@ -14,6 +14,7 @@ import pytest
 
 from conftest import (REPO_ROOT, api, http_client_request, json_ok, stop_job, store_snapshot, store_version, wait_for,
                       wait_version_above)
+from test_metrics import scrape, value as metric_value
 
 from selenium import webdriver  # noqa: E402
 from selenium.common.exceptions import NoAlertPresentException  # noqa: E402
@@ -462,6 +463,44 @@ def test_hidden_tab_paints_nothing_then_catches_up_when_shown(browser, quiet):
     after = wait_colors_match_store(browser, port)
     assert after["tile-50"] == css_rgb("#222222") and after["tile-51"] == css_rgb("#333333")
     browser.execute_script("delete document.visibilityState")
+
+
+def compression_counts(port: int) -> tuple[float, float]:
+    """(connections that agreed on permessage-deflate, messages sent compressed) from /metrics."""
+    samples = scrape(port)
+    return (metric_value(samples, "receptionist_compression_negotiated_total"),
+            metric_value(samples, "receptionist_compressed_messages_out_total", transport="websocket"))
+
+
+def test_chromium_takes_compressed_frames_and_paints_them(browser, quiet):
+    """Chromium offers permessage-deflate: the 64-tile snapshot and a change set recoloring every
+    tile (several KiB each, over --compression-min-bytes) arrive compressed and paint right."""
+    port = quiet.port
+    negotiated, compressed = compression_counts(port)
+    open_viewer(browser, port)
+    before = wait_colors_match_store(browser, port)
+    assert len(before) == 64
+    now_negotiated, now_compressed = compression_counts(port)
+    assert now_negotiated > negotiated, "the viewer's WebSocket did not agree on permessage-deflate"
+    assert now_compressed > compressed, "the snapshot was not sent compressed"
+
+    colors = {}
+    for n in range(64):
+        color = f"#{n * 4 % 256:02x}{255 - n * 3:02x}{n * 7 % 256:02x}"
+        colors[f"tile-{n}"] = color if css_rgb(color) != before[f"tile-{n}"] else "#808080"
+    changes = [{"op": "set", "model": model, "path": "color", "value": color} for model, color in colors.items()]
+    assert json_ok(api(port, "POST", "/api/stores/tiles/changes", {"changes": changes}))["changes"] == 64
+    after = wait_colors_match_store(browser, port)
+    assert after == {model: css_rgb(color) for model, color in colors.items()}
+    assert compression_counts(port)[1] > now_compressed, "the change set was not sent compressed"
+
+    # What Chromium itself says it agreed on, from a socket of the same page.
+    extensions = browser.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const socket = new WebSocket(`ws://${location.host}/ws`, 'receptionist.v1');
+        socket.onopen = () => { done(socket.extensions); socket.close(); };
+        socket.onerror = () => done('error');""")
+    assert extensions == "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
 
 
 def test_forced_sse_transport(browser, quiet):
