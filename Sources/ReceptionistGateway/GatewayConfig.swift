@@ -53,6 +53,12 @@ public struct GatewayConfig: Sendable {
     public var redisMaxPendingCommands = 10_000
     /// How long a publish or commit waits for Redis before it is answered 503.
     public var redisTimeoutSeconds = 10.0
+    /// Entries each topic's and store's log keeps in Redis (about: Redis trims in whole nodes),
+    /// from which any node resumes a client whose `since` left its own history.
+    public var redisHistory = 10_000
+    /// The most seconds a log entry is kept in Redis; 0 keeps entries until `redisHistory` pushes
+    /// them out.
+    public var redisHistoryTTLSeconds = 0.0
 
     // Trust: see docs/SECURITY.md.
     /// Keys that mutating API calls must present as `Authorization: Bearer`; empty means none is

@@ -140,6 +140,12 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a publish or commit waits for Redis before it is answered 503 (0.1 to 300).")
     var redisTimeout = 10.0
 
+    @Option(help: "Messages or change sets each topic or store keeps in Redis, for resuming on any node (at least --history).")
+    var redisHistory = 10_000
+
+    @Option(help: "The most seconds an entry stays in Redis's history; 0 for no age limit.")
+    var redisHistoryTtl = 0.0
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -175,6 +181,15 @@ struct ServeCommand: ParsableCommand {
         }
         guard redisMaxPending > 0 else { throw ValidationError("--redis-max-pending must be positive") }
         guard (0.1...300).contains(redisTimeout) else { throw ValidationError("--redis-timeout must be 0.1 to 300 seconds") }
+        guard redisHistory >= 1 else { throw ValidationError("--redis-history must be positive") }
+        // Redis must hold at least what a node's own history does, or a node that joins later
+        // would start with less than the others.
+        guard engine != "redis" || redisHistory >= history else {
+            throw ValidationError("--redis-history (\(redisHistory)) must be at least --history (\(history))")
+        }
+        guard redisHistoryTtl >= 0, redisHistoryTtl <= 31_536_000 else {
+            throw ValidationError("--redis-history-ttl must be 0 to 31536000 seconds")
+        }
         guard idempotencyWindow > 0, idempotencyKeys > 0 else {
             throw ValidationError("--idempotency-window and --idempotency-keys must be positive")
         }
@@ -239,6 +254,8 @@ struct ServeCommand: ParsableCommand {
         config.redisURL = engine == "redis" ? redisUrl : nil
         config.redisMaxPendingCommands = redisMaxPending
         config.redisTimeoutSeconds = redisTimeout
+        config.redisHistory = redisHistory
+        config.redisHistoryTTLSeconds = redisHistoryTtl
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

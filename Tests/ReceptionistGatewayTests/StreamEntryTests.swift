@@ -30,6 +30,16 @@ import Testing
         #expect(StreamEntry.parse(xread: oneBad).isEmpty)
     }
 
+    @Test func anXREVRANGEReplyKeepsItsOrder() {
+        let reply = RedisReply.array([
+            .array([bulk("1700-2"), .array([bulk("s"), bulk("3")])]),
+            .array([bulk("1700-1"), .array([bulk("s"), bulk("2")])]),
+        ])
+        #expect(StreamEntry.parse(range: reply).compactMap { $0.number("s") } == [3, 2])
+        #expect(StreamEntry.parse(range: .array([])).isEmpty)
+        #expect(StreamEntry.parse(range: .null).isEmpty)
+    }
+
     @Test func flatPairsSkipWhatIsNotText() {
         let pairs = StreamEntry.pairs([bulk("a"), bulk("1"), .integer(7), bulk("2"), bulk("b"), bulk("3"), bulk("dangling")])
         #expect(pairs.map(\.0) == ["a", "b"])

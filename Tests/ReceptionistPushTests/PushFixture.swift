@@ -55,10 +55,24 @@ final class FakeReplication: StoreReplication {
     func createStore(_ name: String) throws(StoreError) {}
 }
 
-/// The cluster engine as the hub sees it: records which topics it was asked to mirror.
+/// The cluster engine as the hub sees it: records which topics it was asked to mirror, and
+/// holds the history lookups until the test answers them.
 final class FakeTopicSource: TopicSource {
     private(set) var watched: [String] = []
+    /// Lookups asked for and not answered yet, oldest first.
+    private(set) var lookups: [(topic: String, after: UInt64, through: UInt64, done: ([TopicEntry]?) -> Void)] = []
+
     func watchTopic(_ name: String) { watched.append(name) }
+
+    func history(of topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]?) -> Void) {
+        lookups.append((topic, after, through, done))
+    }
+
+    /// Answers the oldest lookup with the log's messages `seqs` (nil: the log could not be read).
+    func answer(_ seqs: [UInt64]?) {
+        let lookup = lookups.removeFirst()
+        lookup.done(seqs.map { $0.map { TopicEntry(seq: $0, publishedAt: 0, data: Array("\($0)".utf8)) } })
+    }
 }
 
 /// A `put` of `{"n": n}` as the log carries it.

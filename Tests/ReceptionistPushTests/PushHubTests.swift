@@ -245,6 +245,68 @@ import Testing
         withExtendedLifetime(source) {}
     }
 
+    /// A cluster topic with history 3 on this node, messages 1...8 mirrored: 6...8 kept here.
+    private func clusterTopic() -> (PushFixture, FakeTopicSource, Topic) {
+        let push = PushFixture(topicHistory: 3)
+        let source = FakeTopicSource()
+        push.hub.topicSource = source
+        let topic = push.hub.topic("t")
+        for seq: UInt64 in 1...8 { topic.mirror(seq: seq, publishedAt: 0, data: Array("\(seq)".utf8)) }
+        push.hub.topicSynced(topic)
+        return (push, source, topic)
+    }
+
+    @Test func aResumeOlderThanTheNodesHistoryIsFilledFromTheLog() throws {
+        let (push, source, topic) = clusterTopic()
+        let sink = FakeSink()
+        try push.subscribe(sink, .topic("t"), since: 2)
+        // Nothing until the log answers; the lookup covers exactly what left this node.
+        #expect(sink.trace.isEmpty)
+        #expect(source.lookups.count == 1 && source.lookups[0].after == 2 && source.lookups[0].through == 5)
+        // A message published meanwhile pushes 6 out of this node's history too: the log is asked
+        // again for it, and nothing is lost or doubled.
+        topic.mirror(seq: 9, publishedAt: 0, data: Array("9".utf8))
+        source.answer([3, 4, 5])
+        #expect(sink.trace.isEmpty)
+        #expect(source.lookups.count == 1 && source.lookups[0].after == 5 && source.lookups[0].through == 6)
+        source.answer([6])
+        #expect(sink.trace == ["subscribed t 9 resumed"] + (3...9).map { "message t \($0)" })
+        #expect(push.counters.gaps == 0 && push.counters.topicResumes == 1)
+        topic.mirror(seq: 10, publishedAt: 0, data: Array("10".utf8))
+        #expect(sink.trace.last == "message t 10")
+    }
+
+    @Test func onlyWhatTheLogNoLongerHoldsIsAGap() throws {
+        let (push, source, _) = clusterTopic()
+        let trimmed = FakeSink(), unreadable = FakeSink()
+        try push.subscribe(trimmed, .topic("t"), since: 1)
+        try push.subscribe(unreadable, .topic("t"), since: 1)
+        // Redis trimmed 2 and 3; the other lookup failed (Redis down, or too slow).
+        source.answer([4, 5])
+        source.answer(nil)
+        #expect(trimmed.trace == ["subscribed t 8 resumed", "gap t 2...3", "message t 4", "message t 5"] + (6...8).map { "message t \($0)" })
+        #expect(unreadable.trace == ["subscribed t 8 resumed", "gap t 2...5"] + (6...8).map { "message t \($0)" })
+        #expect(push.counters.gaps == 2)
+    }
+
+    @Test func aSubscriptionEndedWhileTheLogIsAskedNeverStarts() throws {
+        let (push, source, topic) = clusterTopic()
+        let sink = FakeSink()
+        let subscription = try push.subscribe(sink, .topic("t"), since: 2)
+        push.hub.unsubscribe(subscription)
+        source.answer([3, 4, 5])
+        #expect(sink.trace.isEmpty)
+        #expect(topic.subscriberCount == 0 && topic.resuming.isEmpty)
+    }
+
+    @Test func aResumeInsideTheHistoryAsksNoLog() throws {
+        let (push, source, _) = clusterTopic()
+        let sink = FakeSink()
+        try push.subscribe(sink, .topic("t"), since: 5)
+        #expect(source.lookups.isEmpty)
+        #expect(sink.trace == ["subscribed t 8 resumed", "message t 6", "message t 7", "message t 8"])
+    }
+
     // MARK: Checks, many subscriptions, unsubscribe
 
     @Test func checkNamesTheProblem() throws {

@@ -4,6 +4,7 @@ job thread, so a slow Redis delays only the replies that need it.
 Redis is slowed for real with `DEBUG SLEEP`, which blocks the server for that many seconds.
 """
 
+import json
 import socket
 import threading
 
@@ -156,3 +157,73 @@ def test_a_cluster_batch_goes_to_redis_in_order_and_answers_every_number(start_s
         assert [m["seq"] for m in received] == list(range(1, 101))
         assert [m["data"]["n"] for m in received] == list(range(index, 200, 2))
         clients[index].close()
+
+
+# ---- Resume from Redis ----------------------------------------------------
+
+def redis_call(redis, *args: str):
+    """One command on a fresh connection; the reply's first line (enough for TIME's first
+    element too, read whole below)."""
+    with socket.create_connection((HOST, redis.port), timeout=5) as sock:
+        parts = [f"*{len(args)}\r\n".encode()] + [f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args]
+        sock.sendall(b"".join(parts))
+        data = b""
+        while not data.endswith(b"\r\n") or data.count(b"\r\n") < (5 if args[0] == "TIME" else 1):
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        return data
+
+
+def redis_milliseconds(redis) -> int:
+    """Redis's clock, which its stream IDs (and so the age trimming) follow."""
+    lines = redis_call(redis, "TIME").split(b"\r\n")
+    return int(lines[2]) * 1000 + int(lines[4]) // 1000
+
+
+def received_after_resume(ws, count: int) -> list[dict]:
+    first = recv_json(ws)
+    assert first["type"] == "subscribed" and first["resumed"] is True, first
+    return [recv_json(ws) for _ in range(count)]
+
+
+def test_a_node_that_joined_later_resumes_from_the_redis_log_beyond_its_own_history(start_server, redis):
+    a = start_node(start_server, redis, "--history", "5")
+    topic = unique("resume")
+    for n in range(1, 31):
+        assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+    # Node B starts after all 30 and keeps 5 of its own; Redis keeps them all.
+    b = start_node(start_server, redis, "--history", "5")
+    for port in (a.port, b.port):
+        ws = connect(port)
+        ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 3}))
+        frames = received_after_resume(ws, 27)
+        assert [f["type"] for f in frames] == ["message"] * 27, frames[:3]
+        assert [f["seq"] for f in frames] == list(range(4, 31))
+        assert [f["data"]["n"] for f in frames] == list(range(4, 31))
+        # Then live, with nothing doubled.
+        assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": 31 + port % 2}), 201)
+        live = recv_json(ws)
+        assert live["type"] == "message" and live["seq"] > 30, live
+        ws.close()
+
+
+def test_only_what_redis_no_longer_holds_is_a_gap(start_server, redis):
+    a = start_node(start_server, redis, "--history", "2", "--redis-history-ttl", "1")
+    topic = unique("aged")
+    for n in range(1, 11):
+        json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)
+    published = redis_milliseconds(redis)
+    # Once Redis's clock is past the age limit, the next publish trims all ten.
+    wait_for(lambda: redis_milliseconds(redis) > published + 1100, 5, "Redis's clock did not move")
+    json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": 11}), 201)
+    for n in range(12, 16):
+        json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)
+    b = start_node(start_server, redis, "--history", "2")
+    ws = connect(b.port)
+    ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 3}))
+    frames = received_after_resume(ws, 6)
+    assert frames[0] == {"type": "gap", "topic": topic, "from": 4, "to": 10}, frames[0]
+    assert [f["seq"] for f in frames[1:]] == list(range(11, 16))
+    ws.close()

@@ -26,6 +26,7 @@ extension ClusterEngine {
         guard let endpoint = RedisEndpoint(url: url) else { throw ClusterConfigError(url: url) }
         let engine = ClusterEngine(
             loop: loop, endpoint: endpoint, stores: stores, hub: hub, historyLimit: config.historyLimit,
+            redisHistory: RedisHistory(maxEntries: config.redisHistory, maxAgeSeconds: config.redisHistoryTTLSeconds),
             maxPendingCommands: config.redisMaxPendingCommands,
             timeoutSeconds: config.redisTimeoutSeconds, logger: logger)
         hub.topicSource = engine

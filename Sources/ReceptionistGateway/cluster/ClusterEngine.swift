@@ -19,7 +19,10 @@ final class ClusterEngine: TopicSource {
     let link: RedisLink
     private let logger: Logger
     let keys: ClusterKeys
+    /// Messages a node keeps of each topic: what it reads of a topic's log when it first hears of it.
     private let historyLimit: Int
+    /// What each log keeps in Redis.
+    let redisHistory: RedisHistory
     /// How long a write waits for Redis before it is answered 503 (`--redis-timeout`).
     let timeoutSeconds: Double
     private let stores: StoreRegistry
@@ -27,13 +30,15 @@ final class ClusterEngine: TopicSource {
     /// may block on the loop for backpressure) and not the job pool (whose threads wait for it).
     private let applier = SerialWorker()
     private unowned let hub: PushHub
-    private var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
+    /// Read by the history lookups (`ClusterEngine+History`).
+    var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
     private var storeReaders: [String: StreamReader] = [:]
 
     init(
-        loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int, maxPendingCommands: Int,
-        timeoutSeconds: Double, logger: Logger
+        loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int,
+        redisHistory: RedisHistory, maxPendingCommands: Int, timeoutSeconds: Double, logger: Logger
     ) {
+        self.redisHistory = redisHistory
         self.timeoutSeconds = timeoutSeconds
         self.loop = loop
         self.stores = stores
@@ -59,7 +64,7 @@ final class ClusterEngine: TopicSource {
 
     var isUp: Bool { link.isUp }
 
-    private var commands: RedisConnection { link.commands }
+    var commands: RedisConnection { link.commands }
 
     /// Why a command could not be sent: no connection, or too many replies owed already.
     private var refusal: String {
@@ -102,8 +107,8 @@ final class ClusterEngine: TopicSource {
 
     private func topicReader(_ name: String) -> (reader: StreamReader, follower: TopicFollower) {
         if let pair = topicReaders[name] { return pair }
-        let follower = TopicFollower(name: name, hub: hub, logger: logger)
-        let reader = StreamReader(key: keys.topicLog(name), cursor: StreamCursor(), commands: commands, follower: follower)
+        let follower = TopicFollower(name: name, hub: hub, commands: commands, keys: keys, tail: historyLimit, logger: logger)
+        let reader = StreamReader(key: keys.topicLog(name), cursor: nil, commands: commands, follower: follower)
         topicReaders[name] = (reader, follower)
         _ = hub.topic(name)
         reader.read()
@@ -115,9 +120,9 @@ final class ClusterEngine: TopicSource {
         guard isUp else { return completion(.failure(.unavailable("Redis is unreachable"))) }
         let (reader, follower) = topicReader(name)
         let sent = commands.send([
-            "EVAL", ClusterScripts.publish, "2", keys.topicSeq(name), keys.topicLog(name), String(historyLimit),
+            "EVAL", ClusterScripts.publish, "2", keys.topicSeq(name), keys.topicLog(name), String(redisHistory.maxEntries),
             String(decoding: data, as: UTF8.self), String(Clock.microsecondsSinceEpoch()), keys.channel,
-            ClusterKeys.encode(.topicPublished(name)),
+            ClusterKeys.encode(.topicPublished(name)), String(redisHistory.maxAgeMilliseconds),
         ]) { reply in
             switch reply {
             case .integer(let seq)?:
@@ -151,11 +156,12 @@ final class ClusterEngine: TopicSource {
         guard isUp else { return completion(.failed(.unavailable("Redis is unreachable"))) }
         var arguments: [[UInt8]] = [
             "EVAL", ClusterScripts.commit, "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
-            String(expectedVersion), String(historyLimit),
+            String(expectedVersion), String(redisHistory.maxEntries),
         ].map { Array($0.utf8) }
         arguments.append(entry)
         arguments.append(Array(keys.channel.utf8))
         arguments.append(Array(ClusterKeys.encode(.storeChanged(name)).utf8))
+        arguments.append(Array(String(redisHistory.maxAgeMilliseconds).utf8))
         for (id, json) in models {
             arguments.append(Array(id.utf8))
             arguments.append(json)

@@ -1,21 +1,38 @@
 /// The Lua scripts that make each cluster write atomic in Redis. A script runs alone, so its
 /// reads and writes, the stream entry and the notification happen as one step.
 enum ClusterScripts {
+    /// Trims a log to the entries of the last ARGV-given milliseconds (0: no age limit), by
+    /// Redis's clock, as the stream's IDs are; exact, so what a client may resume is what the
+    /// option says. Prefixed to the scripts that append.
+    private static let trimByAge = """
+        local function trimByAge(key, ttl)
+          ttl = tonumber(ttl)
+          if ttl > 0 then
+            local now = redis.call('TIME')
+            local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+            redis.call('XTRIM', key, 'MINID', ms - ttl)
+          end
+        end
+
+        """
+
     /// KEYS: version, models, log. ARGV: expected version, max log length, entry JSON, channel,
-    /// notice, then pairs of model id and JSON ("" deletes). Returns {1, version} when appended,
-    /// {0, current version} when the store has moved on, {-1, 0} when there is no such store.
-    static let commit = """
+    /// notice, max log age in ms (0: none), then pairs of model id and JSON ("" deletes). Returns
+    /// {1, version} when appended, {0, current version} when the store has moved on, {-1, 0}
+    /// when there is no such store.
+    static let commit = trimByAge + """
         local current = redis.call('GET', KEYS[1])
         if not current then return {-1, 0} end
         current = tonumber(current)
         if current ~= tonumber(ARGV[1]) then return {0, current} end
         local version = current + 1
         redis.call('SET', KEYS[1], version)
-        for i = 6, #ARGV, 2 do
+        for i = 7, #ARGV, 2 do
           if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[2], ARGV[i])
           else redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
         end
         redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'v', version, 'c', ARGV[3])
+        trimByAge(KEYS[3], ARGV[6])
         redis.call('PUBLISH', ARGV[4], ARGV[5])
         return {1, version}
         """
@@ -39,12 +56,21 @@ enum ClusterScripts {
         return 1
         """
 
-    /// KEYS: seq, log. ARGV: max log length, data JSON, publishedAt, channel, notice. Returns the seq.
-    static let publish = """
+    /// KEYS: seq, log. ARGV: max log length, data JSON, publishedAt, channel, notice, max log age
+    /// in ms (0: none). Returns the seq.
+    static let publish = trimByAge + """
         local seq = redis.call('INCR', KEYS[1])
         redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 's', seq, 't', ARGV[3], 'd', ARGV[2])
+        trimByAge(KEYS[2], ARGV[6])
         redis.call('PUBLISH', ARGV[4], ARGV[5])
         return seq
+        """
+
+    /// KEYS: seq, log. ARGV: how many entries. Returns {seq, the newest entries, newest first},
+    /// read together: where a node starts mirroring a topic it has just heard of.
+    static let topicTail = """
+        local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+        return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}
         """
 
     /// KEYS: the key's entry, the table of every entry by first use. ARGV: fingerprint (hex),

@@ -12,9 +12,13 @@ struct StreamEntry: Equatable {
 
     /// The entries of an `XREAD` reply for one stream: `[[key, [[id, [field, value, …]], …]]]`.
     static func parse(xread reply: RedisReply) -> [StreamEntry] {
-        guard let streams = reply.elements, let stream = streams.first?.elements, stream.count == 2,
-              let items = stream[1].elements
-        else { return [] }
+        guard let streams = reply.elements, let stream = streams.first?.elements, stream.count == 2 else { return [] }
+        return parse(range: stream[1])
+    }
+
+    /// The entries of an `XRANGE` or `XREVRANGE` reply, in its order: `[[id, [field, value, …]], …]`.
+    static func parse(range reply: RedisReply) -> [StreamEntry] {
+        guard let items = reply.elements else { return [] }
         var entries: [StreamEntry] = []
         entries.reserveCapacity(items.count)
         for item in items {

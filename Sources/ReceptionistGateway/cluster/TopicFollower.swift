@@ -1,4 +1,5 @@
 import Logging
+import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
 
@@ -13,13 +14,20 @@ import ReceptionistPush
 final class TopicFollower: StreamFollower {
     let name: String
     private unowned let hub: PushHub
+    private unowned let commands: RedisConnection
+    private let keys: ClusterKeys
+    /// How many of the newest messages to mirror on first hearing of the topic: its history.
+    private let tail: Int
     private let logger: Logger
     /// Publishes from this node waiting until the mirror reaches their number.
     private var waiters: [(seq: UInt64, completion: (Result<UInt64, StoreError>) -> Void)] = []
 
-    init(name: String, hub: PushHub, logger: Logger) {
+    init(name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, logger: Logger) {
         self.name = name
         self.hub = hub
+        self.commands = commands
+        self.keys = keys
+        self.tail = max(1, tail)
         self.logger = logger
     }
 
@@ -68,9 +76,30 @@ final class TopicFollower: StreamFollower {
         markSynced()
     }
 
-    /// A topic's cursor starts at the stream's beginning; there is no state to read whole.
+    /// On first hearing of the topic: its number and its newest messages, read together, so the
+    /// mirror starts with this node's history full and goes on from the newest entry; older
+    /// messages stay in Redis for resumes that need them (`ClusterEngine.history`).
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
-        done(StreamCursor())
+        let sent = commands.send(["EVAL", ClusterScripts.topicTail, "2", keys.topicSeq(name), keys.topicLog(name), String(tail)]) {
+            [self] reply in
+            guard let parts = reply?.elements, parts.count == 2, let seq = parts[0].integer, seq >= 0 else {
+                unreachable(reader)
+                return done(nil)
+            }
+            let entries = Array(StreamEntry.parse(range: parts[1]).reversed())
+            let topic = hub.topic(name)
+            // The mirror starts just before the oldest entry read (or at the number, if the log
+            // is empty): what came before is not in this node's history, as on a node that trims.
+            let first = entries.first?.number("s") ?? UInt64(seq) + 1
+            if first > topic.seq + 1 { topic.skip(from: topic.seq + 1, to: first - 1) }
+            reader.cursor = StreamCursor(lastID: "0-0", lastNumber: first - 1)
+            follow(entries, reader: reader)
+            done(reader.cursor)
+        }
+        if !sent {
+            unreachable(reader)
+            done(nil)
+        }
     }
 
     private func markSynced() {

@@ -17,6 +17,8 @@ public final class Topic: PresenceMembers {
     /// history.
     public internal(set) var isSynced = true
     var pending: [(subscription: Subscription, since: UInt64?)] = []
+    /// Cluster: resumes waiting for the shared log to fill in what left this node's history.
+    var resuming: Set<ObjectIdentifier> = []
 
     private let counters: PushCounters
     private let context: any ExecutionContext
@@ -54,6 +56,7 @@ public final class Topic: PresenceMembers {
             presence.left(subscription)
         }
         pending.removeAll { $0.subscription === subscription }
+        resuming.remove(ObjectIdentifier(subscription))
     }
 
     /// Sequences `data` (JSON text, validated and compacted by the caller), published at
@@ -102,6 +105,13 @@ public final class Topic: PresenceMembers {
         }
         counters.deliveries += delivered
         counters.topicPublishes += 1
+    }
+
+    /// A message read back from the shared log, for one resume: encoded as a live one is.
+    func event(_ entry: TopicEntry) -> PushEvent {
+        PushEvent(
+            name: "message", id: entry.seq,
+            json: PushEncoder.message(topic: name, seq: entry.seq, publishedAt: entry.publishedAt, data: entry.data))
     }
 
     /// The messages after `since` that are still kept, and the range of those that are not.

@@ -1,0 +1,37 @@
+import ReceptionistPush
+
+/// What each topic's and store's log keeps in Redis (`--redis-history`, `--redis-history-ttl`).
+struct RedisHistory: Sendable, Equatable {
+    let maxEntries: Int
+    /// 0: no age limit.
+    let maxAgeMilliseconds: Int
+
+    init(maxEntries: Int, maxAgeSeconds: Double) {
+        self.maxEntries = max(1, maxEntries)
+        maxAgeMilliseconds = max(0, Int(maxAgeSeconds * 1000))
+    }
+}
+
+extension ClusterEngine {
+    /// A resume older than this node's history: the missing messages from the topic's log in
+    /// Redis. The log is numbered without holes, so the newest `latest - after` entries reach
+    /// back to `after + 1` (fewer if Redis trimmed them); at most `--redis-history` of them are
+    /// read, in one command, and the answer waits at most `--redis-timeout`.
+    func history(of topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]?) -> Void) {
+        let latest = max(topicReaders[topic]?.reader.cursor?.lastNumber ?? through, through)
+        guard latest > after, isUp else { return done(nil) }
+        let count = min(latest - after, UInt64(redisHistory.maxEntries))
+        LoopDeadline.run(loop, seconds: timeoutSeconds, timedOut: { nil }, { [commands, keys] answer in
+            let sent = commands.send(["XREVRANGE", keys.topicLog(topic), "+", "-", "COUNT", String(count)]) { reply in
+                guard let reply, reply.elements != nil else { return answer(nil) }
+                var entries: [TopicEntry] = []
+                for entry in StreamEntry.parse(range: reply).reversed() {
+                    guard let seq = entry.number("s"), seq > after, seq <= through else { continue }
+                    entries.append(TopicEntry(seq: seq, publishedAt: entry.number("t") ?? 0, data: entry.fields["d"] ?? Array("null".utf8)))
+                }
+                answer(entries)
+            }
+            if !sent { answer(nil) }
+        }, done: done)
+    }
+}
