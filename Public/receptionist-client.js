@@ -399,7 +399,7 @@ class Subscription extends Emitter {
         }
         this._onFrame(frame, bytes);
       };
-      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'presence', 'draining']) {
+      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'reset', 'presence', 'draining']) {
         source.addEventListener(name, onEvent);
       }
       // An event named `error` carries data; the EventSource's own errors do not. EventSource
@@ -600,17 +600,22 @@ export class StoreSubscription extends Subscription {
  * 'frame' {type, seq, bytes, publishedAt, receivedAt}, 'status', 'error'.
  */
 export class TopicSubscription extends Subscription {
-  constructor(client, name, since, presence = false) {
+  constructor(client, name, since, presence = false, epoch = null) {
     super(client, 'topic', name, presence);
     this._seq = since;
+    this._epoch = epoch;
   }
 
   /** The last sequence number delivered (or skipped by a gap), or null before the subscription answers. */
   get seq() { return this._seq; }
 
+  /** The life of the topic `seq` belongs to, or null before the subscription answers. */
+  get epoch() { return this._epoch; }
+
   _subscribeMessage() {
     const message = { type: 'subscribe', topic: this.name };
     if (this._seq !== null) message.since = this._seq;
+    if (this._seq !== null && this._epoch !== null) message.epoch = this._epoch;
     if (this._followsPresence) message.presence = true;
     return message;
   }
@@ -618,6 +623,7 @@ export class TopicSubscription extends Subscription {
   _sseUrl(token) {
     const params = [];
     if (this._seq !== null) params.push(['since', String(this._seq)]);
+    if (this._seq !== null && this._epoch !== null) params.push(['epoch', this._epoch]);
     this._presenceParams(params);
     return `${this._client._base.http}/api/topics/${encodeURIComponent(this.name)}/events${this._sseQuery(params, token)}`;
   }
@@ -632,9 +638,15 @@ export class TopicSubscription extends Subscription {
         this._countFrame(bytes);
         this._becameLive();
         this._emit('frame', { type: 'subscribed', seq: frame.seq, bytes, receivedAt: Date.now() });
-        if (typeof frame.seq !== 'number' || (frame.resumed === true && this._seq !== null)) return;
+        if (typeof frame.seq !== 'number') return;
+        const sameLife = this._epoch === null || frame.epoch === undefined || frame.epoch === this._epoch;
+        if (typeof frame.epoch === 'string') this._epoch = frame.epoch;
+        if (frame.resumed === true && this._seq !== null) return;
         const previous = this._seq;
-        if (previous !== null && frame.seq < previous) {
+        // `reset`: the number asked for belongs to another life of the topic (another epoch: a
+        // restarted gateway, or a cluster whose Redis lost its data). Older gateways say so only
+        // by answering with a smaller number.
+        if (previous !== null && (frame.reset === true || !sameLife || frame.seq < previous)) {
           this._seq = 0;
           this._emit('reset', { seq: frame.seq, previous });
           if (frame.seq > 0) this._resync();
@@ -655,6 +667,18 @@ export class TopicSubscription extends Subscription {
         this._countFrame(bytes);
         this._emit('message', { seq, data: frame.data, publishedAt: frame.publishedAt });
         this._emit('frame', { type: 'message', seq, bytes, publishedAt: frame.publishedAt, receivedAt: Date.now() });
+        return;
+      }
+      case 'reset': {
+        // The topic started over while subscribed: what was not delivered of its old numbering
+        // may be lost; the messages after `seq` follow.
+        if (typeof frame.seq !== 'number') return;
+        const previous = this._seq;
+        this._seq = frame.seq;
+        if (typeof frame.epoch === 'string') this._epoch = frame.epoch;
+        this._countFrame(bytes);
+        this._emit('reset', { seq: frame.seq, previous });
+        this._emit('frame', { type: 'reset', seq: frame.seq, bytes, receivedAt: Date.now() });
         return;
       }
       case 'gap': {

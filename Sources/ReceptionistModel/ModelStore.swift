@@ -297,8 +297,8 @@ public final class ModelStore: Sendable {
         }
     }
 
-    /// 64 random bits in hex.
-    static func newEpoch() -> String {
+    /// 64 random bits in hex: a store's or a topic's epoch.
+    public static func newEpoch() -> String {
         let value = UInt64.random(in: 0...UInt64.max)
         let digits = String(value, radix: 16)
         return String(repeating: "0", count: 16 - digits.count) + digits

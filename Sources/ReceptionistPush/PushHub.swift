@@ -53,7 +53,7 @@ public final class PushHub {
     }
 
     /// Starts a subscription: sends its first messages through `sink`, then joins the live stream.
-    /// `epoch`, when given, is the store epoch `since` belongs to; another epoch cannot be resumed.
+    /// `epoch`, when given, is the store's or topic's epoch `since` belongs to; another cannot be resumed.
     /// `options` narrow a store subscription; subscriptions with equal options share their work.
     /// With `presence`, the subscriber is sent the target's members, then their joins and leaves.
     /// `joinedAt` (microseconds since the Unix epoch) is when presence says it joined.
@@ -80,7 +80,7 @@ public final class PushHub {
             }
             let subscription = Subscription(target: target, sink: sink, joinedAt: joinedAt)
             if presence { subscription.presenceWatch = PresenceWatch() }
-            subscribeTopic(subscription, topic(name), since: since)
+            subscribeTopic(subscription, topic(name), since: since, epoch: epoch)
             return .success(subscription)
         }
     }
@@ -127,8 +127,8 @@ public final class PushHub {
         topic.isSynced = true
         let waiting = topic.pending
         topic.pending = []
-        for (subscription, since) in waiting {
-            startTopic(subscription, topic, since: since)
+        for (subscription, since, epoch) in waiting {
+            startTopic(subscription, topic, since: since, epoch: epoch)
         }
     }
 
@@ -174,19 +174,23 @@ public final class PushHub {
         feed.add(subscription)
     }
 
-    private func subscribeTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {
+    private func subscribeTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?, epoch: String?) {
         if topic.isSynced {
-            startTopic(subscription, topic, since: since)
+            startTopic(subscription, topic, since: since, epoch: epoch)
         } else {
-            topic.pending.append((subscription, since))
+            topic.pending.append((subscription, since, epoch))
         }
     }
 
-    private func startTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?) {
+    private func startTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?, epoch: String?) {
         let sink = subscription.sink
-        // A number past the topic's last one belongs to an earlier life of the topic: not resumable.
-        // In a cluster it was published through another node and is on its way here: resume from it.
-        if let since, since > topic.seq, isReplica {
+        // A number from another epoch, or past the topic's last one (without a cluster), belongs to
+        // another life of the topic: not resumable, and the answer says so. In a cluster a number
+        // ahead was published through another node and is on its way here: resume from it.
+        if since != nil, let epoch, epoch != topic.epoch {
+            startFresh(subscription, topic)
+            return
+        } else if let since, since > topic.seq, isReplica {
             sink.sendOwed(subscribed(topic, seq: since, resumed: true))
             subscription.advance(to: since)
         } else if let since, since <= topic.seq {
@@ -199,10 +203,22 @@ public final class PushHub {
             }
             resumeTopic(subscription, topic, since: since, fetched: [])
             return
+        } else if since != nil {
+            startFresh(subscription, topic)
+            return
         } else {
             sink.sendOwed(subscribed(topic, seq: topic.seq, resumed: false))
             subscription.advance(to: topic.seq)
         }
+        topic.add(subscription)
+    }
+
+    /// A `since` that cannot be resumed: the messages after the last one follow, and the answer
+    /// is marked `reset` so the client knows its number meant nothing here.
+    private func startFresh(_ subscription: Subscription, _ topic: Topic) {
+        counters.resets += 1
+        subscription.sink.sendOwed(subscribed(topic, seq: topic.seq, resumed: false, reset: true))
+        subscription.advance(to: topic.seq)
         topic.add(subscription)
     }
 
@@ -253,8 +269,10 @@ public final class PushHub {
         topic.add(subscription)
     }
 
-    private func subscribed(_ topic: Topic, seq: UInt64, resumed: Bool) -> PushEvent {
-        PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedTopic(topic.name, seq: seq, resumed: resumed))
+    private func subscribed(_ topic: Topic, seq: UInt64, resumed: Bool, reset: Bool = false) -> PushEvent {
+        PushEvent(
+            name: "subscribed", id: nil,
+            json: PushEncoder.subscribedTopic(topic.name, seq: seq, epoch: topic.epoch, resumed: resumed, reset: reset))
     }
 
     public static func isValidTopicName(_ name: String) -> Bool {

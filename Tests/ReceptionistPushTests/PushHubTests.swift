@@ -165,7 +165,8 @@ import Testing
         let sink = FakeSink()
         let subscription = try push.subscribe(sink, .topic("t"))
         #expect(sink.owed == ["subscribed t 2"])
-        #expect(try sink.json(0) == ["type": "subscribed", "topic": "t", "seq": 2, "resumed": false])
+        let epoch = push.hub.topic("t").epoch
+        #expect(try sink.json(0) == ["type": "subscribed", "topic": "t", "seq": 2, "epoch": .string(epoch), "resumed": false])
         #expect(subscription.position == 2)
 
         #expect(try push.hub.publish(topic: "t", data: json(["x": 3]), publishedAt: 12).get() == 3)
@@ -193,6 +194,28 @@ import Testing
         #expect(current.trace == ["subscribed t 6 resumed"])
         #expect(subscription.position == 6)
         #expect(push.counters.topicResumes == 2)
+    }
+
+    @Test func aTopicNumberFromAnotherLifeIsNotResumedAndTheAnswerSaysSo() throws {
+        let push = PushFixture()
+        for n in 1...5 { _ = push.hub.publish(topic: "t", data: json(.number(JSONNumber(Double(n)))), publishedAt: 0) }
+        let epoch = push.hub.topic("t").epoch
+        // The same numbers in another epoch (a restarted gateway): nothing is replayed.
+        let other = FakeSink()
+        try push.subscribe(other, .topic("t"), since: 2, epoch: "another")
+        #expect(other.trace == ["subscribed t 5"])
+        #expect(try other.json(0) == ["type": "subscribed", "topic": "t", "seq": 5, "epoch": .string(epoch), "reset": true, "resumed": false])
+        // A number the topic never reached, without an epoch.
+        let ahead = FakeSink()
+        try push.subscribe(ahead, .topic("t"), since: 9)
+        #expect(try ahead.json(0)["reset"] == true)
+        // The right epoch resumes.
+        let same = FakeSink()
+        try push.subscribe(same, .topic("t"), since: 4, epoch: epoch)
+        #expect(same.trace == ["subscribed t 5 resumed", "message t 5"])
+        #expect(push.counters.resets == 2 && push.counters.topicResumes == 1)
+        _ = push.hub.publish(topic: "t", data: json(6), publishedAt: 0)
+        #expect(other.trace.last == "message t 6" && ahead.trace.last == "message t 6")
     }
 
     @Test func aTopicResumePastTheHistoryReportsTheGapThenTheKeptMessages() throws {

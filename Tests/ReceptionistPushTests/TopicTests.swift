@@ -94,18 +94,21 @@ import Testing
         #expect(topic.replay(after: 7).events.map(\.id) == [8])
     }
 
-    @Test func restartMovesEverySubscriberBackToTheNewNumbering() throws {
+    @Test func restartTellsEverySubscriberTheNumberingStartsOverInANewEpoch() throws {
         let topic = topic(history: 10, published: 5)
+        let old = topic.epoch
         let current = FakeSink(), ahead = FakeSink()
         let subscriptions = [subscribe(topic, current, at: 5), subscribe(topic, ahead, at: 9)]
-        topic.restart(seq: 1, publishedAt: 4, data: Array("{\"k\":1}".utf8))
-        #expect(topic.seq == 1)
-        #expect(current.trace == ["message t 1"] && ahead.trace == ["message t 1"])
-        #expect(try current.json(0) == ["type": "message", "topic": "t", "seq": 1, "publishedAt": 4, "data": ["k": 1]])
+        topic.restart(seq: 1, publishedAt: 4, data: Array("{\"k\":1}".utf8), epoch: "e2")
+        #expect(topic.seq == 1 && topic.epoch == "e2" && old != "e2")
+        // Never moved back silently: a reset first, then the new numbering.
+        #expect(current.trace == ["reset t", "message t 1"] && ahead.trace == ["reset t", "message t 1"])
+        #expect(try current.json(0) == ["type": "reset", "topic": "t", "seq": 0, "epoch": "e2"])
+        #expect(try current.json(1) == ["type": "message", "topic": "t", "seq": 1, "publishedAt": 4, "data": ["k": 1]])
         #expect(subscriptions.map(\.position) == [1, 1])
         let (gap, events) = topic.replay(after: 0)
         #expect(gap == nil && events.map(\.id) == [1], "the old numbering's messages are gone")
         #expect(topic.publish(json(2), publishedAt: 5) == 2)
-        #expect(current.trace == ["message t 1", "message t 2"])
+        #expect(current.trace == ["reset t", "message t 1", "message t 2"])
     }
 }

@@ -16,7 +16,7 @@ import threading
 import pytest
 
 from conftest import HOST, api, json_ok, wait_for
-from wsclient import commit, connect, publish, recv_json, send_json, subscribe, unique
+from wsclient import EPOCH, commit, connect, publish, recv_json, send_json, subscribe, unique
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -131,7 +131,7 @@ def test_topic_message_and_change_set_reach_the_other_node_in_order(start_server
     wait_for(lambda: api(b.port, "GET", f"/api/stores/{store}").status == 200, 5, "node B never learned of the store")
     topic = unique("news")
     with connect(b.port) as ws:
-        assert subscribe(ws, topic=topic) == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+        assert subscribe(ws, topic=topic) == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
         snapshot = subscribe(ws, store=store)
         assert (snapshot["type"], snapshot["version"], snapshot["models"]) == ("snapshot", 0, {})
         frames = []

@@ -227,3 +227,102 @@ def test_only_what_redis_no_longer_holds_is_a_gap(start_server, redis):
     assert frames[0] == {"type": "gap", "topic": topic, "from": 4, "to": 10}, frames[0]
     assert [f["seq"] for f in frames[1:]] == list(range(11, 16))
     ws.close()
+
+
+# ---- Redis losing its data ------------------------------------------------
+
+class Frames:
+    """Every frame of one WebSocket, read on a thread."""
+
+    def __init__(self, ws):
+        self.ws = ws
+        self.frames: list[dict] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                frame = json.loads(self.ws.recv(timeout=60))
+                with self.lock:
+                    self.frames.append(frame)
+        except Exception:
+            pass
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.frames)
+
+
+def test_redis_losing_its_data_is_a_new_epoch_that_every_subscriber_is_told(start_server, redis):
+    a = start_node(start_server, redis)
+    b = start_node(start_server, redis)
+    topic = unique("lost")
+    readers = []
+    for node in (a, b):
+        ws = connect(node.port)
+        ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 0}))
+        readers.append(Frames(ws))
+    # A publisher that keeps going through the loss, alternating between the nodes.
+    answers: list[tuple[int, dict]] = []
+    stop = threading.Event()
+
+    def publisher() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            resp = api((a, b)[n % 2].port, "POST", f"/api/topics/{topic}/messages", {"n": n})
+            answers.append((resp.status, resp.json()))
+
+    thread = threading.Thread(target=publisher, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: sum(1 for s, _ in answers if s == 201) >= 20, 10, "the publisher never got going")
+        redis_call(redis, "FLUSHALL")
+        # The numbering starts again: wait for twenty more numbered after the loss.
+
+        def restarted() -> list[int]:
+            seqs = [body["seq"] for status, body in list(answers) if status == 201]
+            drop = next((i for i in range(1, len(seqs)) if seqs[i] < seqs[i - 1]), None)
+            return seqs[drop:] if drop is not None else []
+
+        wait_for(lambda: len(restarted()) >= 20, 15, "no publish was numbered after the loss")
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+    last = max(restarted())
+    for reader in readers:
+        wait_for(lambda: _has_new_epoch_message(reader.snapshot(), last), 15,
+                 "a subscriber never got the messages after the loss")
+        frames = reader.snapshot()
+        assert frames[0]["type"] == "subscribed", frames[0]
+        first_epoch = frames[0]["epoch"]
+        resets = [i for i, f in enumerate(frames) if f["type"] == "reset"]
+        assert len(resets) == 1, [f for f in frames if f["type"] != "message"]
+        reset = frames[resets[0]]
+        assert reset["topic"] == topic and reset["seq"] == 0 and reset["epoch"] != first_epoch, reset
+        # Within each epoch the numbers only rise, one by one: never moved back without the reset.
+        for part in (frames[1:resets[0]], frames[resets[0] + 1:]):
+            seqs = [f["seq"] for f in part if f["type"] == "message"]
+            gaps = [f for f in part if f["type"] == "gap"]
+            assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), seqs
+            assert gaps or seqs == list(range(seqs[0], seqs[0] + len(seqs))), (seqs, gaps)
+        assert [f["seq"] for f in frames[resets[0] + 1:] if f["type"] == "message"][0] == 1
+        reader.ws.close()
+    # A client coming back with the old epoch is told its number means nothing now.
+    ws = connect(b.port)
+    ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 5, "epoch": first_epoch}))
+    answer = recv_json(ws)
+    assert answer["type"] == "subscribed" and answer["reset"] is True and answer["epoch"] == reset["epoch"], answer
+    ws.close()
+
+
+def _has_new_epoch_message(frames: list[dict], last: int) -> bool:
+    after_reset = False
+    for frame in frames:
+        if frame["type"] == "reset":
+            after_reset = True
+        elif after_reset and frame["type"] == "message" and frame["seq"] >= last:
+            return True
+    return False

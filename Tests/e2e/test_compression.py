@@ -24,6 +24,7 @@ from conftest import store_snapshot
 from test_metrics import scrape, value
 from test_ws_protocol import expect_first_close
 from wsclient import (
+    EPOCH,
     FRAME_TIMEOUT,
     OP_CLOSE,
     OP_CONT,
@@ -67,7 +68,7 @@ WINDOW_BLOCK = random.Random(7692).randbytes(10_000).hex()
 
 
 def subscribed(topic: str, seq: int = 0) -> dict:
-    return {"type": "subscribed", "topic": topic, "seq": seq, "resumed": False}
+    return {"type": "subscribed", "topic": topic, "seq": seq, "epoch": EPOCH, "resumed": False}
 
 
 # ---- Raw deflate ------------------------------------------------------------------------

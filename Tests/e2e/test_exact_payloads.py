@@ -16,6 +16,7 @@ from conftest import api, assert_json_error, json_ok, store_snapshot, wait_for
 from test_cluster import redis, start_node  # noqa: F401  (`redis` is a fixture)
 from test_sse import HttpEvents, assert_stream_head, first_event, store_events, topic_events
 from wsclient import (
+    EPOCH,
     apply_changes,
     assert_changes_frame,
     assert_recent_micros,
@@ -135,7 +136,7 @@ def test_websocket_message_data_is_the_published_bytes_live_and_replayed(server,
         assert_message_text(recv_text(ws), topic, seq, body)
     with connect(port) as ws:
         assert subscribe(ws, topic=topic, since=seq - 1) == {
-            "type": "subscribed", "topic": topic, "seq": seq, "resumed": True}
+            "type": "subscribed", "topic": topic, "seq": seq, "epoch": EPOCH, "resumed": True}
         assert_message_text(recv_text(ws), topic, seq, body)
 
 

@@ -37,6 +37,7 @@ from procstat import (
     wait_fd_count,
 )
 from wsclient import (
+    EPOCH,
     OP_BINARY,
     OP_CLOSE,
     OP_CONT,
@@ -193,7 +194,7 @@ def test_reset_in_the_middle_of_large_writes_harms_no_one(start_server):
         snapshot = subscribe(good, store=store)
         assert snapshot["type"] == "snapshot" and len(snapshot["models"]) == BIG_MODELS
         version = snapshot["version"]
-        assert subscribe(good, topic=topic) == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+        assert subscribe(good, topic=topic) == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
         seq = 0
         for round_index in range(ROUNDS):
             rude = [rude_subscriber(server.port, {"store": store}),
@@ -614,7 +615,7 @@ def run_ws_case(port: int, kind: str, data: bytes, expected) -> str | None:
                 assert (frame["type"], frame.get("code")) == ("error", expected), frame
                 topic = unique("after")
                 ws.send_json({"type": "subscribe", "topic": topic})
-                assert ws.recv_json() == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+                assert ws.recv_json() == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
                 ws.send_frame(OP_CLOSE, close_payload(1000))
                 frame = ws.read_frame()
                 assert frame.opcode == OP_CLOSE and frame.close_code() == 1000, frame

@@ -27,6 +27,7 @@ from conftest import (
 )
 from test_cluster import redis, start_node  # noqa: F401  (`redis` is a fixture)
 from wsclient import (
+    EPOCH,
     assert_changes_frame,
     assert_recent_micros,
     connect,
@@ -114,7 +115,7 @@ def expect_versions(ws, store: str, versions: list[int], timeout: float = 10.0) 
 
 
 def subscribed_topic(ws, topic: str) -> None:
-    assert subscribe(ws, topic=topic) == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+    assert subscribe(ws, topic=topic) == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
 
 
 # ---- Topics ------------------------------------------------------------

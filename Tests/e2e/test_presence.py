@@ -23,6 +23,7 @@ from conftest import ConnectionClosed, api, assert_json_error, http_client_reque
 from test_sse import HttpEvents, assert_stream_head, first_event
 from test_trust import SECRET, make_token, sse_head
 from wsclient import (
+    EPOCH,
     CLOSE_TIMEOUT,
     FRAME_TIMEOUT,
     OP_PING,
@@ -253,7 +254,7 @@ def watch(client: Client, kind: str, name: str, **extra) -> tuple[View, dict, di
         # As in PROTOCOL.md's example: `subscribed`, then the members.
         answer = client.recv()
         assert answer.get("type") == "subscribed" and answer.get("topic") == name, answer
-        assert set(answer) == {"type", "topic", "seq", "resumed"} and answer["resumed"] is False, answer
+        assert set(answer) == {"type", "topic", "seq", "epoch", "resumed"} and answer["resumed"] is False, answer
         listed = client.recv()
     else:
         # The snapshot answers a store subscription; the members come next to it.
@@ -361,7 +362,7 @@ def test_a_watcher_sees_a_join_and_later_the_leave(tokened):
 
         answer, window = timed_subscribe(quinn, topic=topic)
         joined_at = time.monotonic()
-        assert answer == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}, answer
+        assert answer == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}, answer
         arrived, frame = follow(watcher, view, lambda f: joins_of(f, "quinn"), WAIT, "quinn's join")
         assert arrived - joined_at <= DUE, f"the join came {arrived - joined_at:.2f}s after the subscribe"
         # The watcher's own join may ride along; nothing else may.
@@ -897,7 +898,7 @@ def test_presence_must_be_a_boolean(open_gateway):
                 assert "presence" in error["message"], f"the error must name the field: {error}"
         # Nothing was subscribed; `false` is a plain subscription with no presence frames.
         assert client.subscribe(topic=topic, presence=False) == {
-            "type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+            "type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
         seq = publish(port, topic, {"n": 1})
         frame = client.recv()
         assert (frame["type"], frame["seq"]) == ("message", seq), f"expected only the message: {frame}"

@@ -36,6 +36,7 @@ from test_sse import HttpEvents, assert_stream_head, first_event, topic_events
 from test_trust import SECRET, make_token
 from test_ws_topics import assert_message
 from wsclient import (
+    EPOCH,
     OP_TEXT,
     RawWebSocket,
     connect,
@@ -130,7 +131,7 @@ def expect_message(ws, topic: str, seq: int, data, timeout: float = IO_TIMEOUT) 
 
 
 def subscribed(ws, topic: str, seq: int = 0) -> None:
-    assert subscribe(ws, topic=topic) == {"type": "subscribed", "topic": topic, "seq": seq, "resumed": False}
+    assert subscribe(ws, topic=topic) == {"type": "subscribed", "topic": topic, "seq": seq, "epoch": EPOCH, "resumed": False}
 
 
 def assert_still_open(ws) -> None:
@@ -209,7 +210,7 @@ def test_publish_is_answered_with_seq_and_ref_once_in_the_history(server):
         assert topic_seq(port, topic) == 1
         with connect(port) as late:
             assert subscribe(late, topic=topic, since=0) == {
-                "type": "subscribed", "topic": topic, "seq": 1, "resumed": True}
+                "type": "subscribed", "topic": topic, "seq": 1, "epoch": EPOCH, "resumed": True}
             expect_message(late, topic, 1, {"headline": "hello"})
         expect_message(subscriber, topic, 1, {"headline": "hello"})
         # HTTP and WebSocket publishes share the topic's sequence.
@@ -784,7 +785,7 @@ def test_cluster_publishes_while_redis_is_down_are_refused_and_publish_nothing(s
     for node in (a, b):
         with connect(node.port) as replay:
             assert subscribe(replay, topic=topic, since=0) == {
-                "type": "subscribed", "topic": topic, "seq": 2, "resumed": True}
+                "type": "subscribed", "topic": topic, "seq": 2, "epoch": EPOCH, "resumed": True}
             expect_message(replay, topic, 1, {"n": 1}, CLUSTER_TIMEOUT)
             expect_message(replay, topic, 2, {"n": 2}, CLUSTER_TIMEOUT)
     # The refusal's body, as PROTOCOL.md ("Clusters") gives it; checked last so that a wrong code

@@ -20,6 +20,7 @@ import pytest
 from conftest import api, assert_json_error, http_client_request, json_ok, stop_job, store_snapshot, wait_for
 from test_sse import CurlEvents, HttpEvents, assert_stream_head
 from wsclient import (
+    EPOCH,
     FRAME_TIMEOUT,
     assert_recent_micros,
     connect,
@@ -486,7 +487,7 @@ def test_options_on_a_topic_subscription_are_refused(server, field):
         send_json(ws, {"type": "subscribe", "topic": topic, **TOPIC_OPTIONS[field]})
         assert_error(recv_json(ws), "bad_message", field)
         send_json(ws, {"type": "subscribe", "topic": topic})
-        assert recv_json(ws) == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+        assert recv_json(ws) == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
 
 
 # ---- maxRate -----------------------------------------------------------

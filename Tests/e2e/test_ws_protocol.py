@@ -10,6 +10,7 @@ import websockets
 
 from conftest import ConnectionClosed, assert_json_error
 from wsclient import (
+    EPOCH,
     OP_BINARY,
     OP_CLOSE,
     OP_CONT,
@@ -67,7 +68,7 @@ def assert_round_trip(ws: RawWebSocket) -> None:
     """The connection still serves: a subscribe is answered."""
     topic = unique("alive")
     ws.send_json({"type": "subscribe", "topic": topic})
-    assert ws.recv_json() == {"type": "subscribed", "topic": topic, "seq": 0, "resumed": False}
+    assert ws.recv_json() == {"type": "subscribed", "topic": topic, "seq": 0, "epoch": EPOCH, "resumed": False}
 
 
 # ---- Handshake ---------------------------------------------------------

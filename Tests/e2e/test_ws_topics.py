@@ -10,6 +10,7 @@ import pytest
 
 from conftest import api, assert_json_error
 from wsclient import (
+    EPOCH,
     OP_TEXT,
     RawWebSocket,
     assert_recent_micros,
@@ -42,7 +43,7 @@ def process_memory_kib(pid: int) -> dict[str, int]:
 
 
 def subscribed(topic: str, seq: int, resumed: bool = False) -> dict:
-    return {"type": "subscribed", "topic": topic, "seq": seq, "resumed": resumed}
+    return {"type": "subscribed", "topic": topic, "seq": seq, "epoch": EPOCH, "resumed": resumed}
 
 
 def same_json(a, b) -> bool:
@@ -206,7 +207,7 @@ def test_messages_lost_from_history_are_reported_as_a_gap(start_server):
     with connect(port) as ws:
         first = subscribe(ws, topic=topic, since=2)
         # PROTOCOL.md does not say whether a resume with a gap counts as `resumed`.
-        assert {k: v for k, v in first.items() if k != "resumed"} == {"type": "subscribed", "topic": topic, "seq": 20}
+        assert {k: v for k, v in first.items() if k != "resumed"} == {"type": "subscribed", "topic": topic, "seq": 20, "epoch": EPOCH}
         assert recv_json(ws) == {"type": "gap", "topic": topic, "from": 3, "to": 15}
         for seq in range(16, 21):
             assert_message(recv_json(ws), topic, seq, {"n": seq})

@@ -38,6 +38,19 @@ _names = itertools.count()
 
 # ---- websockets client -------------------------------------------------
 
+class _AnyEpoch:
+    """Equal to any epoch the gateway gives (16 lowercase hex digits), for exact frame checks."""
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, str) and len(other) == 16 and all(c in "0123456789abcdef" for c in other)
+
+    def __repr__(self) -> str:
+        return "<epoch>"
+
+
+EPOCH = _AnyEpoch()
+
+
 def ws_uri(port: int, path: str = "/ws") -> str:
     return f"ws://{HOST}:{port}{path}"
 

@@ -120,13 +120,13 @@ final class ClusterEngine: TopicSource {
         guard isUp else { return completion(.failure(.unavailable("Redis is unreachable"))) }
         let (reader, follower) = topicReader(name)
         let sent = commands.send([
-            "EVAL", ClusterScripts.publish, "2", keys.topicSeq(name), keys.topicLog(name), String(redisHistory.maxEntries),
-            String(decoding: data, as: UTF8.self), String(Clock.microsecondsSinceEpoch()), keys.channel,
-            ClusterKeys.encode(.topicPublished(name)), String(redisHistory.maxAgeMilliseconds),
+            "EVAL", ClusterScripts.publish, "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name),
+            String(redisHistory.maxEntries), String(decoding: data, as: UTF8.self), String(Clock.microsecondsSinceEpoch()),
+            keys.channel, ClusterKeys.encode(.topicPublished(name)), String(redisHistory.maxAgeMilliseconds), ModelStore.newEpoch(),
         ]) { reply in
             switch reply {
-            case .integer(let seq)?:
-                follower.waitFor(UInt64(seq), reader: reader, completion)
+            case .array(let parts)? where parts.count == 2 && parts[0].integer != nil && parts[1].text != nil:
+                follower.waitFor(UInt64(parts[0].integer!), epoch: parts[1].text!, reader: reader, completion)
                 reader.read()
             case .error(let text)?:
                 completion(.failure(.unavailable("Redis refused the message: \(text)")))

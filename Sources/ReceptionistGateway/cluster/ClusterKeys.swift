@@ -16,6 +16,9 @@ struct ClusterKeys: Sendable {
     func storeLog(_ store: String) -> String { "rcpt:s:{\(store)}:log" }
     func topicSeq(_ topic: String) -> String { "rcpt:t:{\(topic)}:seq" }
     func topicLog(_ topic: String) -> String { "rcpt:t:{\(topic)}:log" }
+    /// The topic's epoch: made by the first write or read that finds none, so a topic whose keys
+    /// were lost (Redis restarted empty, `FLUSHALL`) gets a new one.
+    func topicEpoch(_ topic: String) -> String { "rcpt:t:{\(topic)}:epoch" }
     /// An idempotency key's entry, by scope (an API key's digest) and key.
     func idempotencyEntry(scope: String, key: String) -> String { "rcpt:i:\(scope):\(key)" }
     /// Every idempotency entry, scored by when it was first used, for the bound on their number.

@@ -56,21 +56,46 @@ enum ClusterScripts {
         return 1
         """
 
-    /// KEYS: seq, log. ARGV: max log length, data JSON, publishedAt, channel, notice, max log age
-    /// in ms (0: none). Returns the seq.
-    static let publish = trimByAge + """
-        local seq = redis.call('INCR', KEYS[1])
-        redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 's', seq, 't', ARGV[3], 'd', ARGV[2])
-        trimByAge(KEYS[2], ARGV[6])
-        redis.call('PUBLISH', ARGV[4], ARGV[5])
-        return seq
+    /// The topic's epoch (KEYS[3]), set to `fresh` if it has none; and whether it was just made.
+    /// Prefixed to the topic scripts.
+    private static let topicEpoch = """
+        local function topicEpoch(key, fresh)
+          local epoch = redis.call('GET', key)
+          if epoch then return epoch, false end
+          redis.call('SET', key, fresh)
+          return fresh, true
+        end
+
         """
 
-    /// KEYS: seq, log. ARGV: how many entries. Returns {seq, the newest entries, newest first},
-    /// read together: where a node starts mirroring a topic it has just heard of.
-    static let topicTail = """
+    /// KEYS: seq, log, epoch. ARGV: max log length, data JSON, publishedAt, channel, notice, max
+    /// log age in ms (0: none), a fresh epoch for a topic that has none. Returns {seq, epoch}.
+    /// Each entry carries its epoch, so a follower sees the log start over even where the numbers
+    /// alone could not tell (one message before the loss, one after). The first entry of a new
+    /// epoch is given an ID past this millisecond, so it sorts after every entry of the lost log
+    /// that a node may still be reading after (a log recreated within the same millisecond would
+    /// otherwise start below them).
+    static let publish = trimByAge + topicEpoch + """
+        local epoch, fresh = topicEpoch(KEYS[3], ARGV[7])
+        local seq = redis.call('INCR', KEYS[1])
+        local id = '*'
+        if fresh and redis.call('XLEN', KEYS[2]) == 0 then
+          local now = redis.call('TIME')
+          id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
+        end
+        redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], id, 's', seq, 't', ARGV[3], 'e', epoch, 'd', ARGV[2])
+        trimByAge(KEYS[2], ARGV[6])
+        redis.call('PUBLISH', ARGV[4], ARGV[5])
+        return {seq, epoch}
+        """
+
+    /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch for a topic that has none.
+    /// Returns {seq, the newest entries, newest first, epoch}, read together: where a node starts
+    /// mirroring a topic it has just heard of.
+    static let topicTail = topicEpoch + """
+        local epoch = topicEpoch(KEYS[3], ARGV[2])
         local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-        return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}
+        return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), epoch}
         """
 
     /// KEYS: the key's entry, the table of every entry by first use. ARGV: fingerprint (hex),

@@ -20,7 +20,7 @@ final class TopicFollower: StreamFollower {
     private let tail: Int
     private let logger: Logger
     /// Publishes from this node waiting until the mirror reaches their number.
-    private var waiters: [(seq: UInt64, completion: (Result<UInt64, StoreError>) -> Void)] = []
+    private var waiters: [(seq: UInt64, epoch: String, completion: (Result<UInt64, StoreError>) -> Void)] = []
 
     init(name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, logger: Logger) {
         self.name = name
@@ -31,10 +31,13 @@ final class TopicFollower: StreamFollower {
         self.logger = logger
     }
 
-    /// Calls `completion` once the mirror has message `seq` (at once if it has).
-    func waitFor(_ seq: UInt64, reader: StreamReader, _ completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        if let cursor = reader.cursor, cursor.lastNumber >= seq { return completion(.success(seq)) }
-        waiters.append((seq, completion))
+    /// Calls `completion` once the mirror has message `seq` of `epoch` (at once if it has). A
+    /// message of an epoch the mirror has not reached yet waits for it: the log started over.
+    func waitFor(
+        _ seq: UInt64, epoch: String, reader: StreamReader, _ completion: @escaping (Result<UInt64, StoreError>) -> Void
+    ) {
+        if epoch == hub.topic(name).epoch, let cursor = reader.cursor, cursor.lastNumber >= seq { return completion(.success(seq)) }
+        waiters.append((seq, epoch, completion))
     }
 
     /// A topic is mirrored on the loop as it is read: it is never behind.
@@ -47,6 +50,13 @@ final class TopicFollower: StreamFollower {
             guard let seq = entry.number("s") else { continue }
             let publishedAt = entry.number("t") ?? 0
             let data = entry.fields["d"] ?? Array("null".utf8)
+            if let epoch = entry.fields["e"].map({ String(decoding: $0, as: UTF8.self) }), epoch != topic.epoch {
+                // The log started over in a new epoch: Redis lost the old one. Subscribers are
+                // told, and the cursor starts again from this entry.
+                startOver(topic, seq: seq, publishedAt: publishedAt, data: data, epoch: epoch)
+                cursor = StreamCursor(lastID: entry.id, lastNumber: seq)
+                continue
+            }
             switch cursor.accept(id: entry.id, number: seq) {
             case .next:
                 topic.mirror(seq: seq, publishedAt: publishedAt, data: data)
@@ -56,14 +66,28 @@ final class TopicFollower: StreamFollower {
             case .duplicate:
                 break
             case .regressed:
-                logger.error("topic numbering went back: did Redis lose its data?", metadata: ["topic": "\(name)", "seq": "\(seq)"])
-                topic.restart(seq: seq, publishedAt: publishedAt, data: data)
+                // An entry without an epoch whose number went back: Redis lost its data all the same.
+                startOver(topic, seq: seq, publishedAt: publishedAt, data: data, epoch: ModelStore.newEpoch())
             }
         }
         reader.cursor = cursor
-        let done = waiters.filter { $0.seq <= cursor.lastNumber }
-        waiters.removeAll { $0.seq <= cursor.lastNumber }
+        let epoch = topic.epoch
+        let done = waiters.filter { $0.epoch == epoch && $0.seq <= cursor.lastNumber }
+        waiters.removeAll { $0.epoch == epoch && $0.seq <= cursor.lastNumber }
         for waiter in done { waiter.completion(.success(waiter.seq)) }
+    }
+
+    /// Redis lost the topic's log: a new epoch. Publishes of the old epoch still waiting for their
+    /// message cannot be told whether it was lost with it.
+    private func startOver(_ topic: Topic, seq: UInt64, publishedAt: UInt64, data: [UInt8], epoch: String) {
+        logger.error(
+            "topic log started over: did Redis lose its data?", metadata: ["topic": "\(name)", "seq": "\(seq)", "epoch": "\(epoch)"])
+        topic.restart(seq: seq, publishedAt: publishedAt, data: data, epoch: epoch)
+        let lost = waiters.filter { $0.epoch != epoch }
+        waiters.removeAll { $0.epoch != epoch }
+        for waiter in lost {
+            waiter.completion(.failure(.outcomeUnknown("Redis lost its data while the message was being published")))
+        }
     }
 
     func caughtUp(_ reader: StreamReader) {
@@ -80,14 +104,19 @@ final class TopicFollower: StreamFollower {
     /// mirror starts with this node's history full and goes on from the newest entry; older
     /// messages stay in Redis for resumes that need them (`ClusterEngine.history`).
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
-        let sent = commands.send(["EVAL", ClusterScripts.topicTail, "2", keys.topicSeq(name), keys.topicLog(name), String(tail)]) {
-            [self] reply in
-            guard let parts = reply?.elements, parts.count == 2, let seq = parts[0].integer, seq >= 0 else {
+        let arguments = [
+            "EVAL", ClusterScripts.topicTail, "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
+            ModelStore.newEpoch(),
+        ]
+        let sent = commands.send(arguments) { [self] reply in
+            guard let parts = reply?.elements, parts.count == 3, let seq = parts[0].integer, seq >= 0, let epoch = parts[2].text else {
                 unreachable(reader)
                 return done(nil)
             }
             let entries = Array(StreamEntry.parse(range: parts[1]).reversed())
             let topic = hub.topic(name)
+            // Nobody has subscribed yet (the topic is not synced): its epoch is the log's.
+            topic.adopt(epoch: epoch)
             // The mirror starts just before the oldest entry read (or at the number, if the log
             // is empty): what came before is not in this node's history, as on a node that trims.
             let first = entries.first?.number("s") ?? UInt64(seq) + 1

@@ -71,11 +71,26 @@ public enum PushEncoder {
         return out
     }
 
-    public static func subscribedTopic(_ topic: String, seq: UInt64, resumed: Bool) -> [UInt8] {
+    /// `reset`: the `since` asked for belongs to another life of the topic (another epoch, or a
+    /// number it never reached), so the messages after `seq` follow instead.
+    public static func subscribedTopic(_ topic: String, seq: UInt64, epoch: String, resumed: Bool, reset: Bool = false) -> [UInt8] {
         var out = head("subscribed")
         field("topic", topic, &out)
         number("seq", seq, &out)
+        field("epoch", epoch, &out)
+        if reset { out += ",\"reset\":true".utf8 }
         out += (resumed ? ",\"resumed\":true}" : ",\"resumed\":false}").utf8
+        return out
+    }
+
+    /// A topic started over (its shared log was lost): what the subscriber had not received of
+    /// the old numbering may be lost, and the messages after `seq` in `epoch` follow.
+    public static func topicReset(_ topic: String, seq: UInt64, epoch: String) -> [UInt8] {
+        var out = head("reset")
+        field("topic", topic, &out)
+        number("seq", seq, &out)
+        field("epoch", epoch, &out)
+        out.append(UInt8(ascii: "}"))
         return out
     }
 

@@ -10,13 +10,17 @@ import ReceptionistWire
 public final class Topic: PresenceMembers {
     public let name: String
     public private(set) var seq: UInt64 = 0
+    /// The topic's life: a number resumes only within the epoch it was given in. A new one is made
+    /// with the topic; a cluster topic takes its log's (`adopt`), and a new one when the log was
+    /// lost (`restart`).
+    public private(set) var epoch: String
     private var history: HistoryRing<PushEvent>
     private var subscriptions: [ObjectIdentifier: Subscription] = [:]
     /// Cluster: false until this node has read the topic's stream from Redis once. Subscriptions
     /// that arrive before wait in `pending` (with their `since`), so none starts from a partial
     /// history.
     public internal(set) var isSynced = true
-    var pending: [(subscription: Subscription, since: UInt64?)] = []
+    var pending: [(subscription: Subscription, since: UInt64?, epoch: String?)] = []
     /// Cluster: resumes waiting for the shared log to fill in what left this node's history.
     var resuming: Set<ObjectIdentifier> = []
 
@@ -29,9 +33,10 @@ public final class Topic: PresenceMembers {
 
     public init(
         name: String, historyLimit: Int, counters: PushCounters, context: any ExecutionContext,
-        presence: PresenceSettings = PresenceSettings()
+        presence: PresenceSettings = PresenceSettings(), epoch: String = ModelStore.newEpoch()
     ) {
         self.name = name
+        self.epoch = epoch
         self.counters = counters
         self.context = context
         presenceSettings = presence
@@ -87,13 +92,24 @@ public final class Topic: PresenceMembers {
         }
     }
 
-    /// Cluster: Redis restarted the numbering (it lost its data). The history is dropped and the
-    /// topic goes on from `seq`; subscribers ahead of it are moved back so they get what follows.
-    public func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
+    /// Cluster: the log's epoch, taken before anyone subscribed (the topic is not synced yet).
+    public func adopt(epoch: String) {
+        self.epoch = epoch
+    }
+
+    /// Cluster: the log was lost and started again (Redis lost its data) in `epoch`, at `seq`.
+    /// The history is dropped, and every subscriber is told with a `reset` that the numbering
+    /// starts over, never moved back silently; then the message follows.
+    public func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8], epoch: String) {
         history.removeAll()
+        self.epoch = epoch
+        let base = max(seq, 1) - 1
+        let reset = PushEvent(name: "reset", id: nil, json: PushEncoder.topicReset(name, seq: base, epoch: epoch))
         for subscription in subscriptions.values {
-            subscription.reset(to: max(seq, 1) - 1)
+            subscription.sink.sendOwed(reset)
+            subscription.reset(to: base)
         }
+        counters.resets += subscriptions.count
         mirror(seq: seq, publishedAt: publishedAt, data: data)
     }
 
