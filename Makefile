@@ -10,7 +10,7 @@ TEST_TIMEOUT ?= 1200
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence bench-cluster clean
 
 all: build
 
@@ -77,7 +77,7 @@ soak: $(VENV)/.installed
 	SOAK_SECONDS=$(SOAK_SECONDS) RECEPTIONIST_BIN=.build/release/receptionist \
 		timeout $$(( $(SOAK_SECONDS) + 300 )) $(PYTHON) Tests/soak/soak.py
 
-bench: bench-model bench-http bench-ws bench-state
+bench: bench-model bench-http bench-ws bench-state bench-cluster
 
 bench-model:
 	@scripts/install-deps.sh build
@@ -123,6 +123,14 @@ bench-presence:
 	$(SWIFT) build -c release --product receptionist
 	$(SWIFT) build -c release --product receptionist-bench
 	BENCH_SERVERS=receptionist BENCH_SCENARIOS=presence bench/ws.sh
+
+# Publishing through the cluster path against one node (bench/cluster.sh): the same
+# request-response publisher, one node with the memory engine, one and two with the redis engine.
+bench-cluster:
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	$(SWIFT) build -c release --product receptionist-bench
+	bench/cluster.sh
 
 # State sync (bench/state.sh): a store animated at 2,000 change sets a second, pushed to 1,000
 # subscribers taking every change (beside socketify relaying the same stream), to 1,000 with

@@ -40,6 +40,9 @@ public final class RedisConnection {
     private var retryTimer: LoopTimer?
     /// Pub/sub callbacks live as long as the context; hiredis calls them once per message.
     private var subscriptionBoxes: [ReplyBox] = []
+    /// Commands are queued in hiredis's buffer; the loop writes them once, at the end of the
+    /// iteration that queued them (pipelined), instead of waiting a poll for the socket.
+    private var flushScheduled = false
 
     public init(loop: EventLoop, endpoint: RedisEndpoint, name: String, backoff: RedisBackoff = RedisBackoff()) {
         precondition(loop.isCurrent)
@@ -86,6 +89,10 @@ public final class RedisConnection {
             pendingCommands -= 1
             box.release()
             return false
+        }
+        if !flushScheduled && state == .connected {
+            flushScheduled = true
+            loop.scheduleFlush(self)
         }
         return true
     }
@@ -247,5 +254,15 @@ public final class RedisConnection {
             offset += argument.count
         }
         return body(Int32(arguments.count), pointers, lengths)
+    }
+}
+
+extension RedisConnection: LoopFlushable {
+    /// Writes every command queued this iteration in one go; what the socket does not take now
+    /// hiredis writes when it is writable, as before.
+    func flush() {
+        flushScheduled = false
+        guard let context, state == .connected else { return }
+        redisAsyncHandleWrite(context)
     }
 }

@@ -147,6 +147,9 @@ final class Publisher {
 
     func didAnswer(accepted: Bool) {
         if accepted { self.accepted += 1 } else { errors += 1 }
+        // A request-response backend sends its next message as soon as the answer is in, not on
+        // the next millisecond tick (which would cap it at connections × window a millisecond).
+        if timer != nil { tick() }
     }
 
     func didLose(_ connection: PublisherConnection, unanswered: Int) {

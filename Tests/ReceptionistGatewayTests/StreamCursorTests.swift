@@ -25,9 +25,14 @@ import Testing
     }
 
     @Test func noticesRoundTrip() {
-        for notice: ClusterKeys.Notice in [.storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1")] {
+        for notice: ClusterKeys.Notice in [
+            .storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1"), .topicPublished("news-1", seq: 42, epoch: "5c1e"),
+        ] {
             #expect(ClusterKeys.decode(Array(ClusterKeys.encode(notice).utf8)) == notice)
         }
+        // As the publish script sends it: the name's notice with the number and epoch appended.
+        #expect(ClusterKeys.decode(Array("t:a.b-c:7:00ff".utf8)) == .topicPublished("a.b-c", seq: 7, epoch: "00ff"))
+        #expect(ClusterKeys.decode(Array("t:a:x:00ff".utf8)) == .topicPublished("a:x:00ff"), "not a number: taken whole as a name, which no topic has")
         #expect(ClusterKeys.decode(Array("x:y".utf8)) == nil)
         #expect(ClusterKeys.decode(Array("s:".utf8)) == nil)
     }

@@ -90,9 +90,12 @@ final class ClusterEngine: TopicSource {
         case .storeCreated(let name)?, .storeChanged(let name)?:
             guard StoreRegistry.isValidName(name) else { return }
             storeReader(name).read()
-        case .topicPublished(let name)?:
+        case .topicPublished(let name, let seq, let epoch)?:
             guard PushHub.isValidTopicName(name) else { return }
-            topicReader(name).reader.read()
+            let (reader, follower) = topicReader(name)
+            // This node's own publish, mirrored from Redis's answer already: nothing to read.
+            if let seq, let epoch, follower.has(seq, epoch: epoch, reader: reader) { return }
+            reader.read()
         case nil:
             logger.debug("unknown cluster notice", metadata: ["payload": "\(String(decoding: payload, as: UTF8.self))"])
         }
@@ -115,18 +118,28 @@ final class ClusterEngine: TopicSource {
         return (reader, follower)
     }
 
-    /// Publishes through Redis; `completion` gets the message's number once this node has it too.
+    /// Publishes through Redis; `completion` gets the message's number once this node has it too:
+    /// at once when it follows the last one this node has (it is mirrored from the reply, one
+    /// round trip), or once the node has read it back otherwise.
     func publish(topic name: String, data: [UInt8], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
         guard isUp else { return completion(.failure(.unavailable("Redis is unreachable"))) }
         let (reader, follower) = topicReader(name)
-        let sent = commands.send([
-            "EVAL", ClusterScripts.publish, "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name),
-            String(redisHistory.maxEntries), String(decoding: data, as: UTF8.self), String(Clock.microsecondsSinceEpoch()),
+        let publishedAt = Clock.microsecondsSinceEpoch()
+        let sent = commands.eval(ClusterScripts.publish, [
+            "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name),
+            String(redisHistory.maxEntries), String(decoding: data, as: UTF8.self), String(publishedAt),
             keys.channel, ClusterKeys.encode(.topicPublished(name)), String(redisHistory.maxAgeMilliseconds), ModelStore.newEpoch(),
         ]) { reply in
             switch reply {
-            case .array(let parts)? where parts.count == 2 && parts[0].integer != nil && parts[1].text != nil:
-                follower.waitFor(UInt64(parts[0].integer!), epoch: parts[1].text!, reader: reader, completion)
+            case .array(let parts)? where parts.count == 3:
+                guard let seq = parts[0].integer.map(UInt64.init), let epoch = parts[1].text, let id = parts[2].text else {
+                    return completion(.failure(.outcomeUnknown("Redis answered the publish with something else")))
+                }
+                let entry = StreamEntry(id: id, fields: [:])
+                if follower.mirrorOwn(entry, seq: seq, epoch: epoch, publishedAt: publishedAt, data: data, reader: reader) {
+                    return completion(.success(seq))
+                }
+                follower.waitFor(seq, epoch: epoch, reader: reader, completion)
                 reader.read()
             case .error(let text)?:
                 completion(.failure(.unavailable("Redis refused the message: \(text)")))
@@ -155,7 +168,7 @@ final class ClusterEngine: TopicSource {
     ) {
         guard isUp else { return completion(.failed(.unavailable("Redis is unreachable"))) }
         var arguments: [[UInt8]] = [
-            "EVAL", ClusterScripts.commit, "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
+            "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
             String(expectedVersion), String(redisHistory.maxEntries),
         ].map { Array($0.utf8) }
         arguments.append(entry)
@@ -167,7 +180,7 @@ final class ClusterEngine: TopicSource {
             arguments.append(json)
         }
         let reader = storeReader(name)
-        let sent = commands.send(arguments) { reply in
+        let sent = commands.eval(ClusterScripts.commit, arguments) { reply in
             switch reply {
             case .array(let parts)? where parts.count == 2:
                 let code = parts[0].integer ?? -2
@@ -190,8 +203,8 @@ final class ClusterEngine: TopicSource {
     /// Registers a store in Redis; `completion` gets nil when created.
     func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
         guard isUp else { return completion(.unavailable("Redis is unreachable")) }
-        let sent = commands.send([
-            "EVAL", ClusterScripts.createStore, "2", keys.storeVersion(name), keys.stores, name, keys.channel,
+        let sent = commands.eval(ClusterScripts.createStore, [
+            "2", keys.storeVersion(name), keys.stores, name, keys.channel,
             ClusterKeys.encode(.storeCreated(name)),
         ]) { [unowned self] reply in
             switch reply {

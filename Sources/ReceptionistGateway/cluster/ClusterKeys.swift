@@ -24,18 +24,22 @@ struct ClusterKeys: Sendable {
     /// Every idempotency entry, scored by when it was first used, for the bound on their number.
     var idempotencyEntries: String { "rcpt:i" }
 
-    /// Notifications on `channel`: a kind letter, a colon, and the store or topic name.
+    /// Notifications on `channel`: a kind letter, a colon, and the store or topic name; a
+    /// topic's then carries the message's number and epoch (`t:news:42:5c1e…`, added by the
+    /// publish script), so a node that has the message already need not read the log for it.
+    /// Names never hold a colon.
     enum Notice: Equatable {
         case storeCreated(String)
         case storeChanged(String)
-        case topicPublished(String)
+        case topicPublished(String, seq: UInt64? = nil, epoch: String? = nil)
     }
 
     static func encode(_ notice: Notice) -> String {
         switch notice {
         case .storeCreated(let name): "n:\(name)"
         case .storeChanged(let name): "s:\(name)"
-        case .topicPublished(let name): "t:\(name)"
+        case .topicPublished(let name, let seq?, let epoch?): "t:\(name):\(seq):\(epoch)"
+        case .topicPublished(let name, _, _): "t:\(name)"
         }
     }
 
@@ -45,7 +49,10 @@ struct ClusterKeys: Sendable {
         switch payload[0] {
         case UInt8(ascii: "n"): return .storeCreated(name)
         case UInt8(ascii: "s"): return .storeChanged(name)
-        case UInt8(ascii: "t"): return .topicPublished(name)
+        case UInt8(ascii: "t"):
+            let parts = name.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 3, let seq = UInt64(parts[1]), !parts[2].isEmpty else { return .topicPublished(name) }
+            return .topicPublished(String(parts[0]), seq: seq, epoch: String(parts[2]))
         default: return nil
         }
     }

@@ -1,3 +1,6 @@
+import ReceptionistLoop
+import ReceptionistWire
+
 /// The Lua scripts that make each cluster write atomic in Redis. A script runs alone, so its
 /// reads and writes, the stream entry and the notification happen as one step.
 enum ClusterScripts {
@@ -20,7 +23,7 @@ enum ClusterScripts {
     /// notice, max log age in ms (0: none), then pairs of model id and JSON ("" deletes). Returns
     /// {1, version} when appended, {0, current version} when the store has moved on, {-1, 0}
     /// when there is no such store.
-    static let commit = trimByAge + """
+    static let commit = RedisScript(trimByAge + """
         local current = redis.call('GET', KEYS[1])
         if not current then return {-1, 0} end
         current = tonumber(current)
@@ -35,26 +38,26 @@ enum ClusterScripts {
         trimByAge(KEYS[3], ARGV[6])
         redis.call('PUBLISH', ARGV[4], ARGV[5])
         return {1, version}
-        """
+        """)
 
     /// KEYS: version, models, log. Returns {version, {id, json, ...}, last log ID}, read together;
     /// {-1, {}, '0-0'} when there is no such store.
-    static let snapshot = """
+    static let snapshot = RedisScript("""
         local version = redis.call('GET', KEYS[1])
         if not version then return {-1, {}, '0-0'} end
         local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
         local id = '0-0'
         if #last > 0 then id = last[1][1] end
         return {tonumber(version), redis.call('HGETALL', KEYS[2]), id}
-        """
+        """)
 
     /// KEYS: version, stores set. ARGV: name, channel, notice. Returns 1 when created, 0 when it exists.
-    static let createStore = """
+    static let createStore = RedisScript("""
         if not redis.call('SET', KEYS[1], 0, 'NX') then return 0 end
         redis.call('SADD', KEYS[2], ARGV[1])
         redis.call('PUBLISH', ARGV[2], ARGV[3])
         return 1
-        """
+        """)
 
     /// The topic's epoch (KEYS[3]), set to `fresh` if it has none; and whether it was just made.
     /// Prefixed to the topic scripts.
@@ -69,13 +72,14 @@ enum ClusterScripts {
         """
 
     /// KEYS: seq, log, epoch. ARGV: max log length, data JSON, publishedAt, channel, notice, max
-    /// log age in ms (0: none), a fresh epoch for a topic that has none. Returns {seq, epoch}.
+    /// log age in ms (0: none), a fresh epoch for a topic that has none. Returns {seq, epoch,
+    /// entry ID}: enough for the publishing node to mirror its own message without reading it back.
     /// Each entry carries its epoch, so a follower sees the log start over even where the numbers
     /// alone could not tell (one message before the loss, one after). The first entry of a new
     /// epoch is given an ID past this millisecond, so it sorts after every entry of the lost log
     /// that a node may still be reading after (a log recreated within the same millisecond would
     /// otherwise start below them).
-    static let publish = trimByAge + topicEpoch + """
+    static let publish = RedisScript(trimByAge + topicEpoch + """
         local epoch, fresh = topicEpoch(KEYS[3], ARGV[7])
         local seq = redis.call('INCR', KEYS[1])
         local id = '*'
@@ -83,27 +87,27 @@ enum ClusterScripts {
           local now = redis.call('TIME')
           id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
         end
-        redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], id, 's', seq, 't', ARGV[3], 'e', epoch, 'd', ARGV[2])
+        id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], id, 's', seq, 't', ARGV[3], 'e', epoch, 'd', ARGV[2])
         trimByAge(KEYS[2], ARGV[6])
-        redis.call('PUBLISH', ARGV[4], ARGV[5])
-        return {seq, epoch}
-        """
+        redis.call('PUBLISH', ARGV[4], ARGV[5] .. ':' .. seq .. ':' .. epoch)
+        return {seq, epoch, id}
+        """)
 
     /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch for a topic that has none.
     /// Returns {seq, the newest entries, newest first, epoch}, read together: where a node starts
     /// mirroring a topic it has just heard of.
-    static let topicTail = topicEpoch + """
+    static let topicTail = RedisScript(topicEpoch + """
         local epoch = topicEpoch(KEYS[3], ARGV[2])
         local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
         return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), epoch}
-        """
+        """)
 
     /// KEYS: the key's entry, the table of every entry by first use. ARGV: fingerprint (hex),
     /// window in ms, now in ms, most keys. Returns nil when claimed (the entry is then
     /// `p:<fingerprint>`, pending, expiring after the window), else the entry as it stands
     /// (`p:<fingerprint>` or `d:<fingerprint>:<status>:<body>`). Past the most keys the oldest
     /// entries are deleted.
-    static let idempotencyClaim = """
+    static let idempotencyClaim = RedisScript("""
         local entry = redis.call('GET', KEYS[1])
         if entry then return entry end
         redis.call('SET', KEYS[1], 'p:' .. ARGV[1], 'PX', ARGV[2])
@@ -115,20 +119,53 @@ enum ClusterScripts {
           redis.call('ZREMRANGEBYRANK', KEYS[2], 0, over - 1)
         end
         return false
-        """
+        """)
 
     /// KEYS: the key's entry. ARGV: fingerprint (hex), the answer (`<status>:<body>`). Stores the
     /// answer, keeping the entry's expiry, if the entry is still this request's pending claim.
-    static let idempotencyComplete = """
+    static let idempotencyComplete = RedisScript("""
         if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then
           redis.call('SET', KEYS[1], 'd:' .. ARGV[1] .. ':' .. ARGV[2], 'KEEPTTL')
         end
         return 1
-        """
+        """)
 
     /// KEYS: the key's entry. ARGV: fingerprint (hex). Forgets a pending claim of this request.
-    static let idempotencyRelease = """
+    static let idempotencyRelease = RedisScript("""
         if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then redis.call('DEL', KEYS[1]) end
         return 1
-        """
+        """)
+}
+
+/// A Lua script and its SHA-1, so that it is sent by digest (`EVALSHA`) rather than whole each
+/// time: a publish then carries its arguments only.
+struct RedisScript: Sendable {
+    let source: String
+    let sha1: String
+
+    init(_ source: String) {
+        self.source = source
+        sha1 = SHA1.digest(Array(source.utf8)).map { byte in
+            let digits = Array("0123456789abcdef")
+            return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
+        }.joined()
+    }
+}
+
+extension RedisConnection {
+    /// Runs `script` by its digest; the first time a Redis does not know it (`NOSCRIPT`: new, or
+    /// restarted), sends it whole, which also loads it. `rest` is what follows the script in
+    /// `EVAL`: the number of keys, the keys, the arguments.
+    @discardableResult
+    func eval(_ script: RedisScript, _ rest: [[UInt8]], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        send([Array("EVALSHA".utf8), Array(script.sha1.utf8)] + rest) { [weak self] answer in
+            guard case .error(let text)? = answer, text.hasPrefix("NOSCRIPT") else { return reply(answer) }
+            guard let self, self.send([Array("EVAL".utf8), Array(script.source.utf8)] + rest, reply: reply) else { return reply(nil) }
+        }
+    }
+
+    @discardableResult
+    func eval(_ script: RedisScript, _ rest: [String], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        eval(script, rest.map { Array($0.utf8) }, reply: reply)
+    }
 }

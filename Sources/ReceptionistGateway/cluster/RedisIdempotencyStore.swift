@@ -52,11 +52,11 @@ final class RedisIdempotencyStore: IdempotencyStore {
         let engine = engine.value
         let hex = Self.hex(fingerprint)
         let arguments = [
-            "EVAL", ClusterScripts.idempotencyClaim, "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
+            "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
             hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys),
         ]
         LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: { .unavailable("Redis did not answer in time") }, { done in
-            let sent = engine.link.commands.send(arguments) { reply in
+            let sent = engine.link.commands.eval(ClusterScripts.idempotencyClaim, arguments) { reply in
                 switch reply {
                 case .null?: done(.claimed)
                 case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))
@@ -69,24 +69,22 @@ final class RedisIdempotencyStore: IdempotencyStore {
     }
 
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply, done: @escaping () -> Void) {
-        var arguments: [[UInt8]] = [
-            "EVAL", ClusterScripts.idempotencyComplete, "1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint),
-        ].map { Array($0.utf8) }
+        var arguments: [[UInt8]] = ["1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)].map { Array($0.utf8) }
         arguments.append(Array("\(reply.status.code):".utf8) + reply.body)
-        run(arguments, done)
+        run(ClusterScripts.idempotencyComplete, arguments, done)
     }
 
     func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping () -> Void) {
-        run(["EVAL", ClusterScripts.idempotencyRelease, "1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
+        run(ClusterScripts.idempotencyRelease, ["1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
             .map { Array($0.utf8) }, done)
     }
 
     /// Sends a script; `done` once Redis has run it, at once if it could not be sent, or when
     /// Redis takes longer than the time-out.
-    private func run(_ arguments: [[UInt8]], _ done: @escaping () -> Void) {
+    private func run(_ script: RedisScript, _ arguments: [[UInt8]], _ done: @escaping () -> Void) {
         let engine = engine.value
         LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: {}, { done in
-            if !engine.link.commands.send(arguments, reply: { _ in done(()) }) { done(()) }
+            if !engine.link.commands.eval(script, arguments, reply: { _ in done(()) }) { done(()) }
         }, done: { done() })
     }
 

@@ -101,8 +101,8 @@ final class StoreFollower: StreamFollower {
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let store = stores.replica(name)
         let applier = self.applier
-        let sent = commands.send([
-            "EVAL", ClusterScripts.snapshot, "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
+        let sent = commands.eval(ClusterScripts.snapshot, [
+            "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
         ]) { reply in
             guard let parts = reply?.elements, parts.count == 3, let versionNumber = parts[0].integer,
                   let flat = parts[1].elements, let lastID = parts[2].text

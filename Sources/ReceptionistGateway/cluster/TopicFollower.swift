@@ -40,6 +40,26 @@ final class TopicFollower: StreamFollower {
         waiters.append((seq, epoch, completion))
     }
 
+    /// This node's own publish, as Redis answered it: mirrored now if it is the next message of the
+    /// epoch this node follows, so the publish is answered after one round trip; the cursor moves
+    /// past it, and a read already in flight that returns it finds it a duplicate. Otherwise
+    /// (other nodes' messages in between, not read yet) it is left to the read.
+    func mirrorOwn(
+        _ entry: StreamEntry, seq: UInt64, epoch: String, publishedAt: UInt64, data: [UInt8], reader: StreamReader
+    ) -> Bool {
+        let topic = hub.topic(name)
+        guard topic.isSynced, epoch == topic.epoch, let cursor = reader.cursor, cursor.lastNumber + 1 == seq else { return false }
+        topic.mirror(seq: seq, publishedAt: publishedAt, data: data)
+        reader.cursor = StreamCursor(lastID: entry.id, lastNumber: seq)
+        return true
+    }
+
+    /// Whether the mirror holds message `seq` of `epoch` already.
+    func has(_ seq: UInt64, epoch: String, reader: StreamReader) -> Bool {
+        guard let cursor = reader.cursor else { return false }
+        return epoch == hub.topic(name).epoch && seq <= cursor.lastNumber
+    }
+
     /// A topic is mirrored on the loop as it is read: it is never behind.
     var acceptsMore: Bool { true }
 
@@ -105,10 +125,10 @@ final class TopicFollower: StreamFollower {
     /// messages stay in Redis for resumes that need them (`ClusterEngine.history`).
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let arguments = [
-            "EVAL", ClusterScripts.topicTail, "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
+            "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
             ModelStore.newEpoch(),
         ]
-        let sent = commands.send(arguments) { [self] reply in
+        let sent = commands.eval(ClusterScripts.topicTail, arguments) { [self] reply in
             guard let parts = reply?.elements, parts.count == 3, let seq = parts[0].integer, seq >= 0, let epoch = parts[2].text else {
                 unreachable(reader)
                 return done(nil)

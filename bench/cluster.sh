@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Publish throughput through the cluster path against one node, with the same publisher: a
+# backend with 4 keep-alive HTTP connections and one request in flight on each (request-response,
+# no pipelining), publishing ~100-byte messages as fast as they are answered. One subscriber
+# follows the topic, so every message is delivered too.
+#
+# Rows, each on a fresh server (and a fresh redis-server): one node with the memory engine; one
+# node with the redis engine; two nodes on one redis-server, the publisher on the first and the
+# subscriber on the second. With BENCH_BASELINE=<binary>, the redis rows again for that build.
+# The nodes are pinned to CPU 0, as the single node is; Redis, a server of its own (on another
+# machine in production), shares CPU 1 with the publisher and the subscriber. CPU is counted for
+# the nodes and for Redis apart.
+#
+# Usage: bench/cluster.sh [seconds]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-10}
+receptionist=.build/release/receptionist
+bench=.build/release/receptionist-bench
+. bench/common.sh
+require_bench_tools bench-cluster
+command -v redis-server >/dev/null || { echo "missing redis-server (make bench-cluster installs it)" >&2; exit 1; }
+clock_ticks=$(getconf CLK_TCK)
+
+ticks() { for pid in "$@"; do sed 's/.*) //' "/proc/$pid/stat"; done | awk '{s += $12 + $13} END {print s}'; }
+
+start_redis() {
+  redis_port=$(free_port)
+  taskset -c 1 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no > "$work/redis.$redis_port.out" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "redis-server did not start" >&2
+  return 1
+}
+
+# Starts a node of `binary` with `args`; sets node_port and node_pid.
+start_node() {
+  local binary=$1
+  shift
+  node_port=$(free_port)
+  # The publish-rate limit is off: the publisher is meant to go as fast as it is answered.
+  taskset -c 0 "$binary" serve --host 127.0.0.1 --port "$node_port" --log-level warning --publish-rate 0 "$@" \
+    > "$work/node.$node_port.out" 2>&1 &
+  node_pid=$!
+  pids+=("$node_pid")
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$node_port/readyz" 2>/dev/null | grep -qv '"redis":"down"' && return 0
+    sleep 0.05
+  done
+  echo "node on $node_port did not come up" >&2
+  return 1
+}
+
+stop() { for pid in "$@"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
+
+one_node_rate=""
+row_index=0
+
+# run BUILD BINARY ENGINE NODES: one row.
+run() {
+  local build=$1 binary=$2 engine=$3 nodes=$4
+  row_index=$((row_index + 1))
+  local label="row$row_index"
+  local nodes_pids=() redis_pids=() publish_port subscribe_port args=() sub_pid
+  local node_before node_after redis_before=0 redis_after=0
+  if [ "$engine" = redis ]; then
+    start_redis
+    redis_pids+=("$redis_pid")
+    args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
+  fi
+  start_node "$binary" "${args[@]}"
+  publish_port=$node_port subscribe_port=$node_port
+  nodes_pids+=("$node_pid")
+  if [ "$nodes" = 2 ]; then
+    start_node "$binary" "${args[@]}"
+    subscribe_port=$node_port
+    nodes_pids+=("$node_pid")
+  fi
+  # One subscriber, so that every message is delivered too.
+  taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$subscribe_port/ws" --topic bench --connections 1 --duration $((seconds + 5)) \
+    > "$work/$label.sub.json" 2>"$work/$label.sub.err" &
+  sub_pid=$!
+  sleep 1
+  node_before=$(ticks "${nodes_pids[@]}")
+  [ "$engine" = redis ] && redis_before=$(ticks "${redis_pids[@]}")
+  taskset -c 1 "$bench" publish --port "$publish_port" --rate 1000000 --duration "$seconds" --connections 4 --window 1 \
+    > "$work/$label.publish.json"
+  node_after=$(ticks "${nodes_pids[@]}")
+  [ "$engine" = redis ] && redis_after=$(ticks "${redis_pids[@]}")
+  stop "$sub_pid"
+  stop "${nodes_pids[@]}" "${redis_pids[@]}"
+  python3 - "$build" "$engine" "$nodes" "$work/$label.publish.json" "$((node_after - node_before))" "$((redis_after - redis_before))" \
+    "$clock_ticks" "$one_node_rate" <<'PY'
+import json, sys
+label, engine, nodes, path, node_ticks, redis_ticks, hz, one = sys.argv[1:9]
+result = json.load(open(path))
+rate = result["published_per_s"]
+accepted = max(result["accepted"], 1)
+node = int(node_ticks) / int(hz) / accepted * 1e6
+redis = f"{int(redis_ticks) / int(hz) / accepted * 1e6:.0f}" if engine == "redis" else "—"
+ratio = f"{rate / float(one):.2f}×" if one else "1.00×"
+print(f"| {label} | {engine} | {nodes} | {rate:,.0f} | {ratio} | {node:.0f} | {redis} | {result['errors']} |")
+PY
+  if [ -z "$one_node_rate" ]; then one_node_rate=$(python3 -c "import json; print(json.load(open('$work/$label.publish.json'))['published_per_s'])"); fi
+}
+
+echo "Publishing through the cluster path: 4 HTTP connections, 1 request in flight each, ~100-byte messages, ${seconds} s a row"
+echo
+echo "| build | engine | nodes | published msg/s | against one node | nodes' CPU µs per publish | Redis CPU µs per publish | errors |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|"
+run this "$receptionist" memory 1
+run this "$receptionist" redis 1
+run this "$receptionist" redis 2
+if [ -n "${BENCH_BASELINE:-}" ]; then
+  run baseline "$BENCH_BASELINE" redis 1
+  run baseline "$BENCH_BASELINE" redis 2
+fi
