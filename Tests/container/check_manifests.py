@@ -1,5 +1,6 @@
-"""Checks the deployment manifests in deploy/: they parse, refer to each other consistently, and
-give a graceful stop more time than the gateway's drain.
+"""Checks the deployment manifests in deploy/: the Kubernetes ones are valid against the
+Kubernetes API's schemas (kubernetes-validate, which carries them, so this runs offline), they
+refer to each other consistently, and they give a graceful stop more time than the gateway's drain.
 
 Usage: python check_manifests.py DEPLOY_DIR
 """
@@ -7,7 +8,15 @@ Usage: python check_manifests.py DEPLOY_DIR
 import sys
 from pathlib import Path
 
+import kubernetes_validate
 import yaml
+
+# The Kubernetes API release the manifests are checked against: 1.30, which deployment.yaml's
+# comments assume (preStop sleep). Strict: a field the API does not know, a typo, fails too.
+KUBERNETES_VERSION = "1.30.0"
+# Not Kubernetes API objects, so the API's schemas have nothing to say about them; check_kubernetes
+# checks the Kustomization's resource list itself.
+NOT_API_OBJECTS = {("kustomize.config.k8s.io/v1beta1", "Kustomization")}
 
 
 def fail(message):
@@ -28,11 +37,25 @@ def seconds(text):
     return float(text.rstrip("s"))
 
 
+def check_schema(name, document):
+    """Fails unless the document is a valid Kubernetes object of KUBERNETES_VERSION's API."""
+    if (document.get("apiVersion"), document["kind"]) in NOT_API_OBJECTS:
+        return
+    try:
+        kubernetes_validate.validate(document, KUBERNETES_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as error:
+        where = ".".join(str(part) for part in error.path) or "(top level)"
+        fail(f"{name}: {document['kind']} is not valid for Kubernetes {error.version}: {where}: {error.message}")
+    except kubernetes_validate.SchemaNotFoundError as error:
+        fail(f"{name}: {error.message}")
+
+
 def check_kubernetes(directory):
     documents = {}
     for path in sorted(directory.glob("*.yaml")):
         for document in yaml.safe_load_all(path.read_text()):
             check(isinstance(document, dict) and "kind" in document, f"{path.name}: not a manifest")
+            check_schema(path.name, document)
             documents[document["kind"]] = document
     kustomization = documents.pop("Kustomization")
     listed = set(kustomization["resources"])
@@ -84,8 +107,10 @@ def check_compose(path):
         check(seconds(gateway["stop_grace_period"]) > drain, f"{name}: stop_grace_period must exceed the drain timeout")
         command = " ".join(gateway["command"])
         check("--engine redis" in command and "--redis-url redis://redis:6379/0" in command, f"{name}: Redis engine")
-    for secret in compose.get("secrets", {}):
+    for secret, source in compose.get("secrets", {}).items():
         check(all(secret in services[name].get("secrets", []) for name in ("gateway-1", "gateway-2")), f"secret {secret}")
+        # podman-compose mounts a secret from a file only (not from the environment).
+        check("file" in source, f"secret {secret} does not come from a file")
 
 
 def main():

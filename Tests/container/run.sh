@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# The container test: checks the files in deploy/, builds the image from deploy/Dockerfile with
-# podman on a local Debian base, runs it, and stops it the way an orchestrator does.
+# The container test: checks the files in deploy/ (the Kubernetes manifests against the API's
+# schemas), builds the image from deploy/Dockerfile with podman on a local Debian base, runs it,
+# and stops it the way an orchestrator does; then runs deploy/compose.yaml with podman-compose
+# (compose_test.py): two nodes behind nginx, one stopped while its clients resume on the other.
 #
 #   Tests/container/run.sh [BINARY]
 #
 # BINARY is a release build linked with --static-swift-stdlib (`make container-test` makes it).
+# PYTHON must have PyYAML, kubernetes-validate, podman-compose and websockets (the e2e venv).
 # The base image, made by debootstrap from the machine's Debian mirror, is kept between runs;
 # `podman rmi localhost/receptionist-base:bookworm` starts from scratch. Needs root.
 set -euo pipefail
@@ -17,6 +20,10 @@ python=${PYTHON:-python3}
 base_image=localhost/receptionist-base:bookworm
 image=localhost/receptionist:test
 container=receptionist-test-$$
+# Stand-ins for compose.yaml's redis and nginx images, from services.Containerfile.
+redis_image=localhost/receptionist-test-redis:test
+nginx_image=localhost/receptionist-test-nginx:test
+compose_project=receptionist-compose-$$
 # The runtime libraries deploy/Dockerfile would otherwise install, so its build needs no network.
 runtime_packages=libuv1,libhttp-parser2.9,libssl3,libhiredis0.14
 
@@ -27,9 +34,26 @@ started=$SECONDS
 scratch=$(mktemp -d)
 cleanup() {
   podman rm --force --time 0 "$container" >/dev/null 2>&1 || true
+  # compose_test.py takes its stack down itself; this is for a run killed before it could. A
+  # container still being stopped (by an orphaned podman-compose) refuses removal for a moment.
+  local ids id attempt
+  for attempt in 1 2 3 4 5; do
+    ids=$(podman ps --all --quiet --filter "label=io.podman.compose.project=$compose_project" 2>/dev/null) || true
+    [ -z "$ids" ] && break
+    for id in $ids; do
+      podman rm --force --depend --time 0 "$id" >/dev/null 2>&1 || true
+    done
+    [ "$attempt" = 5 ] || sleep 1
+  done
+  ids=$(podman network ls --quiet --filter "label=io.podman.compose.project=$compose_project" 2>/dev/null) || true
+  for id in $ids; do
+    podman network rm --force "$id" >/dev/null 2>&1 || true
+  done
   rm -rf "$scratch"
 }
 trap cleanup EXIT
+# A stop by timeout(1) or ^C cleans up too.
+trap 'exit 143' TERM INT
 
 step() { echo "== $* ($((SECONDS - started)) s)"; }
 fail() {
@@ -43,6 +67,14 @@ fail() {
 
 step "manifests"
 timeout 60 "$python" "$here/check_manifests.py" deploy || fail "deploy/ manifests"
+# The schema check catches an invalid manifest: a copy with a broken Deployment must fail it.
+cp -R deploy "$scratch/broken"
+sed -i 's/^  replicas: 2$/  replicas: "2"/' "$scratch/broken/k8s/deployment.yaml"
+grep -q '^  replicas: "2"$' "$scratch/broken/k8s/deployment.yaml" || fail "could not break the copy of deployment.yaml"
+if report=$(timeout 60 "$python" "$here/check_manifests.py" "$scratch/broken" 2>&1); then
+  fail "check_manifests.py passes a Deployment whose replicas is a string"
+fi
+[[ "$report" == *"spec.replicas: '2' is not of type 'integer'"* ]] || fail "the broken Deployment failed otherwise: $report"
 # nginx resolves upstream names while it checks, so the compose service names become loopback.
 sed 's/gateway-[0-9]*:8080/127.0.0.1:8080/' deploy/nginx.conf >"$scratch/nginx.conf"
 timeout 30 nginx -t -q -p "$scratch" -c "$scratch/nginx.conf" || fail "deploy/nginx.conf does not pass nginx -t"
@@ -80,11 +112,18 @@ else
 fi
 
 step "image $image"
+# The build context holds what the prebuilt stage takes, where .dockerignore lets it through, so
+# BINARY may lie anywhere (and the context is not the whole checkout with its build folders).
+context="$scratch/context"
+mkdir -p "$context/.build/release"
+cp .dockerignore "$context/"
+cp -R Public "$context/"
+cp "$binary" "$context/.build/release/receptionist"
 # Docker format: the OCI image format has no HEALTHCHECK. The label marks the intermediate
 # images, so those a rebuild leaves behind are pruned and repeated runs do not pile them up.
 timeout 600 podman build --quiet --format docker --network host --label receptionist.container-test=1 \
-  --build-arg BINARY_STAGE=prebuilt --build-arg BINARY="$binary" --build-arg BASE_IMAGE="$base_image" \
-  -f deploy/Dockerfile -t "$image" . >/dev/null || fail "podman build"
+  --build-arg BINARY_STAGE=prebuilt --build-arg BASE_IMAGE="$base_image" \
+  -f deploy/Dockerfile -t "$image" "$context" >/dev/null || fail "podman build"
 timeout 60 podman image prune --force --filter label=receptionist.container-test=1 >/dev/null || true
 healthcheck=$(podman image inspect --format '{{json .HealthCheck}}' "$image")
 [[ "$healthcheck" == *healthz* ]] || fail "the image has no HEALTHCHECK on /healthz: $healthcheck"
@@ -137,5 +176,25 @@ code=$(timeout 30 podman wait "$container") || fail "podman wait"
 [ "$code" = 0 ] || fail "the gateway exited $code after SIGTERM, not 0"
 [ $((SECONDS - stop_started)) -lt 30 ] || fail "the stop took the whole grace period"
 podman logs "$container" 2>&1 | grep -q draining || fail "no drain in the log"
+podman rm --force --time 0 "$container" >/dev/null 2>&1 || true
 
-echo "container test: 1 passed, 0 failed ($((SECONDS - started)) s)"
+step "compose images $redis_image, $nginx_image"
+# Debian's redis-server and nginx on the base image, installed from the mirror over the host's
+# network. Labelled like the gateway's, so the layers a rebuild leaves behind are pruned.
+for target in redis nginx; do
+  target_image=$redis_image
+  [ "$target" = nginx ] && target_image=$nginx_image
+  timeout 600 podman build --quiet --format docker --network host --label receptionist.container-test=1 \
+    --build-arg BASE_IMAGE="$base_image" --target "$target" -f "$here/services.Containerfile" \
+    -t "$target_image" "$here" >"$scratch/build-$target.log" 2>&1 \
+    || { tail -n 20 "$scratch/build-$target.log" >&2; fail "podman build --target $target"; }
+done
+timeout 60 podman image prune --force --filter label=receptionist.container-test=1 >/dev/null || true
+
+step "compose"
+mkdir "$scratch/compose"
+RCPT_TEST_SCRATCH="$scratch/compose" RCPT_TEST_PROJECT=$compose_project RCPT_TEST_GATEWAY_IMAGE=$image \
+  RCPT_TEST_REDIS_IMAGE=$redis_image RCPT_TEST_NGINX_IMAGE=$nginx_image \
+  timeout 300 "$python" "$here/compose_test.py" || fail "compose"
+
+echo "container test: 2 passed, 0 failed ($((SECONDS - started)) s)"
