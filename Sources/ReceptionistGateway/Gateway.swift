@@ -50,7 +50,7 @@ public final class Gateway {
         lagProbe = LagProbe(loop: loop, metrics: metrics)
         let operations = OperationsEndpoints(
             loop: loop, drain: drain, table: table, hub: hub, stores: stores, jobs: jobs, counters: counters, metrics: metrics,
-            engine: cluster?.link)
+            engine: cluster)
         let access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
         let keys: any IdempotencyStore = cluster.map {
             RedisIdempotencyStore(engine: $0, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)

@@ -47,8 +47,9 @@ public struct GatewayConfig: Sendable {
     public var presenceMaxMembers = 1000
     /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
     public var enableEcho = false
-    /// The `redis` engine's server (`redis://host:port/db`); nil runs the `memory` engine, alone.
-    public var redisURL: String?
+    /// The `redis` engine's servers (`redis://host:port/db`), each holding a share of the topics
+    /// and stores (every node lists them in the same order); empty runs the `memory` engine, alone.
+    public var redisURLs: [String] = []
     /// Commands the `redis` engine may have waiting for Redis's replies; past it writes answer 503.
     public var redisMaxPendingCommands = 10_000
     /// How long a publish or commit waits for Redis before it is answered 503.

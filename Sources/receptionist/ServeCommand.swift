@@ -131,8 +131,18 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Where topics and stores live: 'memory' (this process alone) or 'redis' (shared by every node on --redis-url).")
     var engine = "memory"
 
-    @Option(help: "The redis engine's server: redis://[:password@]host[:port][/db].")
-    var redisUrl = "redis://127.0.0.1:6379/0"
+    @Option(help: """
+        The redis engine's server: redis://[:password@]host[:port][/db] (default redis://127.0.0.1:6379/0). \
+        Repeat it (or separate URLs with commas) to spread topics and stores over several servers; \
+        every node must list them in the same order.
+        """)
+    var redisUrl: [String] = []
+
+    /// The servers given, commas split, or the default one.
+    var redisURLs: [String] {
+        let urls = redisUrl.flatMap { $0.split(separator: ",").map { String($0.filter { $0 != " " }) } }
+        return urls.isEmpty ? ["redis://127.0.0.1:6379/0"] : urls
+    }
 
     @Option(help: "Commands the redis engine may have waiting for Redis's replies; past it publishes and commits answer 503.")
     var redisMaxPending = 10_000
@@ -195,8 +205,11 @@ struct ServeCommand: ParsableCommand {
         }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard engine == "memory" || engine == "redis" else { throw ValidationError("--engine must be memory or redis") }
-        guard engine != "redis" || GatewayConfig.isValidRedisURL(redisUrl) else {
-            throw ValidationError("--redis-url must look like redis://host:port/db")
+        if engine == "redis" {
+            for url in redisURLs where !GatewayConfig.isValidRedisURL(url) {
+                throw ValidationError("--redis-url must look like redis://host:port/db, not '\(url)'")
+            }
+            guard Set(redisURLs).count == redisURLs.count else { throw ValidationError("--redis-url names a server twice") }
         }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
@@ -251,7 +264,7 @@ struct ServeCommand: ParsableCommand {
         config.clientMessageRate = RateLimit(perSecond: clientMessageRate, burst: clientMessageBurst)
         config.idempotencyWindowSeconds = idempotencyWindow
         config.maxIdempotencyKeys = idempotencyKeys
-        config.redisURL = engine == "redis" ? redisUrl : nil
+        config.redisURLs = engine == "redis" ? redisURLs : []
         config.redisMaxPendingCommands = redisMaxPending
         config.redisTimeoutSeconds = redisTimeout
         config.redisHistory = redisHistory

@@ -45,7 +45,10 @@ extension TopicAPI {
                 return .json(.created, ["messages": .array(answers)])
             })
         }
-        guard cluster.isUp else { return .reply(.error(.unavailable("Redis is unreachable"))) }
+        // Every message's server must be up, or none is published: the batch stays retriable.
+        if let down = messages.first(where: { !cluster.isUp(for: $0.topic) }) {
+            return .reply(.error(.unavailable("Redis \(cluster.shard(down.topic).endpoint) is unreachable; none was published")))
+        }
         let (publisher, idempotency) = (self.publisher, self.idempotency)
         return .later { done in
             idempotency.run(key, scope: scope, request: request, later: { answer in

@@ -55,7 +55,7 @@ struct TopicAPI {
         case .failure(let failure): return .reply(failure.reply)
         }
         if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
-        guard cluster.isUp else { return .reply(.error(.unavailable("Redis is unreachable"))) }
+        guard cluster.isUp(for: name) else { return .reply(.error(.unavailable("Redis \(cluster.shard(name).endpoint) is unreachable"))) }
         let (publisher, idempotency) = (self.publisher, self.idempotency)
         return .later { done in
             idempotency.run(key, scope: scope, request: request, later: { answer in

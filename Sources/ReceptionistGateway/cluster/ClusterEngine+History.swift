@@ -19,10 +19,11 @@ extension ClusterEngine {
     /// read, in one command, and the answer waits at most `--redis-timeout`.
     func history(of topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]?) -> Void) {
         let latest = max(topicReaders[topic]?.reader.cursor?.lastNumber ?? through, through)
-        guard latest > after, isUp else { return done(nil) }
+        let link = shard(topic)
+        guard latest > after, link.isUp else { return done(nil) }
         let count = min(latest - after, UInt64(redisHistory.maxEntries))
-        LoopDeadline.run(loop, seconds: timeoutSeconds, timedOut: { nil }, { [commands, keys] answer in
-            let sent = commands.send(["XREVRANGE", keys.topicLog(topic), "+", "-", "COUNT", String(count)]) { reply in
+        LoopDeadline.run(loop, seconds: timeoutSeconds, timedOut: { nil }, { answer in
+            let sent = link.commands.send(["XREVRANGE", link.keys.topicLog(topic), "+", "-", "COUNT", String(count)]) { reply in
                 guard let reply, reply.elements != nil else { return answer(nil) }
                 var entries: [TopicEntry] = []
                 for entry in StreamEntry.parse(range: reply).reversed() {

@@ -13,7 +13,7 @@ extension GatewayConfig {
 extension ClusterEngine {
     /// The stores' commit path: through Redis with the `redis` engine, local otherwise.
     static func replication(for config: GatewayConfig, loop: EventLoop) -> RedisStoreReplication? {
-        config.redisURL == nil ? nil : RedisStoreReplication(mailbox: loop.mailbox, timeoutSeconds: config.redisTimeoutSeconds)
+        config.redisURLs.isEmpty ? nil : RedisStoreReplication(mailbox: loop.mailbox, timeoutSeconds: config.redisTimeoutSeconds)
     }
 
     /// Starts the `redis` engine on the loop, sharing the hub's topics and the registry's stores;
@@ -22,17 +22,21 @@ extension ClusterEngine {
         _ config: GatewayConfig, replication: RedisStoreReplication?, loop: EventLoop, stores: StoreRegistry, hub: PushHub,
         logger: Logger
     ) throws -> ClusterEngine? {
-        guard let url = config.redisURL, let replication else { return nil }
-        guard let endpoint = RedisEndpoint(url: url) else { throw ClusterConfigError(url: url) }
+        guard !config.redisURLs.isEmpty, let replication else { return nil }
+        var endpoints: [RedisEndpoint] = []
+        for url in config.redisURLs {
+            guard let endpoint = RedisEndpoint(url: url) else { throw ClusterConfigError(url: url) }
+            endpoints.append(endpoint)
+        }
         let engine = ClusterEngine(
-            loop: loop, endpoint: endpoint, stores: stores, hub: hub, historyLimit: config.historyLimit,
+            loop: loop, endpoints: endpoints, stores: stores, hub: hub, historyLimit: config.historyLimit,
             redisHistory: RedisHistory(maxEntries: config.redisHistory, maxAgeSeconds: config.redisHistoryTTLSeconds),
             maxPendingCommands: config.redisMaxPendingCommands,
             timeoutSeconds: config.redisTimeoutSeconds, logger: logger)
         hub.topicSource = engine
         replication.attach(engine)
         engine.start()
-        logger.info("redis engine", metadata: ["redis": "\(endpoint)"])
+        logger.info("redis engine", metadata: ["redis": "\(endpoints.map(\.description).joined(separator: ", "))"])
         return engine
     }
 }

@@ -3,7 +3,7 @@ import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
 
-/// The `redis` engine: every node shares topics and stores through one Redis, on this loop.
+/// The `redis` engine: every node shares topics and stores through Redis, on this loop.
 ///
 /// - Writes (a topic message, a store's change set, a new store) are Lua scripts
 ///   (`ClusterScripts`): each one numbers the write, appends it to the topic's or store's stream
@@ -11,14 +11,17 @@ import ReceptionistPush
 /// - Every node follows every stream it has heard of (`StreamReader`) when a notice arrives,
 ///   after its own writes, and after every reconnection: topics into the hub
 ///   (`TopicFollower`), stores into their replicas (`StoreFollower`).
-/// - The connections and their health are the `RedisLink`'s.
+/// - With several servers (`--redis-url` repeated), each topic and store lives on one of them
+///   (`ShardMap`), with its keys, its log and its notices; each server has its own `RedisLink`
+///   and reconnects on its own, and a server that is down makes only its own topics and stores
+///   answer 503.
 ///
 /// Loop thread only.
-final class ClusterEngine: TopicSource {
+final class ClusterEngine: TopicSource, EngineHealth {
     let loop: EventLoop
-    let link: RedisLink
+    /// One link per server, in `--redis-url` order.
+    let shards: [RedisLink]
     private let logger: Logger
-    let keys: ClusterKeys
     /// Messages a node keeps of each topic: what it reads of a topic's log when it first hears of it.
     private let historyLimit: Int
     /// What each log keeps in Redis.
@@ -35,9 +38,10 @@ final class ClusterEngine: TopicSource {
     private var storeReaders: [String: StreamReader] = [:]
 
     init(
-        loop: EventLoop, endpoint: RedisEndpoint, stores: StoreRegistry, hub: PushHub, historyLimit: Int,
+        loop: EventLoop, endpoints: [RedisEndpoint], stores: StoreRegistry, hub: PushHub, historyLimit: Int,
         redisHistory: RedisHistory, maxPendingCommands: Int, timeoutSeconds: Double, logger: Logger
     ) {
+        precondition(!endpoints.isEmpty, "the redis engine needs a server")
         self.redisHistory = redisHistory
         self.timeoutSeconds = timeoutSeconds
         self.loop = loop
@@ -45,44 +49,57 @@ final class ClusterEngine: TopicSource {
         self.hub = hub
         self.historyLimit = max(1, historyLimit)
         self.logger = logger
-        keys = ClusterKeys(database: endpoint.database)
-        link = RedisLink(loop: loop, endpoint: endpoint, channel: keys.channel, logger: logger)
-        link.commands.maxPendingCommands = maxPendingCommands
-        link.onUp = { [unowned self] in self.catchUp() }
-        link.onNotice = { [unowned self] payload in self.notice(payload) }
+        shards = endpoints.map { RedisLink(loop: loop, endpoint: $0, logger: logger) }
+        for link in shards {
+            link.commands.maxPendingCommands = maxPendingCommands
+            link.onUp = { [unowned self, unowned link] in self.catchUp(link) }
+            link.onNotice = { [unowned self] payload in self.notice(payload) }
+        }
     }
 
     func start() {
-        link.start()
+        for link in shards { link.start() }
     }
 
-    /// Closes both connections and stops the replica thread. Loop thread, at shutdown.
+    /// Closes every connection and stops the replica thread. Loop thread, at shutdown.
     func close() {
-        link.close()
+        for link in shards { link.close() }
         applier.stop()
     }
 
-    var isUp: Bool { link.isUp }
-
-    var commands: RedisConnection { link.commands }
-
-    /// Why a command could not be sent: no connection, or too many replies owed already.
-    private var refusal: String {
-        commands.isSaturated
-            ? "Redis is not keeping up: \(commands.pendingCommands) commands wait for it (--redis-max-pending); retry later"
-            : "Redis is unreachable"
+    /// The server that holds `name` (a topic's or a store's).
+    func shard(_ name: String) -> RedisLink {
+        shards[ShardMap.index(of: name, shards: shards.count)]
     }
 
-    /// After (re)connecting: learn the stores created meanwhile and re-read every stream from
-    /// where this node stopped, so nothing published while it was away is missed.
-    private func catchUp() {
-        _ = commands.send(["SMEMBERS", keys.stores]) { [unowned self] reply in
+    /// Whether the server holding `name` can be written to.
+    func isUp(for name: String) -> Bool { shard(name).isUp }
+
+    // MARK: EngineHealth (every server)
+
+    var name: String { "redis" }
+
+    var isUp: Bool { shards.allSatisfy(\.isUp) }
+
+    var downReason: String? {
+        let down = shards.filter { !$0.isUp }
+        guard !down.isEmpty else { return nil }
+        if shards.count == 1 { return down[0].downReason }
+        return down.map { "\($0.endpoint): \($0.downReason ?? "connecting")" }.joined(separator: "; ")
+    }
+
+    var pendingCommands: Int { shards.reduce(0) { $0 + $1.pendingCommands } }
+
+    /// After (re)connecting to a server: learn the stores created on it meanwhile and re-read every
+    /// stream it holds from where this node stopped, so nothing published while away is missed.
+    private func catchUp(_ link: RedisLink) {
+        _ = link.commands.send(["SMEMBERS", link.keys.stores]) { [unowned self] reply in
             for name in reply?.elements?.compactMap(\.text) ?? [] where StoreRegistry.isValidName(name) {
                 self.storeReader(name).read()
             }
         }
-        for reader in storeReaders.values { reader.read() }
-        for (reader, _) in topicReaders.values { reader.read() }
+        for (name, reader) in storeReaders where shard(name) === link { reader.read() }
+        for (name, pair) in topicReaders where shard(name) === link { pair.reader.read() }
     }
 
     private func notice(_ payload: [UInt8]) {
@@ -110,8 +127,9 @@ final class ClusterEngine: TopicSource {
 
     private func topicReader(_ name: String) -> (reader: StreamReader, follower: TopicFollower) {
         if let pair = topicReaders[name] { return pair }
-        let follower = TopicFollower(name: name, hub: hub, commands: commands, keys: keys, tail: historyLimit, logger: logger)
-        let reader = StreamReader(key: keys.topicLog(name), cursor: nil, commands: commands, follower: follower)
+        let link = shard(name)
+        let follower = TopicFollower(name: name, hub: hub, commands: link.commands, keys: link.keys, tail: historyLimit, logger: logger)
+        let reader = StreamReader(key: link.keys.topicLog(name), cursor: nil, commands: link.commands, follower: follower)
         topicReaders[name] = (reader, follower)
         _ = hub.topic(name)
         reader.read()
@@ -122,10 +140,11 @@ final class ClusterEngine: TopicSource {
     /// at once when it follows the last one this node has (it is mirrored from the reply, one
     /// round trip), or once the node has read it back otherwise.
     func publish(topic name: String, data: [UInt8], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        guard isUp else { return completion(.failure(.unavailable("Redis is unreachable"))) }
+        let link = shard(name), keys = link.keys
+        guard link.isUp else { return completion(.failure(.unavailable("Redis \(link.endpoint) is unreachable"))) }
         let (reader, follower) = topicReader(name)
         let publishedAt = Clock.microsecondsSinceEpoch()
-        let sent = commands.eval(ClusterScripts.publish, [
+        let sent = link.commands.eval(ClusterScripts.publish, [
             "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name),
             String(redisHistory.maxEntries), String(decoding: data, as: UTF8.self), String(publishedAt),
             keys.channel, ClusterKeys.encode(.topicPublished(name)), String(redisHistory.maxAgeMilliseconds), ModelStore.newEpoch(),
@@ -147,16 +166,17 @@ final class ClusterEngine: TopicSource {
                 completion(.failure(.outcomeUnknown("lost the connection to Redis before it answered; the message may or may not be published")))
             }
         }
-        if !sent { completion(.failure(.unavailable(refusal))) }
+        if !sent { completion(.failure(.unavailable(link.refusal))) }
     }
 
     // MARK: Stores
 
     private func storeReader(_ name: String) -> StreamReader {
         if let reader = storeReaders[name] { return reader }
+        let link = shard(name)
         let follower = StoreFollower(
-            name: name, loop: loop, stores: stores, applier: applier, commands: commands, keys: keys, logger: logger)
-        let reader = StreamReader(key: keys.storeLog(name), cursor: nil, commands: commands, follower: follower)
+            name: name, loop: loop, stores: stores, applier: applier, commands: link.commands, keys: link.keys, logger: logger)
+        let reader = StreamReader(key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower)
         storeReaders[name] = reader
         return reader
     }
@@ -166,7 +186,8 @@ final class ClusterEngine: TopicSource {
         store name: String, expectedVersion: UInt64, entry: [UInt8], models: [(String, [UInt8])],
         completion: @escaping @Sendable (ReplicationOutcome) -> Void
     ) {
-        guard isUp else { return completion(.failed(.unavailable("Redis is unreachable"))) }
+        let link = shard(name), keys = link.keys
+        guard link.isUp else { return completion(.failed(.unavailable("Redis \(link.endpoint) is unreachable"))) }
         var arguments: [[UInt8]] = [
             "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
             String(expectedVersion), String(redisHistory.maxEntries),
@@ -180,7 +201,7 @@ final class ClusterEngine: TopicSource {
             arguments.append(json)
         }
         let reader = storeReader(name)
-        let sent = commands.eval(ClusterScripts.commit, arguments) { reply in
+        let sent = link.commands.eval(ClusterScripts.commit, arguments) { reply in
             switch reply {
             case .array(let parts)? where parts.count == 2:
                 let code = parts[0].integer ?? -2
@@ -197,13 +218,14 @@ final class ClusterEngine: TopicSource {
                 completion(.failed(.outcomeUnknown("lost the connection to Redis before it answered; the commit may or may not be applied")))
             }
         }
-        if !sent { completion(.failed(.unavailable(refusal))) }
+        if !sent { completion(.failed(.unavailable(link.refusal))) }
     }
 
     /// Registers a store in Redis; `completion` gets nil when created.
     func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
-        guard isUp else { return completion(.unavailable("Redis is unreachable")) }
-        let sent = commands.eval(ClusterScripts.createStore, [
+        let link = shard(name), keys = link.keys
+        guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
+        let sent = link.commands.eval(ClusterScripts.createStore, [
             "2", keys.storeVersion(name), keys.stores, name, keys.channel,
             ClusterKeys.encode(.storeCreated(name)),
         ]) { [unowned self] reply in
@@ -219,6 +241,6 @@ final class ClusterEngine: TopicSource {
                 completion(.unavailable("lost the connection to Redis before it answered"))
             }
         }
-        if !sent { completion(.unavailable(refusal)) }
+        if !sent { completion(.unavailable(link.refusal)) }
     }
 }

@@ -12,7 +12,6 @@ final class RedisIdempotencyStore: IdempotencyStore {
     private let engine: LoopBound<ClusterEngine>
     /// How long a call waits for Redis (`--redis-timeout`).
     private let timeoutSeconds: Double
-    private let keys: ClusterKeys
     private let windowMilliseconds: Int
     private let maxKeys: Int
 
@@ -21,7 +20,6 @@ final class RedisIdempotencyStore: IdempotencyStore {
         mailbox = engine.loop.mailbox
         self.engine = LoopBound(engine, loop: engine.loop)
         timeoutSeconds = engine.timeoutSeconds
-        keys = engine.keys
         windowMilliseconds = max(1, Int(windowSeconds * 1000))
         self.maxKeys = max(1, maxKeys)
     }
@@ -50,13 +48,14 @@ final class RedisIdempotencyStore: IdempotencyStore {
 
     func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping (IdempotencyClaim) -> Void) {
         let engine = engine.value
+        let link = Self.shard(engine, scope: scope, key: key), keys = link.keys
         let hex = Self.hex(fingerprint)
         let arguments = [
             "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
             hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys),
         ]
         LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: { .unavailable("Redis did not answer in time") }, { done in
-            let sent = engine.link.commands.eval(ClusterScripts.idempotencyClaim, arguments) { reply in
+            let sent = link.commands.eval(ClusterScripts.idempotencyClaim, arguments) { reply in
                 switch reply {
                 case .null?: done(.claimed)
                 case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))
@@ -69,23 +68,30 @@ final class RedisIdempotencyStore: IdempotencyStore {
     }
 
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply, done: @escaping () -> Void) {
-        var arguments: [[UInt8]] = ["1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)].map { Array($0.utf8) }
+        let link = Self.shard(engine.value, scope: scope, key: key)
+        var arguments: [[UInt8]] = ["1", link.keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)].map { Array($0.utf8) }
         arguments.append(Array("\(reply.status.code):".utf8) + reply.body)
-        run(ClusterScripts.idempotencyComplete, arguments, done)
+        run(ClusterScripts.idempotencyComplete, on: link, arguments, done)
     }
 
     func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping () -> Void) {
-        run(ClusterScripts.idempotencyRelease, ["1", keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
+        let link = Self.shard(engine.value, scope: scope, key: key)
+        run(ClusterScripts.idempotencyRelease, on: link, ["1", link.keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
             .map { Array($0.utf8) }, done)
     }
 
     /// Sends a script; `done` once Redis has run it, at once if it could not be sent, or when
     /// Redis takes longer than the time-out.
-    private func run(_ script: RedisScript, _ arguments: [[UInt8]], _ done: @escaping () -> Void) {
-        let engine = engine.value
-        LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: {}, { done in
-            if !engine.link.commands.eval(script, arguments, reply: { _ in done(()) }) { done(()) }
+    private func run(_ script: RedisScript, on link: RedisLink, _ arguments: [[UInt8]], _ done: @escaping () -> Void) {
+        LoopDeadline.run(link.commands.loop, seconds: timeoutSeconds, timedOut: {}, { done in
+            if !link.commands.eval(script, arguments, reply: { _ in done(()) }) { done(()) }
         }, done: { done() })
+    }
+
+    /// The server that keeps a key: spread like topics and stores, by the scope and key. The
+    /// bound on how many keys are kept (`--idempotency-keys`) then holds per server.
+    private static func shard(_ engine: ClusterEngine, scope: String, key: IdempotencyKey) -> RedisLink {
+        engine.shard(scope + ":" + key.text)
     }
 
     /// What an existing entry means for a request with `fingerprint`.

@@ -1,13 +1,15 @@
 import Logging
 import ReceptionistLoop
 
-/// The node's two connections to Redis and their health: one for commands, one subscribed to the
-/// cluster's notice channel. Both reconnect with backoff on their own; the link is up only when
+/// The node's two connections to one Redis server (a shard) and their health: one for commands,
+/// one subscribed to the cluster's notice channel on that server. Both reconnect with backoff on their own; the link is up only when
 /// both are connected and the channel is subscribed. Going up or down is logged once.
 ///
 /// Loop thread only.
 final class RedisLink: EngineHealth {
     let endpoint: RedisEndpoint
+    /// The keys and the notice channel on this server.
+    let keys: ClusterKeys
     /// Commands and scripts; replies come back in order.
     let commands: RedisConnection
     private let events: RedisConnection
@@ -20,9 +22,10 @@ final class RedisLink: EngineHealth {
     /// Called with every notice published on the channel.
     var onNotice: (([UInt8]) -> Void)?
 
-    init(loop: EventLoop, endpoint: RedisEndpoint, channel: String, logger: Logger) {
+    init(loop: EventLoop, endpoint: RedisEndpoint, logger: Logger) {
         self.endpoint = endpoint
-        self.channel = channel
+        keys = ClusterKeys(database: endpoint.database)
+        channel = keys.channel
         self.logger = logger
         commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
         events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
@@ -58,6 +61,13 @@ final class RedisLink: EngineHealth {
 
     var downReason: String? {
         isUp ? nil : commands.lastError ?? events.lastError ?? "connecting"
+    }
+
+    /// Why a command could not be sent: no connection, or too many replies owed already.
+    var refusal: String {
+        commands.isSaturated
+            ? "Redis \(endpoint) is not keeping up: \(commands.pendingCommands) commands wait for it (--redis-max-pending); retry later"
+            : "Redis \(endpoint) is unreachable"
     }
 
     var pendingCommands: Int { commands.pendingCommands }
