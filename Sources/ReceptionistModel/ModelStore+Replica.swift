@@ -48,6 +48,10 @@ extension ModelStore {
                     return .success(ChangeSet(
                         store: name, version: version, committedAtMicroseconds: candidate.committedAtMicroseconds,
                         changes: changes))
+                case .conflict(let current) where current < base:
+                    // The log is behind this replica: it was lost and started again. The replica is
+                    // re-read from it (the engine sees the same answer); the caller may retry then.
+                    return .failure(.unavailable("the store's log in Redis is behind this node (Redis lost data); it is being re-read; retry"))
                 case .conflict(let current):
                     // Another node committed first: catch up with it, then recompute.
                     _ = waitUntilApplied(current, seconds: Self.replicaWaitSeconds)
@@ -121,12 +125,16 @@ extension ModelStore {
     }
 
     /// Replaces the replica's state with a snapshot of the log at `version` (on start, after a
-    /// gap, or when the log went back in time). Observers get one change set marked `isReset`,
-    /// whose changes take the old models to the new ones; the history restarts at `version`.
-    public func resetReplica(models newModels: [String: JSONValue], version: UInt64) {
+    /// gap, or when the log went back in time), in `epoch` when given (the log's, which changes
+    /// when the log was lost or the store created anew). Observers get one change set marked
+    /// `isReset`, whose changes take the old models to the new ones; the history restarts at
+    /// `version`.
+    public func resetReplica(models newModels: [String: JSONValue], version: UInt64, epoch: String? = nil) {
         commitLock.withLock { notified in
             let changeSet: ChangeSet? = state.withLock { state in
-                if state.version == version && state.models == newModels { return nil }
+                let newEpoch = epoch ?? state.epoch
+                if state.version == version && state.models == newModels && state.epoch == newEpoch { return nil }
+                state.epoch = newEpoch
                 var changes: [ModelChange] = []
                 for (id, old) in state.models where newModels[id] != old {
                     changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: newModels[id]))

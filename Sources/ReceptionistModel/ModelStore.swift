@@ -18,6 +18,7 @@ public final class ModelStore: Sendable {
         var models: [String: JSONValue] = [:]
         var version: UInt64 = 0
         var history: HistoryRing<ChangeSet>
+        var epoch: String
         /// The thread notifying observers right now, to refuse a commit from inside an observer.
         var notifyingThread: pthread_t?
     }
@@ -44,15 +45,15 @@ public final class ModelStore: Sendable {
     /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
     /// This store's life: versions count from zero again in a store created anew (a restarted
     /// gateway, a deleted and recreated store), so a version only means something with its epoch.
-    /// Replicas of one cluster store share the epoch kept beside it in Redis.
-    public let epoch: String
+    /// Replicas of one cluster store share the epoch kept beside it in Redis, and take a new one
+    /// with it (`resetReplica`) when the log was lost or the store created anew.
+    public var epoch: String { state.withLock { $0.epoch } }
 
     /// - Parameter replication: makes the store a replica whose commits go through this log.
     public init(name: String, historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, epoch: String? = nil) {
         self.name = name
         self.replication = replication
-        self.epoch = epoch ?? Self.newEpoch()
-        state = PThreadLock(State(history: HistoryRing(capacity: historyLimit)))
+        state = PThreadLock(State(history: HistoryRing(capacity: historyLimit), epoch: epoch ?? Self.newEpoch()))
     }
 
     // MARK: Reading

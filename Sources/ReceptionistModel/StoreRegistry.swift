@@ -33,7 +33,8 @@ public final class StoreRegistry: Sendable {
     @discardableResult
     public func replica(_ name: String) -> ModelStore {
         // Every node's replica of one cluster store must name the same epoch, so that a client
-        // resumes on any node: it is derived from the name (the log in Redis is the store's life).
+        // resumes on any node: until the first snapshot brings the epoch kept in Redis (which
+        // `resetReplica` takes), it is one derived from the name, the same on every node.
         let fresh = ModelStore(name: name, historyLimit: historyLimit, replication: replication, epoch: Self.clusterEpoch(name))
         return stores.withLock { stores in
             if let existing = stores[name] { return existing }

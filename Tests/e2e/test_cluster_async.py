@@ -389,3 +389,45 @@ def test_two_redis_shards_share_the_topics_and_one_down_stops_only_its_own(start
     finally:
         for shard in shards:
             shard.stop()
+
+
+def test_a_store_redis_lost_comes_back_in_a_new_epoch_with_every_subscriber_reset(start_server, redis):
+    a = start_node(start_server, redis)
+    b = start_node(start_server, redis)
+    store = unique("lost")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(1, 4):
+        change = {"changes": [{"op": "put", "model": "m", "value": {"n": n}}]}
+        assert json_ok(api(a.port, "POST", f"/api/stores/{store}/changes", change))["version"] == n
+    wait_for(lambda: api(b.port, "GET", f"/api/stores/{store}").status == 200
+             and api(b.port, "GET", f"/api/stores/{store}").json()["version"] == 3, 5, "node B never caught up")
+    ws = connect(b.port)
+    ws.send(json.dumps({"type": "subscribe", "store": store}))
+    first = recv_json(ws)
+    assert first["type"] == "snapshot" and first["version"] == 3, first
+    old_epoch = first["epoch"]
+
+    redis_call(redis, "FLUSHALL")
+    # The store is gone from Redis: a commit says so (and makes the node re-read it), and a
+    # backend creates it again; no commit is answered with a version the store never had.
+    change = {"changes": [{"op": "put", "model": "m", "value": {"n": 4}}]}
+    assert api(a.port, "POST", f"/api/stores/{store}/changes", change).status == 404
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    wait_for(lambda: api(a.port, "POST", f"/api/stores/{store}/changes", change).status == 200, 10,
+             "commits never worked again after the store was made anew")
+    # The subscriber is told: a reset snapshot in a new epoch, then the new store's changes.
+    frames = []
+    wait_for(lambda: frames.append(recv_json(ws)) or frames[-1]["type"] == "changes", 10,
+             "the subscriber never got the new store's changes")
+    resets = [f for f in frames if f["type"] == "snapshot"]
+    assert resets and all(f["reset"] is True for f in resets), frames
+    assert resets[-1]["epoch"] != old_epoch and resets[-1]["version"] == 0, resets
+    assert frames[-1]["version"] == 1 and frames[-1]["changes"][0]["value"] == {"n": 4}, frames[-1]
+    ws.close()
+    # A client coming back with the old epoch and a version the new store has not reached is
+    # reset, not left waiting for a version that will mean something else.
+    again = connect(a.port)
+    again.send(json.dumps({"type": "subscribe", "store": store, "since": 3, "epoch": old_epoch}))
+    answer = recv_json(again)
+    assert answer["type"] == "snapshot" and answer["reset"] is True and answer["epoch"] == resets[-1]["epoch"], answer
+    again.close()

@@ -104,7 +104,11 @@ final class ClusterEngine: TopicSource, EngineHealth {
 
     private func notice(_ payload: [UInt8]) {
         switch ClusterKeys.decode(payload) {
-        case .storeCreated(let name)?, .storeChanged(let name)?:
+        case .storeCreated(let name)?:
+            // A store created anew (perhaps after Redis lost the old one) has a new epoch: read it whole.
+            guard StoreRegistry.isValidName(name) else { return }
+            resyncStore(name)
+        case .storeChanged(let name)?:
             guard StoreRegistry.isValidName(name) else { return }
             storeReader(name).read()
         case .topicPublished(let name, let seq, let epoch)?:
@@ -171,6 +175,13 @@ final class ClusterEngine: TopicSource, EngineHealth {
 
     // MARK: Stores
 
+    /// Reads a store whole from Redis again (models, version, epoch), resetting the replica.
+    private func resyncStore(_ name: String) {
+        let reader = storeReader(name)
+        reader.cursor = nil
+        reader.read()
+    }
+
     private func storeReader(_ name: String) -> StreamReader {
         if let reader = storeReaders[name] { return reader }
         let link = shard(name)
@@ -201,17 +212,23 @@ final class ClusterEngine: TopicSource, EngineHealth {
             arguments.append(json)
         }
         let reader = storeReader(name)
-        let sent = link.commands.eval(ClusterScripts.commit, arguments) { reply in
+        let sent = link.commands.eval(ClusterScripts.commit, arguments) { [unowned self] reply in
             switch reply {
             case .array(let parts)? where parts.count == 2:
                 let code = parts[0].integer ?? -2
                 let version = UInt64(max(0, parts[1].integer ?? 0))
+                let replica = stores.store(name)?.version ?? 0
                 switch code {
                 case 1: completion(.committed(version))
                 case 0: completion(.conflict(version))
                 default: completion(.failed(.noSuchStore(name)))
                 }
-                reader.read()
+                // No store, or a version behind this replica: the log was lost; read it whole.
+                if code < 0 || (code == 0 && version < replica) {
+                    resyncStore(name)
+                } else {
+                    reader.read()
+                }
             case .error(let text)?:
                 completion(.failed(.unavailable("Redis refused the commit: \(text)")))
             default:
@@ -226,13 +243,13 @@ final class ClusterEngine: TopicSource, EngineHealth {
         let link = shard(name), keys = link.keys
         guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
         let sent = link.commands.eval(ClusterScripts.createStore, [
-            "2", keys.storeVersion(name), keys.stores, name, keys.channel,
-            ClusterKeys.encode(.storeCreated(name)),
+            "3", keys.storeVersion(name), keys.stores, keys.storeEpoch(name), name, keys.channel,
+            ClusterKeys.encode(.storeCreated(name)), ModelStore.newEpoch(),
         ]) { [unowned self] reply in
             switch reply {
             case .integer(1)?:
                 completion(nil)
-                storeReader(name).read()
+                resyncStore(name)
             case .integer?:
                 completion(.storeExists(name))
             case .error(let text)?:

@@ -14,6 +14,8 @@ struct ClusterKeys: Sendable {
     func storeVersion(_ store: String) -> String { "rcpt:s:{\(store)}:version" }
     func storeModels(_ store: String) -> String { "rcpt:s:{\(store)}:models" }
     func storeLog(_ store: String) -> String { "rcpt:s:{\(store)}:log" }
+    /// The store's epoch, made with it (or by the first snapshot that finds none).
+    func storeEpoch(_ store: String) -> String { "rcpt:s:{\(store)}:epoch" }
     func topicSeq(_ topic: String) -> String { "rcpt:t:{\(topic)}:seq" }
     func topicLog(_ topic: String) -> String { "rcpt:t:{\(topic)}:log" }
     /// The topic's epoch: made by the first write or read that finds none, so a topic whose keys

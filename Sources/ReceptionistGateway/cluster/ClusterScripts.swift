@@ -40,20 +40,28 @@ enum ClusterScripts {
         return {1, version}
         """)
 
-    /// KEYS: version, models, log. Returns {version, {id, json, ...}, last log ID}, read together;
-    /// {-1, {}, '0-0'} when there is no such store.
+    /// KEYS: version, models, log, epoch. ARGV: a fresh epoch for a store that has none (made
+    /// before epochs were kept). Returns {version, {id, json, ...}, last log ID, epoch}, read
+    /// together; {-1, {}, '0-0', ''} when there is no such store.
     static let snapshot = RedisScript("""
         local version = redis.call('GET', KEYS[1])
-        if not version then return {-1, {}, '0-0'} end
+        if not version then return {-1, {}, '0-0', ''} end
         local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
         local id = '0-0'
         if #last > 0 then id = last[1][1] end
-        return {tonumber(version), redis.call('HGETALL', KEYS[2]), id}
+        local epoch = redis.call('GET', KEYS[4])
+        if not epoch then
+          epoch = ARGV[1]
+          redis.call('SET', KEYS[4], epoch)
+        end
+        return {tonumber(version), redis.call('HGETALL', KEYS[2]), id, epoch}
         """)
 
-    /// KEYS: version, stores set. ARGV: name, channel, notice. Returns 1 when created, 0 when it exists.
+    /// KEYS: version, stores set, epoch. ARGV: name, channel, notice, the new store's epoch.
+    /// Returns 1 when created, 0 when it exists.
     static let createStore = RedisScript("""
         if not redis.call('SET', KEYS[1], 0, 'NX') then return 0 end
+        redis.call('SET', KEYS[3], ARGV[4])
         redis.call('SADD', KEYS[2], ARGV[1])
         redis.call('PUBLISH', ARGV[2], ARGV[3])
         return 1

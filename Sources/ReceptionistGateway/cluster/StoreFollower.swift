@@ -102,19 +102,23 @@ final class StoreFollower: StreamFollower {
         let store = stores.replica(name)
         let applier = self.applier
         let sent = commands.eval(ClusterScripts.snapshot, [
-            "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
+            "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), ModelStore.newEpoch(),
         ]) { reply in
-            guard let parts = reply?.elements, parts.count == 3, let versionNumber = parts[0].integer,
-                  let flat = parts[1].elements, let lastID = parts[2].text
+            guard let parts = reply?.elements, parts.count == 4, let versionNumber = parts[0].integer,
+                  let flat = parts[1].elements, let lastID = parts[2].text, let logEpoch = parts[3].text
             else { return done(nil) }
             let version = UInt64(max(0, versionNumber))
             let snapshot = StreamEntry.pairs(flat)
+            // No such store in Redis (it lost its data): the replica is emptied into an epoch of
+            // its own, so its subscribers are told (a reset snapshot) and no resume mistakes the
+            // old numbers for new ones; when the store is made again, its epoch is Redis's.
+            let epoch = versionNumber < 0 ? ModelStore.newEpoch() : logEpoch
             let accepted = applier.enqueue {
                 var models: [String: JSONValue] = [:]
                 for (id, json) in snapshot {
                     if let value = try? JSONParser.parse(json) { models[id] = value }
                 }
-                store.resetReplica(models: models, version: version)
+                store.resetReplica(models: models, version: version, epoch: epoch)
             }
             done(accepted ? StreamCursor(lastID: lastID, lastNumber: version) : nil)
         }
