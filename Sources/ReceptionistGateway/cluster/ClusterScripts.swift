@@ -153,10 +153,7 @@ struct RedisScript: Sendable {
 
     init(_ source: String) {
         self.source = source
-        sha1 = SHA1.digest(Array(source.utf8)).map { byte in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 0xF)]])
-        }.joined()
+        sha1 = RedisIdempotencyStore.hex(SHA1.digest(Array(source.utf8)))
     }
 }
 
