@@ -24,6 +24,17 @@ import Testing
         #expect(cursor.accept(id: "7-0", number: 2) == .next)
     }
 
+    @Test func anEntryAtOrBeforeTheLastOneReadIsADuplicate() {
+        // The node mirrored its own message 100 (ID 9-0) from Redis's answer; a read sent before
+        // that returns 61 onwards again: had already, not numbering that went back.
+        var cursor = StreamCursor(lastID: "9-0", lastNumber: 100)
+        #expect(cursor.accept(id: "5-3", number: 61) == .duplicate)
+        #expect(cursor.accept(id: "9-0", number: 100) == .duplicate)
+        #expect(cursor.lastNumber == 100 && cursor.lastID == "9-0")
+        #expect(cursor.accept(id: "10-0", number: 101) == .next)
+        #expect(StreamCursor.order("12-7")! > StreamCursor.order("9-99")!)
+    }
+
     @Test func noticesRoundTrip() {
         for notice: ClusterKeys.Notice in [
             .storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1"), .topicPublished("news-1", seq: 42, epoch: "5c1e"),

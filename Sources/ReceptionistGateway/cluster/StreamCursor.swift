@@ -27,6 +27,9 @@ struct StreamCursor: Equatable {
     /// Judges the entry `id` numbered `number`, read after `lastID`, and moves past it (a gap or
     /// regression moves the cursor too: what follows is judged from this entry on).
     mutating func accept(id: String, number: UInt64) -> Verdict {
+        // An entry at or before the last one read was had already: a read sent before this node
+        // mirrored its own publish from Redis's answer returns it again.
+        if let entry = Self.order(id), let last = Self.order(lastID), entry <= last { return .duplicate }
         let previous = lastNumber
         lastID = id
         if number == previous + 1 {
@@ -42,5 +45,12 @@ struct StreamCursor: Equatable {
         if number == previous { return .duplicate }
         lastNumber = number
         return .regressed
+    }
+
+    /// A stream entry ID (`milliseconds-sequence`) as numbers, which order as the IDs do.
+    static func order(_ id: String) -> (UInt64, UInt64)? {
+        let parts = id.split(separator: "-", maxSplits: 1)
+        guard parts.count == 2, let time = UInt64(parts[0]), let sequence = UInt64(parts[1]) else { return nil }
+        return (time, sequence)
     }
 }
