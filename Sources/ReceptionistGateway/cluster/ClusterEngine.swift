@@ -132,7 +132,9 @@ final class ClusterEngine: TopicSource, EngineHealth {
     private func topicReader(_ name: String) -> (reader: StreamReader, follower: TopicFollower) {
         if let pair = topicReaders[name] { return pair }
         let link = shard(name)
-        let follower = TopicFollower(name: name, hub: hub, commands: link.commands, keys: link.keys, tail: historyLimit, logger: logger)
+        let follower = TopicFollower(
+            name: name, hub: hub, commands: link.commands, keys: link.keys, tail: historyLimit,
+            waitMilliseconds: UInt64(timeoutSeconds * 1000), logger: logger)
         let reader = StreamReader(key: link.keys.topicLog(name), cursor: nil, commands: link.commands, follower: follower)
         topicReaders[name] = (reader, follower)
         _ = hub.topic(name)

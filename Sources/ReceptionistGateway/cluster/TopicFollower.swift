@@ -19,10 +19,18 @@ final class TopicFollower: StreamFollower {
     /// How many of the newest messages to mirror on first hearing of the topic: its history.
     private let tail: Int
     private let logger: Logger
-    /// Publishes from this node waiting until the mirror reaches their number.
-    private var waiters: [(seq: UInt64, epoch: String, completion: (Result<UInt64, StoreError>) -> Void)] = []
+    /// Publishes from this node waiting until the mirror reaches their number, with when each
+    /// began. Each publish is answered by its own deadline (`--redis-timeout`) if its number never
+    /// comes (an epoch this node never reads, say); its entry is dropped once that has passed, so
+    /// the list holds at most the publishes of one time-out.
+    private var waiters: [(seq: UInt64, epoch: String, since: UInt64, completion: (Result<UInt64, StoreError>) -> Void)] = []
+    private let waitMilliseconds: UInt64
 
-    init(name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, logger: Logger) {
+    init(
+        name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
+        logger: Logger
+    ) {
+        self.waitMilliseconds = waitMilliseconds
         self.name = name
         self.hub = hub
         self.commands = commands
@@ -37,7 +45,11 @@ final class TopicFollower: StreamFollower {
         _ seq: UInt64, epoch: String, reader: StreamReader, _ completion: @escaping (Result<UInt64, StoreError>) -> Void
     ) {
         if epoch == hub.topic(name).epoch, let cursor = reader.cursor, cursor.lastNumber >= seq { return completion(.success(seq)) }
-        waiters.append((seq, epoch, completion))
+        let now = commands.loop.nowMilliseconds
+        if let oldest = waiters.first, oldest.since + waitMilliseconds < now {
+            waiters.removeAll { $0.since + waitMilliseconds < now }
+        }
+        waiters.append((seq, epoch, now, completion))
     }
 
     /// This node's own publish, as Redis answered it: mirrored now if it is the next message of the
