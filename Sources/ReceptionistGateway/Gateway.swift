@@ -57,7 +57,7 @@ public final class Gateway {
         } ?? LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
         let publisher = TopicPublisher(hub: hub, cluster: cluster, rate: config.publishRate)
         let router = Router(
-            staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, hub: hub,
+            staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
             publisher: publisher, idempotency: Idempotency(store: keys), config: config, access: access, counters: counters,
             operations: operations)
         let streams = StreamServices(

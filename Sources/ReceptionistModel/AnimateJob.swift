@@ -75,25 +75,43 @@ public final class AnimateJob: Sendable {
         }
     }
 
-    /// Commits `count` recolors on the calling job thread.
+    /// Commits `count` recolors from the calling job thread. A replica's commits are handed to
+    /// the shared log without waiting for it; the slice stays in flight (and counts against the
+    /// slices allowed) until every one of them is answered.
     func run(slice count: Int) {
-        defer { state.withLock { $0.slicesInFlight -= 1 } }
-        for _ in 0..<count {
-            guard let (model, color) = nextRecolor() else { return }
-            do {
-                try store.commit([.set(model: model, keyPath: "color", value: .string(color))])
-                state.withLock { $0.committed += 1 }
-            } catch .noSuchModel {
-                // Deleted under us; the next pick refreshes the list.
-                state.withLock { $0.modelIDsVersion = .max }
-            } catch .unavailable, .outcomeUnknown {
-                // The cluster's log is down: skip this recolor and keep running; it reconnects.
-                return
-            } catch {
-                state.withLock { $0.state = .failed(error.description) }
-                return
+        guard count > 0 else { return state.withLock { $0.slicesInFlight -= 1 } }
+        let owed = PThreadLock((answers: count, halted: false))
+        let answered: @Sendable (_ halt: Bool) -> Void = { [state] halt in
+            let last = owed.withLock { owed -> Bool in
+                owed.answers -= 1
+                if halt { owed.halted = true }
+                return owed.answers == 0
+            }
+            if last { state.withLock { $0.slicesInFlight -= 1 } }
+        }
+        var issued = 0
+        while issued < count, !owed.withLock({ $0.halted }), let (model, color) = nextRecolor() {
+            issued += 1
+            store.commit([.set(model: model, keyPath: "color", value: .string(color))]) { [state] result in
+                switch result {
+                case .success:
+                    state.withLock { $0.committed += 1 }
+                    answered(false)
+                case .failure(.noSuchModel):
+                    // Deleted under us; the next pick refreshes the list.
+                    state.withLock { $0.modelIDsVersion = .max }
+                    answered(false)
+                case .failure(.unavailable), .failure(.outcomeUnknown):
+                    // The cluster's log is down or busy: skip the rest of this slice and keep
+                    // running; it reconnects.
+                    answered(true)
+                case .failure(let error):
+                    state.withLock { $0.state = .failed(error.description) }
+                    answered(true)
+                }
             }
         }
+        for _ in issued..<count { answered(false) }
     }
 
     private func nextRecolor() -> (String, String)? {

@@ -1,5 +1,6 @@
 import Glibc
 import ReceptionistJSON
+import ReceptionistSync
 
 /// A store as a replica of a shared log (see `StoreReplication`).
 ///
@@ -8,60 +9,140 @@ import ReceptionistJSON
 ///   (a whole new state); both run on one thread (the gateway's `SerialWorker`), in log order.
 /// - A commit is acknowledged only once the log has taken it and this replica has applied it, so
 ///   a reader on this node sees its own writes, and a commit the log refused is never applied.
+/// - No thread waits for the log: a commit is computed on the thread that submits it (or, when it
+///   had to wait its turn or conflicted, on the thread that answered the one before), handed to
+///   the log, and answered through its completion.
 extension ModelStore {
-    /// How long a committer waits for its own change set to come back from the log.
-    static let replicaWaitSeconds = 10.0
     /// Commits retried after conflicting with other nodes' commits.
     static let maxReplicatedAttempts = 16
+    /// Commits of one store that may wait on one node behind the one at the log.
+    public static let maxWaitingReplicatedCommits = 1024
+    /// How long the blocking `commit` waits for a replicated commit's answer. The log answers
+    /// every commit within its own time-out; this only guards against one that never does.
+    static let replicatedCommitWaitSeconds = 120.0
 
-    func commitReplicated(_ operations: [StoreOperation], through replication: any StoreReplication) throws(StoreError) -> ChangeSet {
-        let result: Result<ChangeSet, StoreError> = replicatedCommitLock.withLock { attempts in
-            for _ in 0..<Self.maxReplicatedAttempts {
-                attempts += 1
-                let computed: Result<(UInt64, [ModelChange], [String: JSONValue?]), StoreError> = state.withLock { state in
-                    // Only the touched models are copied and edited; the replica is unchanged.
-                    var touched: [String: JSONValue] = [:]
-                    for operation in operations {
-                        if let value = state.models[operation.model] { touched[operation.model] = value }
-                    }
-                    do throws(StoreError) {
-                        let changes = try Self.apply(operations, to: &touched)
-                        var after: [String: JSONValue?] = [:]
-                        for operation in operations { after[operation.model] = .some(touched[operation.model]) }
-                        return .success((state.version, changes, after))
-                    } catch {
-                        return .failure(error)
-                    }
-                }
-                let base: UInt64, changes: [ModelChange], models: [String: JSONValue?]
-                switch computed {
-                case .success(let value): (base, changes, models) = value
-                case .failure(let error): return .failure(error)
-                }
-                let candidate = ChangeSet(
-                    store: name, version: base + 1, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
-                switch replication.commit(candidate, models: models, expectedVersion: base) {
-                case .committed(let version):
-                    guard waitUntilApplied(version, seconds: Self.replicaWaitSeconds) else {
-                        return .failure(.outcomeUnknown("committed as version \(version), but not yet replicated to this node"))
-                    }
-                    return .success(ChangeSet(
-                        store: name, version: version, committedAtMicroseconds: candidate.committedAtMicroseconds,
-                        changes: changes))
-                case .conflict(let current) where current < base:
-                    // The log is behind this replica: it was lost and started again. The replica is
-                    // re-read from it (the engine sees the same answer); the caller may retry then.
-                    return .failure(.unavailable("the store's log in Redis is behind this node (Redis lost data); it is being re-read; retry"))
-                case .conflict(let current):
-                    // Another node committed first: catch up with it, then recompute.
-                    _ = waitUntilApplied(current, seconds: Self.replicaWaitSeconds)
-                case .failed(let error):
-                    return .failure(error)
-                }
-            }
-            return .failure(.unavailable("too many conflicting commits from other nodes; retry"))
+    /// The blocking `commit` of a replica: parks the calling thread until the log answers. Only
+    /// for callers that have nothing else to do (start-up, tests); the gateway uses
+    /// `commit(_:completion:)`.
+    func commitReplicatedWaiting(_ operations: [StoreOperation], through replication: any StoreReplication) throws(StoreError)
+        -> ChangeSet
+    {
+        let slot = ConditionLock<Result<ChangeSet, StoreError>?>(nil)
+        commitReplicated(operations, through: replication) { result in
+            slot.withLock { $0 = result }
+            slot.broadcast()
         }
-        return try result.get()
+        let result = slot.wait(seconds: Self.replicatedCommitWaitSeconds, until: { $0 != nil }, then: { value, _ in value })
+        return try (result ?? .failure(.outcomeUnknown("the cluster did not answer in time"))).get()
+    }
+
+    /// Queues a commit for the log; `completion` gets its change set or why it failed.
+    func commitReplicated(
+        _ operations: [StoreOperation], through replication: any StoreReplication,
+        completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
+    ) {
+        let admission = replicatedCommits.withLock { $0.submit(.init(operations: operations, completion: completion)) }
+        switch admission {
+        case .start(let pending): run(pending, through: replication)
+        case .queued: break
+        case .refused:
+            completion(.failure(.unavailable(
+                "\(Self.maxWaitingReplicatedCommits) commits to this store already wait on this node; retry")))
+        }
+    }
+
+    /// Sends commits to the log one after another for as long as each is answered at once (a
+    /// refusal, a bad operation); one answered later carries on from its completion. A loop, not
+    /// recursion, so a queue of commits refused at once never deepens the stack.
+    private func run(_ first: ReplicatedCommitQueue.Pending, through replication: any StoreReplication) {
+        var next: ReplicatedCommitQueue.Pending? = first
+        while let pending = next {
+            next = send(pending, through: replication)
+        }
+    }
+
+    /// Computes `pending` against the replica and hands it to the log. Returns what to send next
+    /// when the answer came before `commit` returned; nil when it will come later (or nothing waits).
+    private func send(_ pending: ReplicatedCommitQueue.Pending, through replication: any StoreReplication)
+        -> ReplicatedCommitQueue.Pending?
+    {
+        var attempt = pending
+        attempt.attempts += 1
+        let pending = attempt
+        let computed: Result<(UInt64, [ModelChange], [String: JSONValue?]), StoreError> = state.withLock { state in
+            // Only the touched models are copied and edited; the replica is unchanged.
+            var touched: [String: JSONValue] = [:]
+            for operation in pending.operations {
+                if let value = state.models[operation.model] { touched[operation.model] = value }
+            }
+            do throws(StoreError) {
+                let changes = try Self.apply(pending.operations, to: &touched)
+                var after: [String: JSONValue?] = [:]
+                for operation in pending.operations { after[operation.model] = .some(touched[operation.model]) }
+                return .success((state.version, changes, after))
+            } catch {
+                return .failure(error)
+            }
+        }
+        let base: UInt64, changes: [ModelChange], models: [String: JSONValue?]
+        switch computed {
+        case .success(let value): (base, changes, models) = value
+        case .failure(let error): return finish(pending, .failure(error))
+        }
+        let candidate = ChangeSet(
+            store: name, version: base + 1, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
+        // The answer may come on this thread before `commit` returns (then it is handled by the
+        // loop in `run`) or on another thread later (then it is handled there).
+        let answer = PThreadLock<(returned: Bool, outcome: ReplicationOutcome?)>((false, nil))
+        replication.commit(candidate, models: models, expectedVersion: base) { [self] outcome in
+            let later = answer.withLock { answer -> Bool in
+                if answer.returned { return true }
+                answer.outcome = outcome
+                return false
+            }
+            guard later else { return }
+            if let next = handle(outcome, of: pending, candidate: candidate, base: base) { run(next, through: replication) }
+        }
+        let early = answer.withLock { answer -> ReplicationOutcome? in
+            answer.returned = true
+            return answer.outcome
+        }
+        guard let early else { return nil }
+        return handle(early, of: pending, candidate: candidate, base: base)
+    }
+
+    /// What the log said to `pending`: answers it (returning the next commit to send) or, after a
+    /// conflict, returns it to be computed again against the replica, which has caught up.
+    private func handle(
+        _ outcome: ReplicationOutcome, of pending: ReplicatedCommitQueue.Pending, candidate: ChangeSet, base: UInt64
+    ) -> ReplicatedCommitQueue.Pending? {
+        switch outcome {
+        case .committed(let version):
+            return finish(pending, .success(ChangeSet(
+                store: name, version: version, committedAtMicroseconds: candidate.committedAtMicroseconds,
+                changes: candidate.changes)))
+        case .conflict(let current) where current < base:
+            // The log is behind this replica: it was lost and started again. The replica is
+            // re-read from it (the engine sees the same answer); the caller may retry then.
+            return finish(pending, .failure(.unavailable(
+                "the store's log in Redis is behind this node (Redis lost data); it is being re-read; retry")))
+        case .conflict:
+            // Another node committed first, and the replica has caught up with it: recompute.
+            guard pending.attempts < Self.maxReplicatedAttempts else {
+                return finish(pending, .failure(.unavailable("too many conflicting commits from other nodes; retry")))
+            }
+            return pending
+        case .failed(let error):
+            return finish(pending, .failure(error))
+        }
+    }
+
+    /// Answers `pending` and takes the next commit off the queue.
+    private func finish(_ pending: ReplicatedCommitQueue.Pending, _ result: Result<ChangeSet, StoreError>)
+        -> ReplicatedCommitQueue.Pending?
+    {
+        pending.completion(result)
+        return replicatedCommits.withLock { $0.finished() }
     }
 
     /// Waits until the replica has applied `version`. Returns false on time-out.

@@ -38,9 +38,8 @@ public final class ModelStore: Sendable {
     public let replication: (any StoreReplication)?
     /// A replica's applied version, for committers waiting to see their own change set.
     let appliedVersion = ConditionLock<UInt64>(0)
-    /// One replicated commit in flight per store on this node, so this node's commits never
-    /// conflict with each other, only with other nodes'.
-    let replicatedCommitLock = PThreadLock<UInt64>(0)
+    /// A replica's commits on this node: one at the log, the rest waiting their turn.
+    let replicatedCommits = PThreadLock(ReplicatedCommitQueue(limit: ModelStore.maxWaitingReplicatedCommits))
 
     /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
     /// This store's life: versions count from zero again in a store created anew (a restarted
@@ -82,14 +81,40 @@ public final class ModelStore: Sendable {
     // MARK: Committing
 
     /// Applies `operations` atomically as one change set and notifies observers before returning.
+    ///
+    /// A replica's commit waits here for the shared log; code that must not park a thread on it
+    /// uses `commit(_:completion:)`.
     @discardableResult
     public func commit(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
+        try checkCommittable(operations)
+        if let replication { return try commitReplicatedWaiting(operations, through: replication) }
+        return try commitLocally(operations)
+    }
+
+    /// `commit` that never waits: `completion` gets the change set, or why there is none, once
+    /// this node has applied it. A local store commits and answers before returning; a replica
+    /// hands the change set to the shared log and answers on the thread that hears back.
+    public func commit(
+        _ operations: [StoreOperation], completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
+    ) {
+        do throws(StoreError) {
+            try checkCommittable(operations)
+            guard let replication else { return completion(.success(try commitLocally(operations))) }
+            commitReplicated(operations, through: replication, completion: completion)
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
+    private func checkCommittable(_ operations: [StoreOperation]) throws(StoreError) {
         guard !operations.isEmpty else { throw .emptyCommit }
         let reentrant = state.withLock { state in
             state.notifyingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
         }
         guard !reentrant else { throw .reentrantCommit }
-        if let replication { return try commitReplicated(operations, through: replication) }
+    }
+
+    private func commitLocally(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
         let result: Result<ChangeSet, StoreError> = commitLock.withLock { notified in
             let applied: Result<ChangeSet, StoreError> = state.withLock { state in
                 var models = state.models

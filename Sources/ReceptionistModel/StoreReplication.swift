@@ -4,11 +4,19 @@ import ReceptionistJSON
 /// every change set of a store one global version. The local `ModelStore` is then a replica,
 /// changed only by `applyReplicated` and `resetReplica`, in the log's order.
 ///
-/// Any thread; both methods block the calling job thread until the log answers.
+/// Any thread. `commit` never waits; `createStore` blocks the calling job thread until the log
+/// answers (stores are made rarely).
 public protocol StoreReplication: Sendable {
     /// Appends `changeSet` (computed against `expectedVersion`) to the store's log if the log is
     /// still at `expectedVersion`. `models` holds the touched models' new values (nil: deleted).
-    func commit(_ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64) -> ReplicationOutcome
+    ///
+    /// `completion` runs once, on any thread, and never inside a lock of this store:
+    /// `.committed(v)` only once this node's replica has applied `v`, `.conflict(c)` only once it
+    /// has reached `c` (or when `c` is behind it: the log was lost), so the caller can recompute at
+    /// once. The log's wait is bounded: past it, `.failed`.
+    func commit(
+        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+        completion: @escaping @Sendable (ReplicationOutcome) -> Void)
 
     /// Registers a new store in the log; throws `storeExists` or `unavailable`.
     func createStore(_ name: String) throws(StoreError)
@@ -24,21 +32,26 @@ public enum ReplicationOutcome: Sendable, Equatable {
     case failed(StoreError)
 }
 
-/// One change as the log carries it: where, and the new value (nil: removed).
+/// One change as the log carries it: where, the new value (nil: removed) and the value before
+/// (nil: there was none).
 public struct ReplicatedChange: Sendable, Hashable {
     public let model: String
     public let keyPath: ModelKeyPath
     public let value: JSONValue?
+    public let oldValue: JSONValue?
 
-    public init(model: String, keyPath: ModelKeyPath, value: JSONValue?) {
+    public init(model: String, keyPath: ModelKeyPath, value: JSONValue?, oldValue: JSONValue? = nil) {
         self.model = model
         self.keyPath = keyPath
         self.value = value
+        self.oldValue = oldValue
     }
 }
 
-/// The log's entry for one change set: `{"v": version, "t": committedAt, "c": [{"m", "p", "v"}]}`,
-/// with each path as an array of keys (a key may contain a dot). Pure.
+/// The log's entry for one change set: `{"v": version, "t": committedAt, "c": [{"m", "p", "v",
+/// "o"}]}`, with each path as an array of keys (a key may contain a dot). It carries the values
+/// before the changes too, so a change set read back from the log (a resume older than a node's
+/// own history) is the one observers saw, kinds and old values included. Pure.
 public enum ReplicatedChangeSet {
     public static func encode(_ changeSet: ChangeSet) -> JSONValue {
         let changes: [JSONValue] = changeSet.changes.map { change in
@@ -46,6 +59,7 @@ public enum ReplicatedChangeSet {
                 "m": .string(change.model), "p": .array(change.keyPath.components.map { .string($0) }),
             ]
             if let value = change.newValue { object["v"] = value }
+            if let old = change.oldValue { object["o"] = old }
             return .object(object)
         }
         return [
@@ -67,8 +81,16 @@ public enum ReplicatedChangeSet {
                 guard let key = key.stringValue else { return nil }
                 components.append(key)
             }
-            changes.append(ReplicatedChange(model: model, keyPath: ModelKeyPath(components), value: item["v"]))
+            changes.append(ReplicatedChange(model: model, keyPath: ModelKeyPath(components), value: item["v"], oldValue: item["o"]))
         }
         return (version, time, changes)
+    }
+
+    /// An entry as the change set observers saw when it was committed; nil when it is not one.
+    public static func changeSet(of store: String, _ value: JSONValue) -> ChangeSet? {
+        guard let (version, committedAt, changes) = decode(value) else { return nil }
+        return ChangeSet(
+            store: store, version: version, committedAtMicroseconds: committedAt,
+            changes: changes.map { ModelChange(model: $0.model, keyPath: $0.keyPath, oldValue: $0.oldValue, newValue: $0.value) })
     }
 }

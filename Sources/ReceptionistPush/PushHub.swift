@@ -22,6 +22,8 @@ public final class PushHub {
     public let counters: PushCounters
     /// The cluster engine, when this hub is one node's replica of shared topics and stores.
     public weak var topicSource: (any TopicSource)?
+    /// The shared log of the cluster's stores; nil without a cluster.
+    public weak var storeSource: (any StoreSource)?
 
     public init(
         stores: StoreRegistry, context: any ExecutionContext, historyLimit: Int, counters: PushCounters,
@@ -143,7 +145,6 @@ public final class PushHub {
     private func subscribeStore(_ subscription: Subscription, _ store: ModelStore, since: UInt64?, epoch: String?) {
         let sink = subscription.sink
         let feed = feed(store)
-        let group = feed.group(for: subscription.options)
         // A version from another epoch (the gateway restarted, or another store had the name), from
         // the future, or older than the history cannot be resumed: the client gets a fresh
         // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
@@ -157,21 +158,77 @@ public final class PushHub {
             counters.storeResumes += 1
             subscription.advance(to: since)
         } else if let since, sameEpoch, since <= store.version, let missed = store.changes(since: since) {
-            sink.sendOwed(resumed(since))
-            counters.storeResumes += 1
-            subscription.advance(to: since)
-            // Through the group's filter and cadence; the events fanned out live, where the group
-            // still has them, so a reconnect storm of resuming subscribers shares one encoding of
-            // each change set (invariant 19).
-            group.replay(missed, to: subscription)
+            return resumeStore(subscription, feed, since: since, replay: missed)
+        } else if let since, sameEpoch, since < store.version, let storeSource {
+            // Older than this replica's history: the shared log may still hold it. The
+            // subscription starts when the log answers; until then nothing reaches it.
+            return fillStore(subscription, feed, since: since, fetched: [], epoch: store.epoch, source: storeSource, rounds: 3)
         } else {
-            let snapshot = group.snapshot(reset: since != nil)
-            if since != nil { counters.resets += 1 }
-            sink.sendOwed(snapshot)
-            subscription.advance(to: snapshot.id ?? 0)
+            return startStoreFresh(subscription, feed, reset: since != nil)
         }
         // Change sets up to `position` are covered; later ones reach the group and pass the filter.
         feed.add(subscription)
+    }
+
+    /// Resumes after `since` with `replay`, the change sets that followed it, oldest first; then
+    /// the subscription joins the live stream.
+    private func resumeStore(_ subscription: Subscription, _ feed: StoreFeed, since: UInt64, replay: [ChangeSet]) {
+        let store = feed.store
+        subscription.sink.sendOwed(
+            PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch)))
+        counters.storeResumes += 1
+        subscription.advance(to: since)
+        // Through the group's filter and cadence; the events fanned out live, where the group
+        // still has them, so a reconnect storm of resuming subscribers shares one encoding of
+        // each change set (invariant 19).
+        feed.group(for: subscription.options).replay(replay, to: subscription)
+        feed.add(subscription)
+    }
+
+    /// A (projected) snapshot, marked reset when the subscriber asked to resume and cannot.
+    private func startStoreFresh(_ subscription: Subscription, _ feed: StoreFeed, reset: Bool) {
+        let snapshot = feed.group(for: subscription.options).snapshot(reset: reset)
+        if reset { counters.resets += 1 }
+        subscription.sink.sendOwed(snapshot)
+        subscription.advance(to: snapshot.id ?? 0)
+        feed.add(subscription)
+    }
+
+    /// Reads the change sets after `since` that the replica's history no longer has from the
+    /// shared log, then resumes from them and the history. A replica that moved past its history
+    /// meanwhile is asked about again, at most `rounds` times in all; whatever the log no longer
+    /// holds (or a new epoch, or a log that cannot be read) gives a reset snapshot instead, never
+    /// a silent hole (invariant 42).
+    private func fillStore(
+        _ subscription: Subscription, _ feed: StoreFeed, since: UInt64, fetched: [ChangeSet], epoch: String,
+        source: any StoreSource, rounds: Int
+    ) {
+        let key = ObjectIdentifier(subscription)
+        feed.resuming.insert(key)
+        let after = fetched.last?.version ?? since
+        let through = feed.store.version
+        source.storeHistory(of: feed.store.name, after: after, through: through) { [weak self, weak feed] changeSets in
+            guard let self, let feed, feed.resuming.remove(key) != nil else { return }
+            guard feeds[feed.store.name] === feed else {
+                // The store was made anew meanwhile: resume against the one there is now.
+                if let store = stores.store(feed.store.name) { subscribeStore(subscription, store, since: since, epoch: epoch) }
+                return
+            }
+            var all = fetched
+            var whole = changeSets != nil && feed.store.epoch == epoch
+            for changeSet in changeSets ?? [] where whole {
+                whole = changeSet.version == (all.last?.version ?? since) + 1
+                if whole { all.append(changeSet) }
+            }
+            guard whole, (all.last?.version ?? since) == through else { return startStoreFresh(subscription, feed, reset: true) }
+            if let missed = feed.store.changes(since: through) {
+                resumeStore(subscription, feed, since: since, replay: all + missed)
+            } else if rounds > 1 {
+                fillStore(subscription, feed, since: since, fetched: all, epoch: epoch, source: source, rounds: rounds - 1)
+            } else {
+                startStoreFresh(subscription, feed, reset: true)
+            }
+        }
     }
 
     private func subscribeTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64?, epoch: String?) {

@@ -19,6 +19,9 @@ import Testing
             let entry = try #require(ReplicatedChangeSet.decode(JSONParser.parse(JSONWriter.encode(ReplicatedChangeSet.encode(changeSet)))))
             #expect(replica.applyReplicated(version: entry.version, committedAt: entry.committedAt, changes: entry.changes))
             #expect(replica.changes(since: changeSet.version - 1)?.first?.changes == changeSet.changes)
+            // Read back from the log, it is the change set observers saw, old values included.
+            let readBack = try JSONParser.parse(JSONWriter.encode(ReplicatedChangeSet.encode(changeSet)))
+            #expect(ReplicatedChangeSet.changeSet(of: "s", readBack) == changeSet)
         }
         #expect(replica.snapshot().models == origin.snapshot().models && replica.version == origin.version)
     }

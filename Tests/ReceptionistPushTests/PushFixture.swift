@@ -48,11 +48,37 @@ extension ModelStore {
 /// A shared log that takes no commits: enough to make a registry's stores replicas, which the
 /// tests then drive with `applyReplicated` and `resetReplica` as the cluster engine would.
 final class FakeReplication: StoreReplication {
-    func commit(_ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64) -> ReplicationOutcome {
-        .failed(.unavailable("no log in this test"))
+    func commit(
+        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+        completion: @escaping @Sendable (ReplicationOutcome) -> Void
+    ) {
+        completion(.failed(.unavailable("no log in this test")))
     }
 
     func createStore(_ name: String) throws(StoreError) {}
+}
+
+/// The shared log of stores as the hub sees it: holds each lookup until the test answers it.
+final class FakeStoreSource: StoreSource {
+    private(set) var lookups: [(store: String, after: UInt64, through: UInt64, done: ([ChangeSet]?) -> Void)] = []
+
+    func storeHistory(of store: String, after: UInt64, through: UInt64, done: @escaping ([ChangeSet]?) -> Void) {
+        lookups.append((store, after, through, done))
+    }
+
+    /// Answers the oldest lookup with change sets `versions` of `{"n": version}` put as model `m`
+    /// (nil: the log could not be read).
+    func answer(_ versions: ClosedRange<UInt64>?) {
+        let lookup = lookups.removeFirst()
+        lookup.done(versions.map { range in
+            range.map { version in
+                ChangeSet(store: lookup.store, version: version, committedAtMicroseconds: 0, changes: [
+                    ModelChange(model: "m", keyPath: .whole, oldValue: ["n": .number(JSONNumber(Double(version - 1)))],
+                                newValue: ["n": .number(JSONNumber(Double(version)))]),
+                ])
+            }
+        })
+    }
 }
 
 /// The cluster engine as the hub sees it: records which topics it was asked to mirror, and

@@ -136,6 +136,71 @@ import Testing
         #expect(push.counters.resets == 2 && push.counters.storeResumes == 1)
     }
 
+    /// A replica with a history of two change sets, at version 5, and a shared log beside it.
+    private func replicaWithShortHistory() throws -> (PushFixture, ModelStore, FakeStoreSource) {
+        let push = PushFixture(storeHistory: 2, replication: FakeReplication())
+        let source = FakeStoreSource()
+        push.hub.storeSource = source
+        let store = try push.createStore("s")
+        for version: UInt64 in 1...5 {
+            #expect(store.applyReplicated(version: version, committedAt: 0, changes: replicatedPut("m", Int(version))))
+        }
+        push.drain()
+        return (push, store, source)
+    }
+
+    @Test func aStoreResumeOlderThanTheReplicaHistoryIsReadFromTheSharedLog() throws {
+        let (push, store, source) = try replicaWithShortHistory()
+        let sink = FakeSink()
+        _ = try push.subscribe(sink, .store("s"), since: 1, epoch: store.epoch)
+        // Nothing is sent until the log answers.
+        #expect(sink.trace.isEmpty && source.lookups.count == 1)
+        #expect(source.lookups[0].after == 1 && source.lookups[0].through == 5)
+        source.answer(2...5)
+        #expect(sink.trace == ["subscribed s 1 resumed", "changes s 2", "changes s 3", "changes s 4", "changes s 5"])
+        // Then live.
+        #expect(store.applyReplicated(version: 6, committedAt: 0, changes: replicatedPut("m", 6)))
+        push.drain()
+        #expect(sink.trace.last == "changes s 6")
+        #expect(push.counters.storeResumes == 1 && push.counters.resets == 0)
+    }
+
+    @Test func whatTheSharedLogNoLongerHoldsIsAResetNeverAHole() throws {
+        let (push, store, source) = try replicaWithShortHistory()
+        let trimmed = FakeSink(), unreadable = FakeSink()
+        _ = try push.subscribe(trimmed, .store("s"), since: 1, epoch: store.epoch)
+        _ = try push.subscribe(unreadable, .store("s"), since: 1, epoch: store.epoch)
+        source.answer(3...5)  // version 2 was trimmed
+        source.answer(nil)  // Redis did not answer in time
+        #expect(trimmed.trace == ["snapshot s 5 reset"])
+        #expect(unreadable.trace == ["snapshot s 5 reset"])
+        #expect(push.counters.resets == 2 && push.counters.storeResumes == 0)
+    }
+
+    @Test func aReplicaThatMovedOnDuringTheLookupIsAskedAboutAgain() throws {
+        let (push, store, source) = try replicaWithShortHistory()
+        let sink = FakeSink()
+        _ = try push.subscribe(sink, .store("s"), since: 1, epoch: store.epoch)
+        // Three more change sets arrive while the log is read: the history (2) no longer reaches 5.
+        for version: UInt64 in 6...8 {
+            #expect(store.applyReplicated(version: version, committedAt: 0, changes: replicatedPut("m", Int(version))))
+        }
+        push.drain()
+        source.answer(2...5)
+        #expect(sink.trace.isEmpty && source.lookups.first?.after == 5 && source.lookups.first?.through == 8)
+        source.answer(6...8)
+        #expect(sink.trace == (["subscribed s 1 resumed"] + (2...8).map { "changes s \($0)" }))
+    }
+
+    @Test func aSubscriberThatLeavesDuringTheLookupGetsNothing() throws {
+        let (push, store, source) = try replicaWithShortHistory()
+        let sink = FakeSink()
+        let subscription = try push.subscribe(sink, .store("s"), since: 1, epoch: store.epoch)
+        push.hub.unsubscribe(subscription)
+        source.answer(2...5)
+        #expect(sink.trace.isEmpty && push.hub.storeSubscriberCount == 0)
+    }
+
     @Test func aClusterNodeResumesFromAVersionItsReplicaHasNotReachedYet() throws {
         let push = PushFixture(replication: FakeReplication())
         let source = FakeTopicSource()

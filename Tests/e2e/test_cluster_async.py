@@ -1,5 +1,5 @@
-"""The redis engine without parked threads: a publish through Redis waits on the loop, not on a
-job thread, so a slow Redis delays only the replies that need it.
+"""The redis engine without parked threads: a publish or a store commit through Redis waits on
+the loop, not on a job thread, so a slow Redis delays only the replies that need it.
 
 Redis is slowed for real with `DEBUG SLEEP`, which blocks the server for that many seconds.
 """
@@ -117,6 +117,116 @@ def test_slow_redis_delays_only_its_replies_and_parks_no_job_thread(start_server
     ws.close()
 
 
+class Commits:
+    """HTTP model writes (`PUT /api/stores/{store}/models/m{n}`), each on a connection and a
+    thread of its own, recorded in the order their answers arrive."""
+
+    def __init__(self, port: int, store: str, numbers, prefix: str = "m"):
+        self.answers: list[tuple[int, dict]] = []
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._one, args=(port, store, f"{prefix}{n}", n), daemon=True)
+                        for n in numbers]
+        for thread in self.threads:
+            thread.start()
+
+    def _one(self, port: int, store: str, model: str, n: int) -> None:
+        resp = api(port, "PUT", f"/api/stores/{store}/models/{model}", {"n": n}, timeout=30)
+        with self.lock:
+            self.answers.append((resp.status, resp.json()))
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.answers)
+
+
+def test_slow_redis_delays_only_its_commits_and_parks_no_job_thread(start_server, redis):
+    # One job thread: were a commit to wait on it for Redis, the read below would wait behind it.
+    node = start_node(start_server, redis, "--job-threads", "1")
+    store = unique("async")
+    json_ok(api(node.port, "POST", "/api/stores", {"name": store}), 201)
+    ws = connect(node.port)
+    assert subscribe(ws, store=store)["version"] == 0
+
+    before = requests_seen(node.port)
+    sleeper = redis_sleep(redis, 3)
+    try:
+        commits = Commits(node.port, store, range(8))
+        scrapes = [0]
+
+        def all_routed() -> bool:
+            scrapes[0] += 1
+            return requests_seen(node.port) >= before + 8 + scrapes[0]
+
+        wait_for(all_routed, 10, "the commits never reached the node")
+        # Each commit was computed on the one job thread and handed to Redis; the thread is free:
+        # a read that needs it is answered while Redis still sleeps, and no commit is answered.
+        snapshot = json_ok(api(node.port, "GET", f"/api/stores/{store}", timeout=10))
+        assert snapshot["version"] == 0 and snapshot["models"] == {}
+        assert commits.count() == 0, commits.answers
+        assert commits.count() == 0, "Redis woke before the checks ended; the test proves nothing"
+    finally:
+        sleeper.close()
+
+    # Redis wakes: every commit is answered with a version of its own, 1 to 8, and the subscriber
+    # gets every change set in order.
+    wait_for(lambda: commits.count() == 8, 15, "the commits were never answered")
+    assert all(status == 201 for status, _ in commits.answers), commits.answers
+    assert sorted(body["version"] for _, body in commits.answers) == list(range(1, 9))
+    frames = [recv_json(ws) for _ in range(8)]
+    assert [frame["version"] for frame in frames] == list(range(1, 9))
+    by_version = {body["version"]: body["id"] for _, body in commits.answers}
+    assert [frame["changes"][0]["model"] for frame in frames] == [by_version[v] for v in range(1, 9)]
+    ws.close()
+
+
+def test_a_commit_redis_does_not_answer_in_time_is_503_and_not_lost(start_server, redis):
+    node = start_node(start_server, redis, "--redis-timeout", "0.5")
+    store = unique("timeout")
+    json_ok(api(node.port, "POST", "/api/stores", {"name": store}), 201)
+    ws = connect(node.port)
+    assert subscribe(ws, store=store)["version"] == 0
+    sleeper = redis_sleep(redis, 3)
+    try:
+        resp = api(node.port, "PUT", f"/api/stores/{store}/models/late", {"late": True}, timeout=10)
+        assert resp.status == 503, resp.body
+        body = resp.json()
+        assert set(body) == {"error", "detail"} and "in time" in body["detail"], body
+        assert api(node.port, "GET", "/healthz").status == 200
+    finally:
+        sleeper.close()
+    # Redis ran the commit when it woke: the outcome was unknown, not a failure.
+    frame = recv_json(ws, timeout=10)
+    assert frame["type"] == "changes" and frame["version"] == 1, frame
+    assert frame["changes"][0]["model"] == "late" and frame["changes"][0]["value"] == {"late": True}, frame
+    ws.close()
+
+
+def test_two_nodes_committing_at_once_get_every_version_exactly_once(start_server, redis):
+    a = start_node(start_server, redis)
+    b = start_node(start_server, redis)
+    store = unique("race")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    wait_for(lambda: api(b.port, "GET", f"/api/stores/{store}").status == 200, 5, "node B never learned of the store")
+    ws = connect(b.port)
+    assert subscribe(ws, store=store)["version"] == 0
+    # Both nodes take commits to one store at once: they conflict in Redis, and each node computes
+    # its commit again once its replica has caught up, with no thread waiting meanwhile.
+    on_a = Commits(a.port, store, range(20), prefix="a")
+    on_b = Commits(b.port, store, range(20), prefix="b")
+    wait_for(lambda: on_a.count() == 20 and on_b.count() == 20, 30, "the commits were never answered")
+    answers = on_a.answers + on_b.answers
+    assert all(status == 201 for status, _ in answers), answers
+    assert sorted(body["version"] for _, body in answers) == list(range(1, 41))
+    frames = [recv_json(ws, 10) for _ in range(40)]
+    assert [frame["version"] for frame in frames] == list(range(1, 41))
+    by_version = {body["version"]: body["id"] for _, body in answers}
+    assert [frame["changes"][0]["model"] for frame in frames] == [by_version[v] for v in range(1, 41)]
+    snapshot_a = json_ok(api(a.port, "GET", f"/api/stores/{store}"))
+    wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}")) == snapshot_a, 5, "the replicas differ")
+    assert snapshot_a["version"] == 40 and len(snapshot_a["models"]) == 40
+    ws.close()
+
+
 def test_a_publish_redis_does_not_answer_in_time_is_503_and_not_lost(start_server, redis):
     node = start_node(start_server, redis, "--redis-timeout", "0.5")
     topic = unique("timeout")
@@ -206,6 +316,46 @@ def test_a_node_that_joined_later_resumes_from_the_redis_log_beyond_its_own_hist
         assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": 31 + port % 2}), 201)
         live = recv_json(ws)
         assert live["type"] == "message" and live["seq"] > 30, live
+        ws.close()
+
+
+def test_a_store_resumes_on_a_node_that_joined_later_from_the_redis_log(start_server, redis):
+    a = start_node(start_server, redis, "--history", "5")
+    store = unique("storelog")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    # Versions 1 to 30: m1 to m30 created, then m1 updated (31) and m2 deleted (32).
+    for n in range(1, 31):
+        assert json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/m{n}", {"n": n}), 201)["version"] == n
+    assert json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/m1", {"n": 100}))["version"] == 31
+    assert json_ok(api(a.port, "DELETE", f"/api/stores/{store}/models/m2"))["version"] == 32
+    epoch = json_ok(api(a.port, "GET", f"/api/stores/{store}"))["epoch"]
+    # Node B starts after all of them: its replica begins at version 32 with no history at all.
+    b = start_node(start_server, redis, "--history", "5")
+    wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"] == 32, 10, "B never read the store")
+    for options in ({}, {"old": True}):
+        ws = connect(b.port)
+        current = json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"]
+        answer = subscribe(ws, store=store, since=2, epoch=epoch, **options)
+        assert answer["type"] == "subscribed" and answer["version"] == 2 and answer["epoch"] == epoch, answer
+        # Everything after version 2 (the first round's live commit too, in the second round).
+        frames = [recv_json(ws) for _ in range(current - 2)]
+        assert [f["type"] for f in frames] == ["changes"] * (current - 2), frames[:2]
+        assert [f["version"] for f in frames] == list(range(3, current + 1))
+        frames = frames[:30]
+        # Each change set exactly as it was committed, kinds (and old values, when asked) included.
+        changes = [f["changes"][0] for f in frames]
+        assert [c["model"] for c in changes] == [f"m{n}" for n in range(3, 31)] + ["m1", "m2"]
+        assert [c["kind"] for c in changes] == ["created"] * 28 + ["updated", "deleted"]
+        assert changes[-2]["value"] == {"n": 100} and changes[-1]["value"] is None
+        if options:
+            assert changes[0]["old"] is None and changes[-2]["old"] == {"n": 1} and changes[-1]["old"] == {"n": 2}
+        else:
+            assert "old" not in changes[0]
+        # Then live, with nothing doubled.
+        live_model = "live-old" if options else "live"
+        version = json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/{live_model}", {"n": 0}), 201)["version"]
+        live = recv_json(ws)
+        assert live["type"] == "changes" and live["version"] == version, live
         ws.close()
 
 

@@ -3,10 +3,12 @@ import ReceptionistModel
 import ReceptionistWire
 
 /// `/api/stores/...`: reads and atomic commits. Every store read or write runs on a job thread;
-/// its reply comes after the commit and carries the new version.
+/// its reply comes after the commit and carries the new version. A commit to a cluster store is
+/// computed on the job thread and handed to Redis; the reply waits for Redis, no thread does.
 struct StoreAPI {
     let stores: StoreRegistry
     let idempotency: Idempotency
+    let handoff: JobHandoff
 
     /// `segments` follow `/api/stores`; `scope` is the idempotency scope of the caller's API key.
     func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
@@ -26,7 +28,11 @@ struct StoreAPI {
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
             switch Idempotency.key(of: request) {
             case .success(let key):
-                return .work { idempotency.run(key, scope: scope, request: request) { commitChanges(path[0], request) } }
+                return .later { done in
+                    idempotency.run(key, scope: scope, request: request, later: { answer in
+                        handoff.run({ reply in commitChanges(path[0], request, reply) }, answer: answer)
+                    }, done: done)
+                }
             case .failure(let failure):
                 return .reply(failure.reply)
             }
@@ -34,14 +40,19 @@ struct StoreAPI {
             let (name, id) = (path[0], path[2])
             switch method {
             case .get, .head: return .work { model(name, id) }
-            case .put: return .work { put(name, id, request) }
-            case .patch: return .work { patch(name, id, request) }
-            case .delete: return .work { commit(name, id, [.delete(model: id)]) }
+            case .put: return later { put(name, id, request, $0) }
+            case .patch: return later { patch(name, id, request, $0) }
+            case .delete: return later { commit(name, id, [.delete(model: id)], $0) }
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, PUT, PATCH, DELETE"))
             }
         default:
             return .reply(.error(.notFound, "no such resource"))
         }
+    }
+
+    /// A commit's route: `work` runs on a job thread and replies once, when the commit is answered.
+    private func later(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void) -> RouteResult {
+        .later { done in handoff.run(work, answer: done) }
     }
 
     private func list() -> Reply {
@@ -82,48 +93,59 @@ struct StoreAPI {
         return .json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": value])
     }
 
-    private func put(_ name: String, _ id: String, _ request: HTTPRequest) -> Reply {
+    private func put(_ name: String, _ id: String, _ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
         switch Reply.parseJSONBody(request) {
-        case .success(let value): return commit(name, id, [.put(model: id, value: value)])
-        case .failure(let failure): return failure.reply
+        case .success(let value): commit(name, id, [.put(model: id, value: value)], reply)
+        case .failure(let failure): reply(failure.reply)
         }
     }
 
-    private func patch(_ name: String, _ id: String, _ request: HTTPRequest) -> Reply {
+    private func patch(_ name: String, _ id: String, _ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
         switch Reply.parseJSONBody(request) {
-        case .success(let value): return commit(name, id, [.patch(model: id, patch: value)])
-        case .failure(let failure): return failure.reply
+        case .success(let value): commit(name, id, [.patch(model: id, patch: value)], reply)
+        case .failure(let failure): reply(failure.reply)
         }
     }
 
-    private func commit(_ name: String, _ id: String, _ operations: [StoreOperation]) -> Reply {
-        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
-        do {
-            let changeSet = try store.commit(operations)
-            let created = changeSet.changes.first?.kind == .created && changeSet.changes.first?.keyPath == .whole
-            return .json(created ? .created : .ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(changeSet.version))])
-        } catch {
-            return .error(error)
+    private func commit(
+        _ name: String, _ id: String, _ operations: [StoreOperation], _ reply: @escaping @Sendable (Reply) -> Void
+    ) {
+        guard let store = stores.store(name) else { return reply(.error(.noSuchStore(name))) }
+        store.commit(operations) { result in
+            switch result {
+            case .success(let changeSet):
+                let created = changeSet.changes.first?.kind == .created && changeSet.changes.first?.keyPath == .whole
+                reply(.json(created ? .created : .ok, [
+                    "store": .string(name), "id": .string(id), "version": .number(JSONNumber(changeSet.version)),
+                ]))
+            case .failure(let error):
+                reply(.error(error))
+            }
         }
     }
 
-    private func commitChanges(_ name: String, _ request: HTTPRequest) -> Reply {
-        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+    private func commitChanges(_ name: String, _ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
+        guard let store = stores.store(name) else { return reply(.error(.noSuchStore(name))) }
         let body: JSONValue
         switch Reply.parseJSONBody(request) {
         case .success(let value): body = value
-        case .failure(let failure): return failure.reply
+        case .failure(let failure): return reply(failure.reply)
         }
         let operations: [StoreOperation]
         switch ChangeRequest.operations(from: body) {
         case .success(let parsed): operations = parsed
-        case .failure(let failure): return failure.reply
+        case .failure(let failure): return reply(failure.reply)
         }
-        do {
-            let changeSet = try store.commit(operations)
-            return .json(.ok, ["store": .string(name), "version": .number(JSONNumber(changeSet.version)), "changes": .number(JSONNumber(changeSet.changes.count))])
-        } catch {
-            return .error(error)
+        store.commit(operations) { result in
+            switch result {
+            case .success(let changeSet):
+                reply(.json(.ok, [
+                    "store": .string(name), "version": .number(JSONNumber(changeSet.version)),
+                    "changes": .number(JSONNumber(changeSet.changes.count)),
+                ]))
+            case .failure(let error):
+                reply(.error(error))
+            }
         }
     }
 }

@@ -34,6 +34,7 @@ extension ClusterEngine {
             maxPendingCommands: config.redisMaxPendingCommands,
             timeoutSeconds: config.redisTimeoutSeconds, logger: logger)
         hub.topicSource = engine
+        hub.storeSource = engine
         replication.attach(engine)
         engine.start()
         logger.info("redis engine", metadata: ["redis": "\(endpoints.map(\.description).joined(separator: ", "))"])

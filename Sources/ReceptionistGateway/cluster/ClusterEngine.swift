@@ -17,7 +17,7 @@ import ReceptionistPush
 ///   answer 503.
 ///
 /// Loop thread only.
-final class ClusterEngine: TopicSource, EngineHealth {
+final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     let loop: EventLoop
     /// One link per server, in `--redis-url` order.
     let shards: [RedisLink]
@@ -31,11 +31,11 @@ final class ClusterEngine: TopicSource, EngineHealth {
     private let stores: StoreRegistry
     /// The thread store replicas are changed on, in stream order: not the loop (a receptionist
     /// may block on the loop for backpressure) and not the job pool (whose threads wait for it).
-    private let applier = SerialWorker()
+    let applier = SerialWorker()
     private unowned let hub: PushHub
     /// Read by the history lookups (`ClusterEngine+History`).
     var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
-    private var storeReaders: [String: StreamReader] = [:]
+    private var storeReaders: [String: (reader: StreamReader, follower: StoreFollower)] = [:]
 
     init(
         loop: EventLoop, endpoints: [RedisEndpoint], stores: StoreRegistry, hub: PushHub, historyLimit: Int,
@@ -98,7 +98,7 @@ final class ClusterEngine: TopicSource, EngineHealth {
                 self.storeReader(name).read()
             }
         }
-        for (name, reader) in storeReaders where shard(name) === link { reader.read() }
+        for (name, following) in storeReaders where shard(name) === link { following.reader.read() }
         for (name, pair) in topicReaders where shard(name) === link { pair.reader.read() }
     }
 
@@ -184,20 +184,31 @@ final class ClusterEngine: TopicSource, EngineHealth {
         reader.read()
     }
 
+    /// The newest version the store's stream reader has seen.
+    func storeLatest(_ name: String) -> UInt64? {
+        storeReaders[name]?.reader.cursor?.lastNumber
+    }
+
     private func storeReader(_ name: String) -> StreamReader {
-        if let reader = storeReaders[name] { return reader }
+        storeFollowing(name).reader
+    }
+
+    private func storeFollowing(_ name: String) -> (reader: StreamReader, follower: StoreFollower) {
+        if let following = storeReaders[name] { return following }
         let link = shard(name)
         let follower = StoreFollower(
             name: name, loop: loop, stores: stores, applier: applier, commands: link.commands, keys: link.keys, logger: logger)
         let reader = StreamReader(key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower)
-        storeReaders[name] = reader
-        return reader
+        storeReaders[name] = (reader, follower)
+        return (reader, follower)
     }
 
-    /// Runs the commit script; see `RedisStoreReplication`.
+    /// Runs the commit script; see `RedisStoreReplication`. A commit is answered once this node's
+    /// replica has applied it, and a conflict once the replica has caught up with the version that
+    /// won, each within `--redis-timeout`, so the committer never waits on a thread for either.
     func commit(
         store name: String, expectedVersion: UInt64, entry: [UInt8], models: [(String, [UInt8])],
-        completion: @escaping @Sendable (ReplicationOutcome) -> Void
+        completion: @escaping (ReplicationOutcome) -> Void
     ) {
         let link = shard(name), keys = link.keys
         guard link.isUp else { return completion(.failed(.unavailable("Redis \(link.endpoint) is unreachable"))) }
@@ -213,7 +224,8 @@ final class ClusterEngine: TopicSource, EngineHealth {
             arguments.append(Array(id.utf8))
             arguments.append(json)
         }
-        let reader = storeReader(name)
+        let (reader, follower) = storeFollowing(name)
+        let timeout = timeoutSeconds
         let sent = link.commands.eval(ClusterScripts.commit, arguments) { [unowned self] reply in
             switch reply {
             case .array(let parts)? where parts.count == 2:
@@ -221,8 +233,18 @@ final class ClusterEngine: TopicSource, EngineHealth {
                 let version = UInt64(max(0, parts[1].integer ?? 0))
                 let replica = stores.store(name)?.version ?? 0
                 switch code {
-                case 1: completion(.committed(version))
-                case 0: completion(.conflict(version))
+                case 1:
+                    follower.whenApplied(version, seconds: timeout) { applied in
+                        completion(applied ? .committed(version) : .failed(.outcomeUnknown(
+                            "committed as version \(version), but not yet replicated to this node")))
+                    }
+                case 0 where version < replica:
+                    completion(.conflict(version))
+                case 0:
+                    follower.whenApplied(version, seconds: timeout) { applied in
+                        completion(applied ? .conflict(version) : .failed(.unavailable(
+                            "this node has not caught up with the store's other writers; retry")))
+                    }
                 default: completion(.failed(.noSuchStore(name)))
                 }
                 // No store, or a version behind this replica: the log was lost; read it whole.

@@ -3,13 +3,15 @@ import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistSync
 
-/// Stores' commits through Redis: the job thread encodes the change set, then waits while the
-/// loop's `ClusterEngine` runs the commit script.
+/// Stores' commits through Redis: the committing thread computes and encodes the change set and
+/// hands it to the loop, whose `ClusterEngine` runs the commit script; nothing waits for Redis.
 ///
-/// Any thread except the loop's (it blocks until the loop answers).
+/// Any thread. Answers come on the replica thread (`SerialWorker`), which has just applied the
+/// change set: a commit computed again after a conflict, or the next one waiting, is computed
+/// there and never on the loop.
 final class RedisStoreReplication: StoreReplication {
     private let mailbox: Mailbox
-    /// How long a commit waits for Redis (`--redis-timeout`).
+    /// How long a store's creation waits for Redis (`--redis-timeout`).
     private let timeoutSeconds: Double
     private let engine = PThreadLock<LoopBound<ClusterEngine>?>(nil)
 
@@ -23,14 +25,28 @@ final class RedisStoreReplication: StoreReplication {
         self.engine.withLock { $0 = LoopBound(engine, loop: engine.loop) }
     }
 
-    func commit(_ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64) -> ReplicationOutcome {
-        guard let engine = engine.withLock({ $0 }) else { return .failed(.unavailable("the cluster is starting")) }
+    func commit(
+        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+        completion: @escaping @Sendable (ReplicationOutcome) -> Void
+    ) {
+        guard let engine = engine.withLock({ $0 }) else { return completion(.failed(.unavailable("the cluster is starting"))) }
         let entry = JSONWriter.encode(ReplicatedChangeSet.encode(changeSet))
         let pairs: [(String, [UInt8])] = models.map { id, value in (id, value.map { JSONWriter.encode($0) } ?? []) }
         let store = changeSet.store
-        return LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: .failed(.outcomeUnknown("Redis did not answer in time"))) { done in
-            engine.value.commit(store: store, expectedVersion: expectedVersion, entry: entry, models: pairs, completion: done)
+        let posted = mailbox.post {
+            let engine = engine.value
+            let applier = engine.applier
+            LoopDeadline.run(engine.loop, seconds: engine.timeoutSeconds, timedOut: {
+                ReplicationOutcome.failed(.outcomeUnknown("Redis did not answer in time; the commit may or may not be applied"))
+            }, { done in
+                engine.commit(store: store, expectedVersion: expectedVersion, entry: entry, models: pairs, completion: done)
+            }, done: { outcome in
+                // Off the loop: what the committer does next (compute again, or the next commit)
+                // is a job's work. A full replica thread answers from here rather than never.
+                if !applier.enqueue({ completion(outcome) }) { completion(outcome) }
+            })
         }
+        if posted != .accepted { completion(.failed(.unavailable("the gateway is shutting down"))) }
     }
 
     func createStore(_ name: String) throws(StoreError) {

@@ -22,6 +22,10 @@ final class StoreFollower: StreamFollower {
     /// for one store.
     private var batchesInFlight = 0
     static let maxBatchesInFlight = 4
+    /// Commits waiting for the replica to reach a version, with when each began. Each is answered
+    /// by its own deadline if the version never comes; its entry is dropped once that deadline has
+    /// passed, so the list holds at most one time-out's worth of this node's commits.
+    private var waiters: [(version: UInt64, since: UInt64, answer: (Bool) -> Void)] = []
 
     init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
         self.name = name
@@ -31,6 +35,30 @@ final class StoreFollower: StreamFollower {
         self.commands = commands
         self.keys = keys
         self.logger = logger
+    }
+
+    /// Calls `answer(true)` once the replica has applied `version` (at once if it has), or
+    /// `answer(false)` after `seconds`.
+    func whenApplied(_ version: UInt64, seconds: Double, answer: @escaping (Bool) -> Void) {
+        guard stores.replica(name).version < version else { return answer(true) }
+        let now = loop.nowMilliseconds
+        let span = UInt64(max(0, seconds) * 1000)
+        if let oldest = waiters.first, oldest.since + span < now {
+            waiters.removeAll { $0.since + span < now }
+        }
+        LoopDeadline.run(loop, seconds: seconds, timedOut: { false }, { [weak self] done in
+            self?.waiters.append((version, now, done))
+        }, done: answer)
+    }
+
+    /// Answers the waiters the replica has reached; on the loop, after the replica thread has
+    /// applied a batch or a reset.
+    private func answerWaiters() {
+        guard !waiters.isEmpty else { return }
+        let version = stores.replica(name).version
+        let reached = waiters.filter { $0.version <= version }
+        waiters.removeAll { $0.version <= version }
+        for waiter in reached { waiter.answer(true) }
     }
 
     var acceptsMore: Bool { batchesInFlight < Self.maxBatchesInFlight }
@@ -84,6 +112,7 @@ final class StoreFollower: StreamFollower {
             _ = mailbox.post { [fits] in
                 let (follower, reader) = back.value
                 follower.batchesInFlight -= 1
+                follower.answerWaiters()
                 if !fits { reader.cursor = nil; reader.read() }
                 reader.followerCaughtUp()
             }
@@ -113,12 +142,15 @@ final class StoreFollower: StreamFollower {
             // its own, so its subscribers are told (a reset snapshot) and no resume mistakes the
             // old numbers for new ones; when the store is made again, its epoch is Redis's.
             let epoch = versionNumber < 0 ? ModelStore.newEpoch() : logEpoch
+            let back = LoopBound(self, loop: self.loop)
+            let mailbox = self.loop.mailbox
             let accepted = applier.enqueue {
                 var models: [String: JSONValue] = [:]
                 for (id, json) in snapshot {
                     if let value = try? JSONParser.parse(json) { models[id] = value }
                 }
                 store.resetReplica(models: models, version: version, epoch: epoch)
+                _ = mailbox.post { back.value.answerWaiters() }
             }
             done(accepted ? StreamCursor(lastID: lastID, lastNumber: version) : nil)
         }

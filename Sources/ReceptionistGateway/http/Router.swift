@@ -1,3 +1,4 @@
+import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
 import ReceptionistWire
@@ -20,12 +21,12 @@ final class Router {
     private let operations: OperationsEndpoints
 
     init(
-        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub,
+        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, mailbox: Mailbox, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
         counters: GatewayCounters, operations: OperationsEndpoints
     ) {
         self.staticFiles = staticFiles
-        storeAPI = StoreAPI(stores: stores, idempotency: idempotency)
+        storeAPI = StoreAPI(stores: stores, idempotency: idempotency, handoff: JobHandoff(jobs: jobs, mailbox: mailbox))
         jobAPI = JobAPI(stores: stores, jobs: jobs)
         topicAPI = TopicAPI(hub: hub, publisher: publisher, idempotency: idempotency)
         presenceAPI = PresenceAPI(hub: hub, stores: stores)

@@ -70,13 +70,24 @@ public final class StoreFeed: PresenceMembers {
         presence.joined(subscription)
     }
 
+    /// Subscriptions waiting for the shared log's change sets before they join (a resume older
+    /// than this replica's history). One that leaves meanwhile is simply dropped from here.
+    var resuming: Set<ObjectIdentifier> = []
+
     func remove(_ subscription: Subscription) {
+        if resuming.remove(ObjectIdentifier(subscription)) != nil { return closeIfUnused(subscription.options) }
         guard let group = groups[subscription.options], group.remove(subscription) else { return }
         subscriberCount -= 1
         presence.left(subscription)
-        if group.memberCount == 0, !subscription.options.isNone {
-            group.close()
-            groups.removeValue(forKey: subscription.options)
-        }
+        closeIfUnused(subscription.options)
+    }
+
+    /// Closes the group of `options` once it has no member and nobody is resuming into it (the
+    /// group without options stays).
+    func closeIfUnused(_ options: SubscriptionOptions) {
+        guard !options.isNone, let group = groups[options], group.memberCount == 0 else { return }
+        if !resuming.isEmpty { return }
+        group.close()
+        groups.removeValue(forKey: options)
     }
 }
