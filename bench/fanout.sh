@@ -90,7 +90,7 @@ start_clients() {
     left=$((left - n))
     local a=$((first_address + 2 * i))
     taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$n" --dialect "$dialect" "${client_args[@]}" \
-      --source-hosts "127.0.0.$a,127.0.0.$((a + 1))" --topic bench --duration 0 --connect-timeout 100 \
+      --source-hosts "127.0.0.$a,127.0.0.$((a + 1))" --topic "${client_topic:-bench}" --duration 0 --connect-timeout 100 \
       > "$work/$tag.$i.json" 2> "$work/$tag.$i.err" &
     clients+=($!)
     pids+=($!)
