@@ -424,7 +424,11 @@ def wait_until_refused(port: int, timeout: float = 5.0, interval: float = 0.05) 
             probe = socket.create_connection((HOST, port), timeout=1)
         except ConnectionRefusedError:
             return time.monotonic() - start
-        probe.close()
+        except ConnectionResetError:
+            # Queued on the listener as it closed: not yet refused; the next probe tells.
+            probe = None
+        if probe is not None:
+            probe.close()
         if time.monotonic() - start > timeout:
             raise AssertionError(f"port {port} still accepting connections after {timeout}s")
         time.sleep(interval)
