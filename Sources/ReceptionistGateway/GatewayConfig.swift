@@ -54,6 +54,8 @@ public struct GatewayConfig: Sendable {
     public var redisMaxPendingCommands = 10_000
     /// How long a publish or commit waits for Redis before it is answered 503.
     public var redisTimeoutSeconds = 10.0
+    /// How long after its last heartbeat a node is taken for dead: its members leave presence.
+    public var heartbeatTimeoutSeconds = 3.0
     /// Entries each topic's and store's log keeps in Redis (about: Redis trims in whole nodes),
     /// from which any node resumes a client whose `since` left its own history.
     public var redisHistory = 10_000

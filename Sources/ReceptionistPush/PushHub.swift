@@ -22,6 +22,9 @@ public final class PushHub {
     public let counters: PushCounters
     /// The cluster engine, when this hub is one node's replica of shared topics and stores.
     public weak var topicSource: (any TopicSource)?
+    /// Every presence this hub makes, and the cluster they share members through (set by the
+    /// cluster engine as it starts).
+    public let presenceRelay = PresenceRelay()
     /// The shared log of the cluster's stores; nil without a cluster.
     public weak var storeSource: (any StoreSource)?
 
@@ -115,7 +118,9 @@ public final class PushHub {
     /// The topic named `name`, created on first use (and, in a cluster, mirrored from then on).
     public func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
-        let topic = Topic(name: name, historyLimit: historyLimit, counters: counters, context: context, presence: presenceSettings)
+        let topic = Topic(
+            name: name, historyLimit: historyLimit, counters: counters, context: context, presence: presenceSettings,
+            presenceRelay: presenceRelay)
         topics[name] = topic
         if let topicSource {
             topic.isSynced = false
@@ -137,7 +142,8 @@ public final class PushHub {
     private func feed(_ store: ModelStore) -> StoreFeed {
         if let feed = feeds[store.name], feed.store === store { return feed }
         let feed = StoreFeed(
-            store: store, context: context, historyLimit: historyLimit, counters: counters, presence: presenceSettings)
+            store: store, context: context, historyLimit: historyLimit, counters: counters, presence: presenceSettings,
+            presenceRelay: presenceRelay)
         feeds[store.name] = feed
         return feed
     }

@@ -150,6 +150,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a publish or commit waits for Redis before it is answered 503 (0.1 to 300).")
     var redisTimeout = 10.0
 
+    @Option(help: "Seconds after its last heartbeat that a node is taken for dead and its members leave presence (0.3 to 300); it beats three times as often.")
+    var heartbeatTimeout = 3.0
+
     @Option(help: "Messages or change sets each topic or store keeps in Redis, for resuming on any node (at least --history).")
     var redisHistory = 10_000
 
@@ -191,6 +194,7 @@ struct ServeCommand: ParsableCommand {
         }
         guard redisMaxPending > 0 else { throw ValidationError("--redis-max-pending must be positive") }
         guard (0.1...300).contains(redisTimeout) else { throw ValidationError("--redis-timeout must be 0.1 to 300 seconds") }
+        guard (0.3...300).contains(heartbeatTimeout) else { throw ValidationError("--heartbeat-timeout must be 0.3 to 300 seconds") }
         guard redisHistory >= 1 else { throw ValidationError("--redis-history must be positive") }
         // Redis must hold at least what a node's own history does, or a node that joins later
         // would start with less than the others.
@@ -267,6 +271,7 @@ struct ServeCommand: ParsableCommand {
         config.redisURLs = engine == "redis" ? redisURLs : []
         config.redisMaxPendingCommands = redisMaxPending
         config.redisTimeoutSeconds = redisTimeout
+        config.heartbeatTimeoutSeconds = heartbeatTimeout
         config.redisHistory = redisHistory
         config.redisHistoryTTLSeconds = redisHistoryTtl
 

@@ -14,20 +14,21 @@ struct PresenceAPI {
     static let maxLimit = 10_000
     static let defaultLimit = 1_000
 
-    func reply(_ request: HTTPRequest, _ target: StreamTarget) -> Reply {
-        guard request.method == .get || request.method == .head else { return .methodNotAllowed(request.method, allow: "GET, HEAD") }
+    /// In a cluster the answer waits on the loop for the other nodes' entries in Redis.
+    func reply(_ request: HTTPRequest, _ target: StreamTarget) -> RouteResult {
+        guard request.method == .get || request.method == .head else { return .reply(.methodNotAllowed(request.method, allow: "GET, HEAD")) }
         switch target {
         case .store(let name) where stores.store(name) == nil:
-            return .error(.notFound, "no store named '\(name)'")
+            return .reply(.error(.notFound, "no store named '\(name)'"))
         case .topic(let name) where !PushHub.isValidTopicName(name):
-            return .error(.badRequest, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -")
+            return .reply(.error(.badRequest, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -"))
         default:
             break
         }
         var limit = Self.defaultLimit
         if let text = StreamRequest.query(request, "limit") {
             guard let asked = Int(text), (0...Self.maxLimit).contains(asked) else {
-                return .error(.badRequest, "limit must be a whole number from 0 to \(Self.maxLimit)")
+                return .reply(.error(.badRequest, "limit must be a whole number from 0 to \(Self.maxLimit)"))
             }
             limit = asked
         }
@@ -35,14 +36,30 @@ struct PresenceAPI {
         switch StreamRequest.query(request, "stats") {
         case nil, "false": stats = false
         case "true", "": stats = true
-        case let other?: return .error(.badRequest, "stats must be true or false, not '\(other)'")
+        case let other?: return .reply(.error(.badRequest, "stats must be true or false, not '\(other)'"))
         }
-        let body: [UInt8]
-        if let presence = hub.presence(of: target) {
-            body = stats ? presence.statsReply() : presence.reply(limit: limit)
-        } else {
-            body = Presence.emptyReply(target, stats: stats)
+        let hub = self.hub
+        guard let source = hub.presenceRelay.source else {
+            let body: [UInt8]
+            if let presence = hub.presence(of: target) {
+                body = stats ? presence.statsReply() : presence.reply(limit: limit)
+            } else {
+                body = Presence.emptyReply(target, stats: stats)
+            }
+            return .reply(Self.answer(body))
         }
+        return .later { done in
+            source.readPresence(target) { entries in
+                guard let entries else {
+                    return done(.error(.serviceUnavailable, "the other nodes' presence could not be read from Redis"))
+                }
+                let body = Presence.clusterReply(target, local: hub.presence(of: target), entries: entries, limit: limit, stats: stats)
+                done(Self.answer(body))
+            }
+        }
+    }
+
+    private static func answer(_ body: [UInt8]) -> Reply {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
         headers.add("Cache-Control", "no-store")

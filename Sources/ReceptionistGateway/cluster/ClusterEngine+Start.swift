@@ -32,8 +32,9 @@ extension ClusterEngine {
             loop: loop, endpoints: endpoints, stores: stores, hub: hub, historyLimit: config.historyLimit,
             redisHistory: RedisHistory(maxEntries: config.redisHistory, maxAgeSeconds: config.redisHistoryTTLSeconds),
             maxPendingCommands: config.redisMaxPendingCommands,
-            timeoutSeconds: config.redisTimeoutSeconds, logger: logger)
+            timeoutSeconds: config.redisTimeoutSeconds, heartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds, logger: logger)
         hub.topicSource = engine
+        hub.presenceRelay.source = engine
         hub.storeSource = engine
         replication.attach(engine)
         engine.start()

@@ -2,6 +2,7 @@ import Logging
 import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
+import ReceptionistWire
 
 /// The `redis` engine: every node shares topics and stores through Redis, on this loop.
 ///
@@ -32,15 +33,22 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// The thread store replicas are changed on, in stream order: not the loop (a receptionist
     /// may block on the loop for backpressure) and not the job pool (whose threads wait for it).
     let applier = SerialWorker()
-    private unowned let hub: PushHub
+    unowned let hub: PushHub
+    /// This node in the cluster's presence: random, new with every start.
+    let nodeID = ModelStore.newEpoch()
+    /// `--heartbeat-timeout`: a node silent this long is taken for dead.
+    let heartbeatTimeoutMilliseconds: UInt64
+    private var heartbeatTimer: LoopTimer?
     /// Read by the history lookups (`ClusterEngine+History`).
     var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
     private var storeReaders: [String: (reader: StreamReader, follower: StoreFollower)] = [:]
 
     init(
         loop: EventLoop, endpoints: [RedisEndpoint], stores: StoreRegistry, hub: PushHub, historyLimit: Int,
-        redisHistory: RedisHistory, maxPendingCommands: Int, timeoutSeconds: Double, logger: Logger
+        redisHistory: RedisHistory, maxPendingCommands: Int, timeoutSeconds: Double, heartbeatTimeoutSeconds: Double = 3,
+        logger: Logger
     ) {
+        heartbeatTimeoutMilliseconds = UInt64(max(0.3, heartbeatTimeoutSeconds) * 1000)
         precondition(!endpoints.isEmpty, "the redis engine needs a server")
         self.redisHistory = redisHistory
         self.timeoutSeconds = timeoutSeconds
@@ -59,10 +67,16 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
 
     func start() {
         for link in shards { link.start() }
+        let timer = LoopTimer(loop: loop) { [unowned self] in self.beat() }
+        let period = max(100, heartbeatTimeoutMilliseconds / 3)
+        timer.start(delayMilliseconds: period, repeatMilliseconds: period)
+        heartbeatTimer = timer
     }
 
     /// Closes every connection and stops the replica thread. Loop thread, at shutdown.
     func close() {
+        heartbeatTimer?.close()
+        heartbeatTimer = nil
         for link in shards { link.close() }
         applier.stop()
     }
@@ -100,6 +114,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         }
         for (name, following) in storeReaders where shard(name) === link { following.reader.read() }
         for (name, pair) in topicReaders where shard(name) === link { pair.reader.read() }
+        // Presence written while away was dropped, and the server may have lost what it had.
+        hub.presenceRelay.reshare(where: { [unowned self] in self.shard($0) === link })
     }
 
     private func notice(_ payload: [UInt8]) {
@@ -117,6 +133,9 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             // This node's own publish, mirrored from Redis's answer already: nothing to read.
             if let seq, let epoch, follower.has(seq, epoch: epoch, reader: reader) { return }
             reader.read()
+        case .presenceChanged(let target, let node)?:
+            guard node != nodeID, PushHub.isValidTopicName(target.name) else { return }
+            hub.presenceRelay.changed(target)
         case nil:
             logger.debug("unknown cluster notice", metadata: ["payload": "\(String(decoding: payload, as: UTF8.self))"])
         }

@@ -1,3 +1,5 @@
+import ReceptionistWire
+
 /// The Redis keys and channel of one cluster. A store's keys share the hash tag `{store}`, and a
 /// topic's `{topic}`, so that each store or topic lives in one Redis Cluster slot.
 ///
@@ -21,6 +23,15 @@ struct ClusterKeys: Sendable {
     /// The topic's epoch: made by the first write or read that finds none, so a topic whose keys
     /// were lost (Redis restarted empty, `FLUSHALL`) gets a new one.
     func topicEpoch(_ topic: String) -> String { "rcpt:t:{\(topic)}:epoch" }
+    /// Each node's share of a topic's or store's presence: a hash of entries by node.
+    func presence(_ target: StreamTarget) -> String {
+        switch target {
+        case .topic(let name): "rcpt:p:{\(name)}:t"
+        case .store(let name): "rcpt:p:{\(name)}:s"
+        }
+    }
+    /// Every node's last heartbeat on this server, scored by Redis's clock in milliseconds.
+    let nodes = "rcpt:nodes"
     /// An idempotency key's entry, by scope (an API key's digest) and key.
     func idempotencyEntry(scope: String, key: String) -> String { "rcpt:i:\(scope):\(key)" }
     /// Every idempotency entry, scored by when it was first used, for the bound on their number.
@@ -34,6 +45,8 @@ struct ClusterKeys: Sendable {
         case storeCreated(String)
         case storeChanged(String)
         case topicPublished(String, seq: UInt64? = nil, epoch: String? = nil)
+        /// A node's presence entry for a topic or store changed: `p:<node>:t:<topic>` (or `s:`).
+        case presenceChanged(StreamTarget, node: String)
     }
 
     static func encode(_ notice: Notice) -> String {
@@ -42,6 +55,8 @@ struct ClusterKeys: Sendable {
         case .storeChanged(let name): "s:\(name)"
         case .topicPublished(let name, let seq?, let epoch?): "t:\(name):\(seq):\(epoch)"
         case .topicPublished(let name, _, _): "t:\(name)"
+        case .presenceChanged(.topic(let name), let node): "p:\(node):t:\(name)"
+        case .presenceChanged(.store(let name), let node): "p:\(node):s:\(name)"
         }
     }
 
@@ -55,6 +70,14 @@ struct ClusterKeys: Sendable {
             let parts = name.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 3, let seq = UInt64(parts[1]), !parts[2].isEmpty else { return .topicPublished(name) }
             return .topicPublished(String(parts[0]), seq: seq, epoch: String(parts[2]))
+        case UInt8(ascii: "p"):
+            let parts = name.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard parts.count == 3, !parts[0].isEmpty, !parts[2].isEmpty else { return nil }
+            switch parts[1] {
+            case "t": return .presenceChanged(.topic(String(parts[2])), node: String(parts[0]))
+            case "s": return .presenceChanged(.store(String(parts[2])), node: String(parts[0]))
+            default: return nil
+            }
         default: return nil
         }
     }

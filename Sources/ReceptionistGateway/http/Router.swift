@@ -100,9 +100,9 @@ final class Router {
                 return nil
             }
         case "stores" where segments.count == 3 && segments[2] == "presence":
-            return .reply(presence(request, .store(segments[1]), client: client))
+            return presence(request, .store(segments[1]), client: client)
         case "topics" where segments.count == 3 && segments[2] == "presence":
-            return .reply(presence(request, .topic(segments[1]), client: client))
+            return presence(request, .topic(segments[1]), client: client)
         case "stores" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .store(segments[1]), origin: origin)
@@ -118,10 +118,10 @@ final class Router {
 
     /// Who is subscribed is the subscribers' business: with API keys configured, only a holder of
     /// one may ask over HTTP (a browser follows presence through a subscription and its token).
-    private func presence(_ request: HTTPRequest, _ target: StreamTarget, client: String) -> Reply {
+    private func presence(_ request: HTTPRequest, _ target: StreamTarget, client: String) -> RouteResult {
         if case .refused(let detail) = access.checkKey(request, client: client) {
             counters.refused(.apiKey)
-            return .error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])
+            return .reply(.error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")]))
         }
         return presenceAPI.reply(request, target)
     }

@@ -26,6 +26,10 @@ protocol PresenceMembers: AnyObject {
 ///   could not take (its queue past the limit) is not sent again piecemeal; once it drains it gets
 ///   the whole presence (`resync`). A join or leave is never lost silently.
 /// - One frame per kind per flush, encoded once and shared by every follower that takes it.
+/// - In a cluster (`relay.source` set) this node shares its own members (at most one write an
+///   interval) and, while it has followers, holds the other live nodes' (`remote`): their joins
+///   and leaves reach the followers as this node's do, and a node that stops beating its heart
+///   leaves with all its members (invariant 44).
 ///
 /// The thread `context` runs its work on (the loop's) only.
 public final class Presence {
@@ -44,9 +48,16 @@ public final class Presence {
     private var flushDue = false
     /// The counts the last flush reported.
     private var lastCounts = Counts(clients: 0, users: 0)
+    /// The cluster, when there is one.
+    private let relay: PresenceRelay?
+    /// The other nodes' members, by node, while this presence has followers.
+    private var remote: [String: RemotePresence] = [:]
+    /// Whether this node's entry is due to be shared (one delayed job at a time).
+    private var shareDue = false
 
     private enum Change {
         case joined(Subscription)
+        case joinedElsewhere(RemotePresence.Member)
         case left(user: String)
     }
 
@@ -58,16 +69,39 @@ public final class Presence {
 
     init(
         target: StreamTarget, members: any PresenceMembers, context: any ExecutionContext, settings: PresenceSettings,
-        counters: PushCounters
+        counters: PushCounters, relay: PresenceRelay? = nil
     ) {
         self.target = target
         self.members = members
         self.context = context
         self.settings = settings
         self.counters = counters
+        self.relay = relay
+        relay?.register(self)
     }
 
-    public var counts: Counts { Counts(clients: members.subscriberCount, users: users.count) }
+    deinit {
+        relay?.unregister(target)
+    }
+
+    /// Every node's members together. Users are counted once each while every node lists its
+    /// members; once one gives counts only (past its cap), the nodes' distinct users are added up,
+    /// so a user on two nodes counts twice.
+    public var counts: Counts {
+        guard !remote.isEmpty else { return Counts(clients: members.subscriberCount, users: users.count) }
+        var clients = members.subscriberCount
+        var listed = Set(users.keys)
+        var unlisted = 0
+        for entry in remote.values {
+            clients += entry.clients
+            if let others = entry.members {
+                for member in others.values where !member.user.isEmpty { listed.insert(member.user) }
+            } else {
+                unlisted += entry.users
+            }
+        }
+        return Counts(clients: clients, users: listed.count + unlisted)
+    }
 
     /// Subscriptions that follow the presence now.
     public var followerCount: Int { followers.count }
@@ -78,6 +112,7 @@ public final class Presence {
     /// it is sent the whole of it now.
     func joined(_ subscription: Subscription) {
         if let user = subscription.member?.user, !user.isEmpty { users[user, default: 0] += 1 }
+        scheduleShare()
         if !followers.isEmpty {
             // A leave then a join of one client is a join: the list gets its new `joinedAt`.
             pending[subscription.sink.clientID] = .joined(subscription)
@@ -85,8 +120,11 @@ public final class Presence {
         }
         if let watch = subscription.presenceWatch {
             watch.presence = self
+            let first = followers.isEmpty
             followers[ObjectIdentifier(subscription)] = subscription
             sendWhole(to: subscription, watch: watch)
+            // The other nodes' members follow as joins once they are read.
+            if first { refreshIfFollowed() }
         }
     }
 
@@ -97,8 +135,11 @@ public final class Presence {
             users[user] = count > 1 ? count - 1 : nil
         }
         followers.removeValue(forKey: ObjectIdentifier(subscription))
+        scheduleShare()
         guard !followers.isEmpty else {
             pending.removeAll()
+            // Nobody here reads the other nodes' members now; they are read again for the next.
+            remote.removeAll()
             return
         }
         let client = subscription.sink.clientID
@@ -134,6 +175,7 @@ public final class Presence {
             PushEncoder.presenceMember(subscription, &out)
             written += 1
         }
+        Self.appendRemote(remote, limit: limit, written: &written, truncated: &truncated, to: &out)
         out.append(UInt8(ascii: "]"))
         if truncated { out += ",\"truncated\":true".utf8 }
         out.append(UInt8(ascii: "}"))
@@ -147,6 +189,41 @@ public final class Presence {
         return out
     }
 
+    /// The other nodes' members, after `written` already in `out`, up to `limit` in all.
+    private static func appendRemote(
+        _ remote: [String: RemotePresence], limit: Int, written: inout Int, truncated: inout Bool, to out: inout [UInt8]
+    ) {
+        for entry in remote.values {
+            if entry.members == nil && entry.clients > 0 { truncated = true }
+            for member in (entry.members ?? [:]).values {
+                guard written < limit else {
+                    truncated = true
+                    return
+                }
+                if written > 0 { out.append(UInt8(ascii: ",")) }
+                out += member.json
+                written += 1
+            }
+        }
+    }
+
+    /// The HTTP answer in a cluster: this node's members (`local`, nil when it has none) and the
+    /// other nodes' `entries`, as `readPresence` gave them.
+    public static func clusterReply(
+        _ target: StreamTarget, local: Presence?, entries: [String: [UInt8]], limit: Int, stats: Bool
+    ) -> [UInt8] {
+        var remote: [String: RemotePresence] = [:]
+        for (node, bytes) in entries {
+            if let entry = RemotePresence.parse(bytes) { remote[node] = entry }
+        }
+        let holder = local ?? Presence(
+            target: target, members: NoMembers(), context: NoContext(), settings: PresenceSettings(), counters: PushCounters())
+        let saved = holder.remote
+        holder.remote = remote
+        defer { holder.remote = saved }
+        return stats ? holder.statsReply() : holder.reply(limit: limit)
+    }
+
     /// The answer for a topic or store nobody has subscribed to on this node.
     public static func emptyReply(_ target: StreamTarget, stats: Bool) -> [UInt8] {
         var out = PushEncoder.presenceReplyHead(target, Counts(clients: 0, users: 0))
@@ -156,7 +233,9 @@ public final class Presence {
 
     // MARK: Delivering
 
-    private var isOverCap: Bool { members.subscriberCount > settings.maxMembers }
+    /// Whether the members are past the cap. Read once per frame or flush: with other nodes'
+    /// members, counting users walks them all.
+    private var isOverCap: Bool { counts.clients > settings.maxMembers }
 
     /// The whole presence as one frame: the list, or the counts past `maxMembers`.
     private func wholeFrame() -> (PushEvent, PresenceWatch.State) {
@@ -171,6 +250,13 @@ public final class Presence {
             if !first { out.append(UInt8(ascii: ",")) }
             first = false
             PushEncoder.presenceMember(subscription, &out)
+        }
+        for entry in remote.values {
+            for member in (entry.members ?? [:]).values {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out += member.json
+            }
         }
         out += "]}".utf8
         return (PushEvent(name: "presence", id: nil, json: out), .list)
@@ -202,6 +288,7 @@ public final class Presence {
         pending.removeAll()
         guard !followers.isEmpty else { return }
         let counts = counts
+        let overCap = counts.clients > settings.maxMembers
         let countsMoved = counts != lastCounts
         lastCounts = counts
         var delta: PushEvent?
@@ -213,11 +300,11 @@ public final class Presence {
             switch watch.state {
             case .stale:
                 continue
-            case .list where !isOverCap:
+            case .list where !overCap:
                 guard !changes.isEmpty else { continue }
                 if delta == nil { delta = deltaFrame(changes, counts) }
                 (event, state) = (delta!, .list)
-            case .counts where isOverCap:
+            case .counts where overCap:
                 guard countsMoved else { continue }
                 if whole == nil { whole = wholeFrame() }
                 (event, state) = whole!
@@ -248,10 +335,19 @@ public final class Presence {
         var out = PushEncoder.presenceHead(target, counts)
         out += ",\"joins\":[".utf8
         var first = true
-        for case .joined(let subscription) in changes.values {
-            if !first { out.append(UInt8(ascii: ",")) }
-            first = false
-            PushEncoder.presenceMember(subscription, &out)
+        for change in changes.values {
+            switch change {
+            case .joined(let subscription):
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                PushEncoder.presenceMember(subscription, &out)
+            case .joinedElsewhere(let member):
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out += member.json
+            case .left:
+                continue
+            }
         }
         out += "],\"leaves\":[".utf8
         first = true
@@ -263,6 +359,82 @@ public final class Presence {
         }
         out += "]}".utf8
         return PushEvent(name: "presence", id: nil, json: out)
+    }
+
+    // MARK: The cluster
+
+    /// This node's entry, as the other nodes read it.
+    func entry() -> [UInt8] {
+        let count = members.subscriberCount
+        var list: [[UInt8]]?
+        if count <= settings.maxMembers {
+            var all: [[UInt8]] = []
+            all.reserveCapacity(count)
+            members.forEachMember { subscription in
+                var out: [UInt8] = []
+                PushEncoder.presenceMember(subscription, &out)
+                all.append(out)
+            }
+            list = all
+        }
+        return RemotePresence.encode(clients: count, users: users.count, members: list)
+    }
+
+    /// Shares this node's entry within an interval of the first change (one write for many).
+    private func scheduleShare() {
+        guard relay?.source != nil, !shareDue else { return }
+        shareDue = true
+        let presence = ThreadBound(WeakPresence(self))
+        context.after(settings.intervalSeconds) {
+            presence.value.presence?.share()
+        }
+    }
+
+    /// Shares this node's entry now (nil once it has no members).
+    func share() {
+        shareDue = false
+        guard let source = relay?.source else { return }
+        source.sharePresence(target, entry: members.subscriberCount > 0 ? entry() : nil)
+    }
+
+    /// Reads the other nodes' entries again, if anyone here follows this presence.
+    func refreshIfFollowed() {
+        guard !followers.isEmpty, let source = relay?.source else { return }
+        let presence = ThreadBound(WeakPresence(self))
+        source.readPresence(target) { entries in
+            guard let entries, let presence = presence.value.presence, !presence.followers.isEmpty else { return }
+            var remote: [String: RemotePresence] = [:]
+            for (node, bytes) in entries {
+                if let entry = RemotePresence.parse(bytes) { remote[node] = entry }
+            }
+            presence.merge(remote)
+        }
+    }
+
+    /// These nodes are gone: their members leave.
+    func dropNodes(_ nodes: Set<String>) {
+        guard remote.keys.contains(where: nodes.contains) else { return }
+        merge(remote.filter { !nodes.contains($0.key) })
+    }
+
+    /// Takes `latest` as the other nodes' members: each member new or changed is a join, each
+    /// one gone a leave, collected for the next flush like this node's own.
+    func merge(_ latest: [String: RemotePresence]) {
+        guard latest != remote else { return }
+        let before = remote
+        remote = latest
+        guard !followers.isEmpty else { return }
+        for node in Set(before.keys).union(latest.keys) {
+            let old = before[node]?.members ?? [:]
+            let new = latest[node]?.members ?? [:]
+            for (client, member) in new where old[client] != member {
+                pending[client] = .joinedElsewhere(member)
+            }
+            for (client, member) in old where new[client] == nil {
+                pending[client] = .left(user: member.user)
+            }
+        }
+        scheduleFlush()
     }
 
     private final class WeakPresence {
@@ -285,4 +457,17 @@ final class PresenceWatch {
     weak var presence: Presence?
     /// Stale until the first frame is queued.
     var state = State.stale
+}
+
+/// The members of a presence that only answers for the other nodes (`clusterReply` on a node
+/// with no members of its own).
+private final class NoMembers: PresenceMembers {
+    var subscriberCount: Int { 0 }
+    func forEachMember(_ body: (Subscription) -> Void) {}
+}
+
+/// A context that never runs anything: a presence made only to answer once schedules nothing.
+private struct NoContext: ExecutionContext {
+    func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool { false }
+    func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {}
 }

@@ -18,12 +18,16 @@ public final class StoreFeed: PresenceMembers {
     private let presenceSettings: PresenceSettings
     /// Who subscribes, made with the first subscriber.
     public private(set) lazy var presence = Presence(
-        target: .store(store.name), members: self, context: context, settings: presenceSettings, counters: counters)
+        target: .store(store.name), members: self, context: context, settings: presenceSettings, counters: counters,
+        relay: presenceRelay)
+    /// The cluster's presence, when there is one.
+    private let presenceRelay: PresenceRelay?
 
     init(
         store: ModelStore, context: any ExecutionContext, historyLimit: Int, counters: PushCounters,
-        presence: PresenceSettings = PresenceSettings()
+        presence: PresenceSettings = PresenceSettings(), presenceRelay: PresenceRelay? = nil
     ) {
+        self.presenceRelay = presenceRelay
         self.store = store
         self.context = context
         self.historyLimit = historyLimit

@@ -29,12 +29,17 @@ public final class Topic: PresenceMembers {
     private let presenceSettings: PresenceSettings
     /// Who subscribes, made with the first subscriber.
     public private(set) lazy var presence = Presence(
-        target: .topic(name), members: self, context: context, settings: presenceSettings, counters: counters)
+        target: .topic(name), members: self, context: context, settings: presenceSettings, counters: counters,
+        relay: presenceRelay)
+    /// The cluster's presence, when there is one.
+    private let presenceRelay: PresenceRelay?
 
     public init(
         name: String, historyLimit: Int, counters: PushCounters, context: any ExecutionContext,
-        presence: PresenceSettings = PresenceSettings(), epoch: String = ModelStore.newEpoch()
+        presence: PresenceSettings = PresenceSettings(), epoch: String = ModelStore.newEpoch(),
+        presenceRelay: PresenceRelay? = nil
     ) {
+        self.presenceRelay = presenceRelay
         self.name = name
         self.epoch = epoch
         self.counters = counters
