@@ -1,4 +1,5 @@
 @testable import ReceptionistGateway
+import ReceptionistWire
 import Testing
 
 @Suite struct StreamCursorTests {
@@ -38,6 +39,7 @@ import Testing
     @Test func noticesRoundTrip() {
         for notice: ClusterKeys.Notice in [
             .storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1"), .topicPublished("news-1", seq: 42, epoch: "5c1e"),
+            .presenceChanged(.topic("chat"), node: "00aa"), .presenceChanged(.store("tiles"), node: "ff01"),
         ] {
             #expect(ClusterKeys.decode(Array(ClusterKeys.encode(notice).utf8)) == notice)
         }
@@ -46,6 +48,8 @@ import Testing
         #expect(ClusterKeys.decode(Array("t:a:x:00ff".utf8)) == .topicPublished("a:x:00ff"), "not a number: taken whole as a name, which no topic has")
         #expect(ClusterKeys.decode(Array("x:y".utf8)) == nil)
         #expect(ClusterKeys.decode(Array("s:".utf8)) == nil)
+        #expect(ClusterKeys.decode(Array("p:00aa:x:chat".utf8)) == nil)
+        #expect(ClusterKeys.decode(Array("p::t:chat".utf8)) == nil)
     }
 
     @Test func aStoresKeysShareOneHashTag() {
