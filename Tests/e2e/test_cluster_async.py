@@ -51,19 +51,19 @@ def start_node(start_server, redis, *args):
     return node
 
 
-class Publishes:
-    """HTTP publishes, each on a connection of its own and a thread of its own, recorded in the
-    order their answers arrive."""
+class Requests:
+    """HTTP requests sent at once, each on a connection and a thread of its own, recorded in the
+    order their answers arrive. `requests` are (method, path, body)."""
 
-    def __init__(self, port: int, topic: str, count: int):
+    def __init__(self, port: int, requests):
         self.answers: list[tuple[int, dict]] = []
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._one, args=(port, topic, n), daemon=True) for n in range(count)]
+        self.threads = [threading.Thread(target=self._one, args=(port, *request), daemon=True) for request in requests]
         for thread in self.threads:
             thread.start()
 
-    def _one(self, port: int, topic: str, n: int) -> None:
-        resp = api(port, "POST", f"/api/topics/{topic}/messages", {"n": n}, timeout=30)
+    def _one(self, port: int, method: str, path: str, body) -> None:
+        resp = api(port, method, path, body, timeout=30)
         with self.lock:
             self.answers.append((resp.status, resp.json()))
 
@@ -72,9 +72,33 @@ class Publishes:
             return len(self.answers)
 
 
+def publishes(port: int, topic: str, count: int) -> Requests:
+    return Requests(port, [("POST", f"/api/topics/{topic}/messages", {"n": n}) for n in range(count)])
+
+
+def commits(port: int, store: str, numbers, prefix: str = "m") -> Requests:
+    """`PUT /api/stores/{store}/models/{prefix}{n}` with `{"n": n}` for each number."""
+    return Requests(port, [("PUT", f"/api/stores/{store}/models/{prefix}{n}", {"n": n}) for n in numbers])
+
+
 def requests_seen(port: int) -> int:
     """HTTP requests the node has begun to answer, this scrape included."""
     return int(value(scrape(port), "receptionist_http_requests_total"))
+
+
+def answered_503_while_redis_sleeps(node, redis, method: str, path: str, body) -> None:
+    """The write is answered 503 by `--redis-timeout` (0.5 s here) while Redis sleeps, saying its
+    outcome is unknown, and the node serves other requests meanwhile."""
+    sleeper = redis_sleep(redis, 3)
+    try:
+        resp = api(node.port, method, path, body, timeout=10)
+        assert resp.status == 503, resp.body
+        answer = resp.json()
+        assert set(answer) == {"error", "detail"} and "in time" in answer["detail"], answer
+        # Answered by the deadline, not by Redis: Redis is still asleep.
+        assert api(node.port, "GET", "/healthz").status == 200
+    finally:
+        sleeper.close()
 
 
 def test_slow_redis_delays_only_its_replies_and_parks_no_job_thread(start_server, redis):
@@ -89,7 +113,7 @@ def test_slow_redis_delays_only_its_replies_and_parks_no_job_thread(start_server
     before = requests_seen(node.port)
     sleeper = redis_sleep(redis, 3)
     try:
-        publishes = Publishes(node.port, topic, 8)
+        sent = publishes(node.port, topic, 8)
         # All eight are being answered (the scrapes count themselves): each is waiting on Redis.
         scrapes = [0]
 
@@ -102,41 +126,19 @@ def test_slow_redis_delays_only_its_replies_and_parks_no_job_thread(start_server
         # holds the thread, and none has been answered yet.
         snapshot = json_ok(api(node.port, "GET", f"/api/stores/{store}", timeout=10))
         assert snapshot["version"] == 0
-        assert publishes.count() == 0, publishes.answers
+        assert sent.count() == 0, sent.answers
         assert api(node.port, "GET", "/healthz").status == 200
-        assert publishes.count() == 0, "Redis woke before the checks ended; the test proves nothing"
+        assert sent.count() == 0, "Redis woke before the checks ended; the test proves nothing"
     finally:
         sleeper.close()
 
     # Redis wakes: every reply completes, each with its own number, and the subscriber has all.
-    wait_for(lambda: publishes.count() == 8, 15, "the publishes were never answered")
-    assert all(status == 201 for status, _ in publishes.answers), publishes.answers
-    assert sorted(body["seq"] for _, body in publishes.answers) == list(range(1, 9))
+    wait_for(lambda: sent.count() == 8, 15, "the publishes were never answered")
+    assert all(status == 201 for status, _ in sent.answers), sent.answers
+    assert sorted(body["seq"] for _, body in sent.answers) == list(range(1, 9))
     seqs = [recv_json(ws)["seq"] for _ in range(8)]
     assert seqs == list(range(1, 9))
     ws.close()
-
-
-class Commits:
-    """HTTP model writes (`PUT /api/stores/{store}/models/m{n}`), each on a connection and a
-    thread of its own, recorded in the order their answers arrive."""
-
-    def __init__(self, port: int, store: str, numbers, prefix: str = "m"):
-        self.answers: list[tuple[int, dict]] = []
-        self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self._one, args=(port, store, f"{prefix}{n}", n), daemon=True)
-                        for n in numbers]
-        for thread in self.threads:
-            thread.start()
-
-    def _one(self, port: int, store: str, model: str, n: int) -> None:
-        resp = api(port, "PUT", f"/api/stores/{store}/models/{model}", {"n": n}, timeout=30)
-        with self.lock:
-            self.answers.append((resp.status, resp.json()))
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.answers)
 
 
 def test_slow_redis_delays_only_its_commits_and_parks_no_job_thread(start_server, redis):
@@ -150,7 +152,7 @@ def test_slow_redis_delays_only_its_commits_and_parks_no_job_thread(start_server
     before = requests_seen(node.port)
     sleeper = redis_sleep(redis, 3)
     try:
-        commits = Commits(node.port, store, range(8))
+        sent = commits(node.port, store, range(8))
         scrapes = [0]
 
         def all_routed() -> bool:
@@ -162,19 +164,19 @@ def test_slow_redis_delays_only_its_commits_and_parks_no_job_thread(start_server
         # a read that needs it is answered while Redis still sleeps, and no commit is answered.
         snapshot = json_ok(api(node.port, "GET", f"/api/stores/{store}", timeout=10))
         assert snapshot["version"] == 0 and snapshot["models"] == {}
-        assert commits.count() == 0, commits.answers
-        assert commits.count() == 0, "Redis woke before the checks ended; the test proves nothing"
+        assert sent.count() == 0, sent.answers
+        assert sent.count() == 0, "Redis woke before the checks ended; the test proves nothing"
     finally:
         sleeper.close()
 
     # Redis wakes: every commit is answered with a version of its own, 1 to 8, and the subscriber
     # gets every change set in order.
-    wait_for(lambda: commits.count() == 8, 15, "the commits were never answered")
-    assert all(status == 201 for status, _ in commits.answers), commits.answers
-    assert sorted(body["version"] for _, body in commits.answers) == list(range(1, 9))
+    wait_for(lambda: sent.count() == 8, 15, "the commits were never answered")
+    assert all(status == 201 for status, _ in sent.answers), sent.answers
+    assert sorted(body["version"] for _, body in sent.answers) == list(range(1, 9))
     frames = [recv_json(ws) for _ in range(8)]
     assert [frame["version"] for frame in frames] == list(range(1, 9))
-    by_version = {body["version"]: body["id"] for _, body in commits.answers}
+    by_version = {body["version"]: body["id"] for _, body in sent.answers}
     assert [frame["changes"][0]["model"] for frame in frames] == [by_version[v] for v in range(1, 9)]
     ws.close()
 
@@ -185,15 +187,7 @@ def test_a_commit_redis_does_not_answer_in_time_is_503_and_not_lost(start_server
     json_ok(api(node.port, "POST", "/api/stores", {"name": store}), 201)
     ws = connect(node.port)
     assert subscribe(ws, store=store)["version"] == 0
-    sleeper = redis_sleep(redis, 3)
-    try:
-        resp = api(node.port, "PUT", f"/api/stores/{store}/models/late", {"late": True}, timeout=10)
-        assert resp.status == 503, resp.body
-        body = resp.json()
-        assert set(body) == {"error", "detail"} and "in time" in body["detail"], body
-        assert api(node.port, "GET", "/healthz").status == 200
-    finally:
-        sleeper.close()
+    answered_503_while_redis_sleeps(node, redis, "PUT", f"/api/stores/{store}/models/late", {"late": True})
     # Redis ran the commit when it woke: the outcome was unknown, not a failure.
     frame = recv_json(ws, timeout=10)
     assert frame["type"] == "changes" and frame["version"] == 1, frame
@@ -211,8 +205,8 @@ def test_two_nodes_committing_at_once_get_every_version_exactly_once(start_serve
     assert subscribe(ws, store=store)["version"] == 0
     # Both nodes take commits to one store at once: they conflict in Redis, and each node computes
     # its commit again once its replica has caught up, with no thread waiting meanwhile.
-    on_a = Commits(a.port, store, range(20), prefix="a")
-    on_b = Commits(b.port, store, range(20), prefix="b")
+    on_a = commits(a.port, store, range(20), prefix="a")
+    on_b = commits(b.port, store, range(20), prefix="b")
     wait_for(lambda: on_a.count() == 20 and on_b.count() == 20, 30, "the commits were never answered")
     answers = on_a.answers + on_b.answers
     assert all(status == 201 for status, _ in answers), answers
@@ -232,16 +226,7 @@ def test_a_publish_redis_does_not_answer_in_time_is_503_and_not_lost(start_serve
     topic = unique("timeout")
     ws = connect(node.port)
     assert subscribe(ws, topic=topic, since=0)["type"] == "subscribed"
-    sleeper = redis_sleep(redis, 3)
-    try:
-        resp = api(node.port, "POST", f"/api/topics/{topic}/messages", {"late": True}, timeout=10)
-        assert resp.status == 503, resp.body
-        body = resp.json()
-        assert set(body) == {"error", "detail"} and "in time" in body["detail"], body
-        # Answered by the deadline, not by Redis: Redis is still asleep.
-        assert api(node.port, "GET", "/healthz").status == 200
-    finally:
-        sleeper.close()
+    answered_503_while_redis_sleeps(node, redis, "POST", f"/api/topics/{topic}/messages", {"late": True})
     # The outcome was unknown, not a failure: Redis ran the publish when it woke, and the
     # subscriber gets it.
     message = recv_json(ws, timeout=10)
