@@ -252,18 +252,14 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
                 let version = UInt64(max(0, parts[1].integer ?? 0))
                 let replica = stores.store(name)?.version ?? 0
                 switch code {
+                // Within the commit's deadline (`RedisStoreReplication`), which answers it
+                // otherwise: the outcome is then unknown.
                 case 1:
-                    follower.whenApplied(version, seconds: timeout) { applied in
-                        completion(applied ? .committed(version) : .failed(.outcomeUnknown(
-                            "committed as version \(version), but not yet replicated to this node")))
-                    }
+                    follower.whenApplied(version, seconds: timeout) { completion(.committed(version)) }
                 case 0 where version < replica:
                     completion(.conflict(version))
                 case 0:
-                    follower.whenApplied(version, seconds: timeout) { applied in
-                        completion(applied ? .conflict(version) : .failed(.unavailable(
-                            "this node has not caught up with the store's other writers; retry")))
-                    }
+                    follower.whenApplied(version, seconds: timeout) { completion(.conflict(version)) }
                 default: completion(.failed(.noSuchStore(name)))
                 }
                 // No store, or a version behind this replica: the log was lost; read it whole.

@@ -22,10 +22,11 @@ final class StoreFollower: StreamFollower {
     /// for one store.
     private var batchesInFlight = 0
     static let maxBatchesInFlight = 4
-    /// Commits waiting for the replica to reach a version, with when each began. Each is answered
-    /// by its own deadline if the version never comes; its entry is dropped once that deadline has
-    /// passed, so the list holds at most one time-out's worth of this node's commits.
-    private var waiters: [(version: UInt64, since: UInt64, answer: (Bool) -> Void)] = []
+    /// Commits waiting for the replica to reach a version, with when each began. The commit's own
+    /// deadline (`RedisStoreReplication`, `--redis-timeout`) answers it if the version never
+    /// comes; its entry is dropped at the next wait after that deadline, so the list holds at
+    /// most one time-out's worth of this node's commits.
+    private var waiters: [(version: UInt64, since: UInt64, answer: () -> Void)] = []
 
     init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
         self.name = name
@@ -37,18 +38,16 @@ final class StoreFollower: StreamFollower {
         self.logger = logger
     }
 
-    /// Calls `answer(true)` once the replica has applied `version` (at once if it has), or
-    /// `answer(false)` after `seconds`.
-    func whenApplied(_ version: UInt64, seconds: Double, answer: @escaping (Bool) -> Void) {
-        guard stores.replica(name).version < version else { return answer(true) }
+    /// Calls `answer` once the replica has applied `version` (at once if it has). Entries older
+    /// than `seconds` are dropped: their commits were answered by their deadline.
+    func whenApplied(_ version: UInt64, seconds: Double, answer: @escaping () -> Void) {
+        guard stores.replica(name).version < version else { return answer() }
         let now = loop.nowMilliseconds
         let span = UInt64(max(0, seconds) * 1000)
         if let oldest = waiters.first, oldest.since + span < now {
             waiters.removeAll { $0.since + span < now }
         }
-        LoopDeadline.run(loop, seconds: seconds, timedOut: { false }, { [weak self] done in
-            self?.waiters.append((version, now, done))
-        }, done: answer)
+        waiters.append((version, now, answer))
     }
 
     /// Answers the waiters the replica has reached; on the loop, after the replica thread has
@@ -58,7 +57,7 @@ final class StoreFollower: StreamFollower {
         let version = stores.replica(name).version
         let reached = waiters.filter { $0.version <= version }
         waiters.removeAll { $0.version <= version }
-        for waiter in reached { waiter.answer(true) }
+        for waiter in reached { waiter.answer() }
     }
 
     var acceptsMore: Bool { batchesInFlight < Self.maxBatchesInFlight }
