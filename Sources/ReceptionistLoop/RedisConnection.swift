@@ -90,11 +90,16 @@ public final class RedisConnection {
             box.release()
             return false
         }
+        scheduleFlush()
+        return true
+    }
+
+    /// A connected context's commands are written only by `flush`, at the end of this iteration.
+    private func scheduleFlush() {
         if !flushScheduled && state == .connected {
             flushScheduled = true
             loop.scheduleFlush(self)
         }
-        return true
     }
 
     /// Whether `maxPendingCommands` replies are owed already.
@@ -124,6 +129,7 @@ public final class RedisConnection {
         }
         guard status == REDIS_OK else { return false }
         subscriptionBoxes.append(box)
+        scheduleFlush()
         return true
     }
 
@@ -131,10 +137,13 @@ public final class RedisConnection {
     public func close() {
         precondition(loop.isCurrent)
         guard state != .closed else { return }
+        let wasConnected = state == .connected
         state = .closed
         retryTimer?.close()
         retryTimer = nil
         if let context {
+            // Commands of this iteration not written yet go out first: their replies are due.
+            if wasConnected { receptionist_redis_flush(context) }
             redisAsyncDisconnect(context)
         }
     }
@@ -259,10 +268,11 @@ public final class RedisConnection {
 
 extension RedisConnection: LoopFlushable {
     /// Writes every command queued this iteration in one go; what the socket does not take now
-    /// hiredis writes when it is writable, as before.
+    /// hiredis writes when it is writable. A connected context's commands are written only here
+    /// (`receptionist_redis_flush`), so every `send` while connected schedules this.
     func flush() {
         flushScheduled = false
         guard let context, state == .connected else { return }
-        redisAsyncHandleWrite(context)
+        receptionist_redis_flush(context)
     }
 }

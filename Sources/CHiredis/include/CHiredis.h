@@ -16,4 +16,8 @@ int receptionist_redis_is_attached(const redisAsyncContext *context);
 /// The context's error text (a fixed-size array, awkward to reach from Swift).
 const char *receptionist_redis_errstr(const redisAsyncContext *context);
 
+/// Writes what the context has queued; if the socket does not take it all, the context polls for
+/// writability and writes the rest then. A connected context's commands wait for this call.
+void receptionist_redis_flush(redisAsyncContext *context);
+
 #endif
