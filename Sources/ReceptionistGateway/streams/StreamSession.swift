@@ -108,10 +108,10 @@ extension StreamSession {
     }
 
     func unsubscribe(_ target: StreamTarget) -> ClientMessage.Problem? {
-        guard let index = core.subscriptions.firstIndex(where: { $0.target == target }) else {
+        guard let subscription = core.subscriptions.remove(where: { $0.target == target }) else {
             return ClientMessage.Problem(.notSubscribed, "this connection does not subscribe to \(target)")
         }
-        core.services.hub.unsubscribe(core.subscriptions.remove(at: index))
+        core.services.hub.unsubscribe(subscription)
         return nil
     }
 
