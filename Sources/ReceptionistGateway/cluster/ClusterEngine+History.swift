@@ -22,43 +22,44 @@ extension ClusterEngine {
     func history(of topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]?) -> Void) {
         let latest = max(topicReaders[topic]?.reader.cursor?.lastNumber ?? through, through)
         let link = shard(topic)
-        guard latest > after, link.isUp else { return done(nil) }
-        let count = min(latest - after, UInt64(redisHistory.maxEntries))
-        LoopDeadline.run(loop, seconds: timeoutSeconds, timedOut: { nil }, { answer in
-            let sent = link.commands.send(["XREVRANGE", link.keys.topicLog(topic), "+", "-", "COUNT", String(count)]) { reply in
-                guard let reply, reply.elements != nil else { return answer(nil) }
-                var entries: [TopicEntry] = []
-                for entry in StreamEntry.parse(range: reply).reversed() {
-                    guard let seq = entry.number("s"), seq > after, seq <= through else { continue }
-                    entries.append(TopicEntry(seq: seq, publishedAt: entry.number("t") ?? 0, data: entry.fields["d"] ?? Array("null".utf8)))
-                }
-                answer(entries)
-            }
-            if !sent { answer(nil) }
-        }, done: done)
+        readBack(link, key: link.keys.topicLog(topic), number: "s", after: after, through: through, latest: latest, done: done) {
+            entry, seq in
+            TopicEntry(seq: seq, publishedAt: entry.number("t") ?? 0, data: entry.fields["d"] ?? Array("null".utf8))
+        }
     }
 
     /// A store resume older than this node's replica history: the missing change sets from the
-    /// store's log in Redis, read and decoded as `history(of:)` reads a topic's. The newest
-    /// entries are read, as many as the replica is behind `after` plus what the stream reader has
-    /// seen beyond it, at most `--redis-history`.
+    /// store's log in Redis, read as `history(of:)` reads a topic's, each decoded as observers
+    /// saw it; an entry that does not decode fails the whole answer (the caller then resets).
     func storeHistory(of store: String, after: UInt64, through: UInt64, done: @escaping ([ChangeSet]?) -> Void) {
-        let link = shard(store)
         let latest = max(storeLatest(store) ?? through, through)
+        let link = shard(store)
+        readBack(link, key: link.keys.storeLog(store), number: "v", after: after, through: through, latest: latest, done: done) {
+            entry, _ in
+            guard let json = entry.fields["c"], let value = try? JSONParser.parse(json) else { return nil }
+            return ReplicatedChangeSet.changeSet(of: store, value)
+        }
+    }
+
+    /// Reads the entries numbered `after + 1 ... through` (by the field `number`) from the newest
+    /// `latest - after` of the log `key`, at most `--redis-history`, oldest first, each made by
+    /// `make` (nil fails the answer); `done` gets nil when the log could not be read in time.
+    private func readBack<T>(
+        _ link: RedisLink, key: String, number: String, after: UInt64, through: UInt64, latest: UInt64,
+        done: @escaping ([T]?) -> Void, make: @escaping (StreamEntry, UInt64) -> T?
+    ) {
         guard latest > after, link.isUp else { return done(nil) }
         let count = min(latest - after, UInt64(redisHistory.maxEntries))
         LoopDeadline.run(loop, seconds: timeoutSeconds, timedOut: { nil }, { answer in
-            let sent = link.commands.send(["XREVRANGE", link.keys.storeLog(store), "+", "-", "COUNT", String(count)]) { reply in
+            let sent = link.commands.send(["XREVRANGE", key, "+", "-", "COUNT", String(count)]) { reply in
                 guard let reply, reply.elements != nil else { return answer(nil) }
-                var changeSets: [ChangeSet] = []
+                var made: [T] = []
                 for entry in StreamEntry.parse(range: reply).reversed() {
-                    guard let version = entry.number("v"), version > after, version <= through else { continue }
-                    guard let json = entry.fields["c"], let value = try? JSONParser.parse(json),
-                          let changeSet = ReplicatedChangeSet.changeSet(of: store, value)
-                    else { return answer(nil) }
-                    changeSets.append(changeSet)
+                    guard let value = entry.number(number), value > after, value <= through else { continue }
+                    guard let item = make(entry, value) else { return answer(nil) }
+                    made.append(item)
                 }
-                answer(changeSets)
+                answer(made)
             }
             if !sent { answer(nil) }
         }, done: done)
