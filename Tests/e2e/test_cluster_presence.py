@@ -91,3 +91,23 @@ def test_a_node_joining_later_sees_and_is_seen(start_server, redis):  # noqa: F8
     watcher_b.close()
     follow_until(watcher_a, view_a, lambda v: len(v.members) == 1, 5, "node B's leave")
     watcher_a.close()
+
+
+def test_a_node_that_shuts_down_leaves_presence_at_once(start_server, redis):  # noqa: F811
+    # A heartbeat time-out far longer than the test waits: only the node's own goodbye explains
+    # the leave.
+    args = ("--presence-interval", str(INTERVAL), "--heartbeat-timeout", "60", "--drain-timeout", "5")
+    a = start_node(start_server, redis, *args)
+    b = start_node(start_server, redis, *args)
+    topic = unique("bye")
+    on_a = Client(a.port)
+    assert on_a.subscribe(topic=topic)["type"] == "subscribed"
+    watcher = Client(b.port)
+    assert watcher.subscribe(topic=topic, presence=True)["type"] == "subscribed"
+    view = View("topic", topic)
+    follow_until(watcher, view, lambda v: len(v.members) == 2, 5, "node A's member")
+    a.proc.send_signal(signal.SIGTERM)
+    follow_until(watcher, view, lambda v: len(v.members) == 1, 10, "the leave of the node that shut down")
+    assert a.proc.wait(10) == 0
+    watcher.close()
+    on_a.close()

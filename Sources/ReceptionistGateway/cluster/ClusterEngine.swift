@@ -77,6 +77,9 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     func close() {
         heartbeatTimer?.close()
         heartbeatTimer = nil
+        // The drain has closed every connection: this node's entries go now (each link writes
+        // what it was given before it disconnects), not when the heartbeat times out.
+        hub.presenceRelay.shareAll()
         for link in shards { link.close() }
         applier.stop()
     }

@@ -46,6 +46,12 @@ public final class PresenceRelay {
         for entry in presences.values { entry.presence?.dropNodes(nodes) }
     }
 
+    /// Every presence shares its entry now (nil where it has no members left): at shutdown,
+    /// so this node's members leave the other nodes' presence at once, not by time-out.
+    public func shareAll() {
+        for entry in presences.values { entry.presence?.share() }
+    }
+
     /// Redis may have lost this node's entries (it was away, or took this node for dead): every
     /// presence shares its entry again, and a followed one reads the others again. `belongs`
     /// narrows it to the names that live on one server.
