@@ -156,11 +156,8 @@ public final class PushHub {
         // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
         // elsewhere and is on its way: the subscription resumes from it as the replica catches up.
         let sameEpoch = epoch == nil || epoch == store.epoch
-        func resumed(_ since: UInt64) -> PushEvent {
-            PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch))
-        }
         if let since, sameEpoch, since > store.version, isReplica {
-            sink.sendOwed(resumed(since))
+            sink.sendOwed(storeSubscribed(store, since))
             counters.storeResumes += 1
             subscription.advance(to: since)
         } else if let since, sameEpoch, since <= store.version, let missed = store.changes(since: since) {
@@ -179,9 +176,7 @@ public final class PushHub {
     /// Resumes after `since` with `replay`, the change sets that followed it, oldest first; then
     /// the subscription joins the live stream.
     private func resumeStore(_ subscription: Subscription, _ feed: StoreFeed, since: UInt64, replay: [ChangeSet]) {
-        let store = feed.store
-        subscription.sink.sendOwed(
-            PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch)))
+        subscription.sink.sendOwed(storeSubscribed(feed.store, since))
         counters.storeResumes += 1
         subscription.advance(to: since)
         // Through the group's filter and cadence; the events fanned out live, where the group
@@ -189,6 +184,11 @@ public final class PushHub {
         // each change set (invariant 19).
         feed.group(for: subscription.options).replay(replay, to: subscription)
         feed.add(subscription)
+    }
+
+    /// The answer to a store resume from `since`.
+    private func storeSubscribed(_ store: ModelStore, _ since: UInt64) -> PushEvent {
+        PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch))
     }
 
     /// A (projected) snapshot, marked reset when the subscriber asked to resume and cannot.
@@ -204,7 +204,7 @@ public final class PushHub {
     /// shared log, then resumes from them and the history. A replica that moved past its history
     /// meanwhile is asked about again, at most `rounds` times in all; whatever the log no longer
     /// holds (or a new epoch, or a log that cannot be read) gives a reset snapshot instead, never
-    /// a silent hole (invariant 42).
+    /// a silent hole (invariant 43).
     private func fillStore(
         _ subscription: Subscription, _ feed: StoreFeed, since: UInt64, fetched: [ChangeSet], epoch: String,
         source: any StoreSource, rounds: Int

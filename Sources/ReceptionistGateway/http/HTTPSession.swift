@@ -116,30 +116,22 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             slots.removeAll()
             handover = .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
         case .later(let start):
-            start { [weak self] reply in
-                slot.fill(reply)
-                guard let self, !self.answering else { return }
-                self.writeReadyReplies()
-                self.closeIfDone()
-            }
+            start(door(for: slot))
         case .work(let work):
-            let owner = LoopBound((self, slot), loop: connection.loop)
-            let mailbox = services.mailbox
-            let accepted = services.jobs.submit {
-                let reply = work()
-                // If the loop has shut down the connection is gone too; the reply has no reader.
-                _ = mailbox.post {
-                    let (session, slot) = owner.value
-                    slot.fill(reply)
-                    session.writeReadyReplies()
-                    session.closeIfDone()
-                }
-            }
-            if !accepted {
-                slot.fill(.error(.overCapacity, "the job queue is full; retry later"))
-            }
+            JobHandoff(jobs: services.jobs, mailbox: services.mailbox).run({ $0(work()) }, answer: door(for: slot))
         }
         writeReadyReplies()
+    }
+
+    /// The door for a reply given later, on the loop: it fills `slot` and, unless the session is
+    /// in the middle of answering already, writes what is ready.
+    private func door(for slot: ResponseSlot) -> (Reply) -> Void {
+        { [weak self] reply in
+            slot.fill(reply)
+            guard let self, !self.answering else { return }
+            self.writeReadyReplies()
+            self.closeIfDone()
+        }
     }
 
     private func fill(_ slot: ResponseSlot, _ reply: Reply) {

@@ -87,9 +87,12 @@ public final class Presence {
     /// Every node's members together. Users are counted once each while every node lists its
     /// members; once one gives counts only (past its cap), the nodes' distinct users are added up,
     /// so a user on two nodes counts twice.
-    public var counts: Counts {
-        guard !remote.isEmpty else { return Counts(clients: members.subscriberCount, users: users.count) }
-        var clients = members.subscriberCount
+    public var counts: Counts { Self.counts(clients: members.subscriberCount, users: users, remote: remote) }
+
+    /// This node's `clients` and `users` (by user, its subscriptions) with the other nodes'.
+    private static func counts(clients local: Int, users: [String: Int], remote: [String: RemotePresence]) -> Counts {
+        guard !remote.isEmpty else { return Counts(clients: local, users: users.count) }
+        var clients = local
         var listed = Set(users.keys)
         var unlisted = 0
         for entry in remote.values {
@@ -162,49 +165,12 @@ public final class Presence {
 
     /// The members as the HTTP API answers: at most `limit` of them, with the counts.
     public func reply(limit: Int) -> [UInt8] {
-        var out = PushEncoder.presenceReplyHead(target, counts)
-        out += ",\"members\":[".utf8
-        var written = 0
-        var truncated = false
-        members.forEachMember { subscription in
-            guard written < limit else {
-                truncated = true
-                return
-            }
-            if written > 0 { out.append(UInt8(ascii: ",")) }
-            PushEncoder.presenceMember(subscription, &out)
-            written += 1
-        }
-        Self.appendRemote(remote, limit: limit, written: &written, truncated: &truncated, to: &out)
-        out.append(UInt8(ascii: "]"))
-        if truncated { out += ",\"truncated\":true".utf8 }
-        out.append(UInt8(ascii: "}"))
-        return out
+        Self.reply(target, local: self, remote: remote, limit: limit, stats: false)
     }
 
     /// The counts alone, as the HTTP API answers `?stats=true`.
     public func statsReply() -> [UInt8] {
-        var out = PushEncoder.presenceReplyHead(target, counts)
-        out.append(UInt8(ascii: "}"))
-        return out
-    }
-
-    /// The other nodes' members, after `written` already in `out`, up to `limit` in all.
-    private static func appendRemote(
-        _ remote: [String: RemotePresence], limit: Int, written: inout Int, truncated: inout Bool, to out: inout [UInt8]
-    ) {
-        for entry in remote.values {
-            if entry.members == nil && entry.clients > 0 { truncated = true }
-            for member in (entry.members ?? [:]).values {
-                guard written < limit else {
-                    truncated = true
-                    return
-                }
-                if written > 0 { out.append(UInt8(ascii: ",")) }
-                out += member.json
-                written += 1
-            }
-        }
+        Self.reply(target, local: self, remote: remote, limit: 0, stats: true)
     }
 
     /// The HTTP answer in a cluster: this node's members (`local`, nil when it has none) and the
@@ -212,22 +178,45 @@ public final class Presence {
     public static func clusterReply(
         _ target: StreamTarget, local: Presence?, entries: [String: [UInt8]], limit: Int, stats: Bool
     ) -> [UInt8] {
-        var remote: [String: RemotePresence] = [:]
-        for (node, bytes) in entries {
-            if let entry = RemotePresence.parse(bytes) { remote[node] = entry }
-        }
-        let holder = local ?? Presence(
-            target: target, members: NoMembers(), context: NoContext(), settings: PresenceSettings(), counters: PushCounters())
-        let saved = holder.remote
-        holder.remote = remote
-        defer { holder.remote = saved }
-        return stats ? holder.statsReply() : holder.reply(limit: limit)
+        reply(target, local: local, remote: RemotePresence.parse(entries), limit: limit, stats: stats)
     }
 
     /// The answer for a topic or store nobody has subscribed to on this node.
     public static func emptyReply(_ target: StreamTarget, stats: Bool) -> [UInt8] {
-        var out = PushEncoder.presenceReplyHead(target, Counts(clients: 0, users: 0))
-        out += (stats ? "}" : ",\"members\":[]}").utf8
+        reply(target, local: nil, remote: [:], limit: 0, stats: stats)
+    }
+
+    /// `local`'s members then `remote`'s, at most `limit` in all (`"truncated"` past it, or when
+    /// a node gave counts only), with the counts of all; `stats`: the counts alone.
+    private static func reply(
+        _ target: StreamTarget, local: Presence?, remote: [String: RemotePresence], limit: Int, stats: Bool
+    ) -> [UInt8] {
+        let counts = counts(clients: local?.members.subscriberCount ?? 0, users: local?.users ?? [:], remote: remote)
+        var out = PushEncoder.presenceReplyHead(target, counts)
+        guard !stats else {
+            out.append(UInt8(ascii: "}"))
+            return out
+        }
+        out += ",\"members\":[".utf8
+        var written = 0
+        var truncated = false
+        func add(_ write: (inout [UInt8]) -> Void) {
+            guard written < limit else {
+                truncated = true
+                return
+            }
+            if written > 0 { out.append(UInt8(ascii: ",")) }
+            write(&out)
+            written += 1
+        }
+        local?.members.forEachMember { subscription in add { PushEncoder.presenceMember(subscription, &$0) } }
+        for entry in remote.values {
+            if entry.members == nil && entry.clients > 0 { truncated = true }
+            for member in (entry.members ?? [:]).values { add { $0 += member.json } }
+        }
+        out.append(UInt8(ascii: "]"))
+        if truncated { out += ",\"truncated\":true".utf8 }
+        out.append(UInt8(ascii: "}"))
         return out
     }
 
@@ -273,9 +262,15 @@ public final class Presence {
     private func scheduleFlush() {
         guard !flushDue else { return }
         flushDue = true
-        let presence = ThreadBound(WeakPresence(self))
+        afterInterval { $0.flush() }
+    }
+
+    /// Runs `body` on this presence one interval from now, if it still exists.
+    private func afterInterval(_ body: @escaping (Presence) -> Void) {
+        let later = ThreadBound((WeakPresence(self), body))
         context.after(settings.intervalSeconds) {
-            presence.value.presence?.flush()
+            let (presence, body) = later.value
+            if let presence = presence.presence { body(presence) }
         }
     }
 
@@ -384,10 +379,7 @@ public final class Presence {
     private func scheduleShare() {
         guard relay?.source != nil, !shareDue else { return }
         shareDue = true
-        let presence = ThreadBound(WeakPresence(self))
-        context.after(settings.intervalSeconds) {
-            presence.value.presence?.share()
-        }
+        afterInterval { $0.share() }
     }
 
     /// Shares this node's entry now (nil once it has no members).
@@ -403,11 +395,7 @@ public final class Presence {
         let presence = ThreadBound(WeakPresence(self))
         source.readPresence(target) { entries in
             guard let entries, let presence = presence.value.presence, !presence.followers.isEmpty else { return }
-            var remote: [String: RemotePresence] = [:]
-            for (node, bytes) in entries {
-                if let entry = RemotePresence.parse(bytes) { remote[node] = entry }
-            }
-            presence.merge(remote)
+            presence.merge(RemotePresence.parse(entries))
         }
     }
 
@@ -457,17 +445,4 @@ final class PresenceWatch {
     weak var presence: Presence?
     /// Stale until the first frame is queued.
     var state = State.stale
-}
-
-/// The members of a presence that only answers for the other nodes (`clusterReply` on a node
-/// with no members of its own).
-private final class NoMembers: PresenceMembers {
-    var subscriberCount: Int { 0 }
-    func forEachMember(_ body: (Subscription) -> Void) {}
-}
-
-/// A context that never runs anything: a presence made only to answer once schedules nothing.
-private struct NoContext: ExecutionContext {
-    func enqueue(_ job: @escaping @Sendable () -> Void) -> Bool { false }
-    func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {}
 }

@@ -30,6 +30,11 @@ struct RemotePresence: Equatable {
         return out
     }
 
+    /// Every node's entry that parses, by node; one that does not is left out.
+    static func parse(_ entries: [String: [UInt8]]) -> [String: RemotePresence] {
+        entries.compactMapValues { parse($0) }
+    }
+
     /// Nil when the entry is not one (another version's, or damaged): it is then ignored.
     static func parse(_ bytes: [UInt8]) -> RemotePresence? {
         guard let value = try? JSONParser.parse(bytes), let clients = value["clients"]?.uint64Value,
