@@ -28,7 +28,9 @@
 # Usage: bench/state.sh [seconds] [change sets per second] [models] [maxRate] [subscribers] [S3 subscribers]
 # (defaults 10 2000 1000 10 1000 10000; smaller counts make a quick smoke run).
 # BENCH_SCENARIOS="s1 s2 s3" chooses the scenarios; BENCH_SERVERS="receptionist socketify" the
-# servers of S1 (S2 and S3 are Receptionist's alone).
+# servers of S1 (S2 and S3 are Receptionist's alone). STATE_DEFLATE=1 has Receptionist's
+# subscribers offer permessage-deflate, as browsers do (one in STATE_INFLATE_EVERY, default 10,
+# inflates and times its frames; the others count the compressed bytes unread).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,6 +42,9 @@ subscribers=${5:-1000}
 s3_subscribers=${6:-10000}
 scenarios=${BENCH_SCENARIOS:-s1 s2 s3}
 servers=${BENCH_SERVERS:-receptionist socketify}
+deflate=${STATE_DEFLATE:-0}
+deflate_args=()
+[ "$deflate" = 1 ] && deflate_args=(--deflate --inflate-every "${STATE_INFLATE_EVERY:-10}")
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
 bench=.build/release/receptionist-bench
@@ -172,7 +177,7 @@ echo "State sync: $models models, $rate single-change change sets/s for 1 + $sec
 if has s1; then
   for kind in $servers; do
     case "$kind" in
-      receptionist) client_args=(--store bench); receptionist_run S1 s1r "$subscribers" 1 2 '[""]' ;;
+      receptionist) client_args=(--store bench "${deflate_args[@]}"); receptionist_run S1 s1r "$subscribers" 1 2 '[""]' ;;
       socketify) client_args=(); socketify_run S1 s1s "$subscribers" 1 2 ;;
       *) echo "unknown server $kind" >&2; exit 2 ;;
     esac
@@ -180,11 +185,11 @@ if has s1; then
 fi
 if has s2; then
   option="\"maxRate\":$max_rate"
-  client_args=(--store bench --subscribe-options "$option")
+  client_args=(--store bench "${deflate_args[@]}" --subscribe-options "$option")
   receptionist_run S2 s2r "$subscribers" 1 2 "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$option")"
 fi
 if has s3; then
-  client_args=(--store bench)
+  client_args=(--store bench "${deflate_args[@]}")
   options=()
   for group in "${s3_groups[@]}"; do
     options+=("$group,\"maxRate\":$max_rate")

@@ -32,7 +32,8 @@ final class FanOutClient: TCPConnectionDelegate {
         self.connection = connection
         self.run = run
         self.group = group
-        if run.inflater != nil && !inflates { skipper = FrameSkipper() }
+        // A resuming subscriber's answer is checked, so it always inflates.
+        if run.inflater != nil && !inflates && run.since == nil { skipper = FrameSkipper() }
         decoder = WebSocketDecoder(role: .client, maxMessageBytes: run.maxMessageBytes, inflater: run.inflater)
         handshake = ClientHandshake(
             host: run.host, port: run.port, path: run.path, subprotocol: run.subprotocol, offerDeflate: run.inflater != nil)
@@ -132,7 +133,14 @@ final class FanOutClient: TCPConnectionDelegate {
         skipper!.read(bytes) { frame in
             switch frame {
             case .compressed(let wireBytes):
-                run.recordUninflated(group: group, bytes: wireBytes, at: now)
+                // A store's snapshot is large enough to come compressed: before the subscription
+                // is answered, a compressed frame can only be that answer.
+                if stage == .subscribing {
+                    stage = .subscribed
+                    run.clientDidSubscribe(group: group, sentAt: subscribeSentAt, at: now)
+                } else {
+                    run.recordUninflated(group: group, bytes: wireBytes, at: now)
+                }
             case .plain(let opcode, let payload):
                 switch WebSocketOpcode(rawValue: opcode) {
                 case .text: payload.withUnsafeBufferPointer { handle($0, now: now) }
