@@ -23,39 +23,44 @@ public struct WebSocketDecoder {
         case client
     }
 
-    public let role: Role
+    // Fields run from the widest to the narrowest, and the header's counters are bytes: a
+    // decoder lives in every connection, so its padding is paid once per connection.
+
     /// The largest data message accepted, counting the payloads of all its fragments.
     public let maxMessageBytes: Int
     /// Inflates compressed messages; nil when permessage-deflate was not negotiated, and then
     /// RSV1 is a protocol error. Shared by every decoder of its thread: it is reset per message.
     private let inflater: ZlibStream?
 
-    private enum Stage: Sendable {
-        case header, payload, failed, closed
-    }
-
-    private var stage = Stage.header
-
     // The frame being read.
-    private var headerCount = 0
-    private var headerLength = 2
-    private var extendedLengthBytes = 0
-    private var fin = false
-    private var opcode = WebSocketOpcode.continuation
-    private var masked = false
-    private var maskKey: UInt32 = 0
     private var wireLength: UInt64 = 0
     private var payloadLength = 0
     private var received = 0
 
     // The data message being assembled; `messageKind` is set from its first frame to its last.
+    private var message: [UInt8] = []
+    // A control frame's payload, kept apart so it can arrive in the middle of a message.
+    private var control: [UInt8] = []
+    private var maskKey: UInt32 = 0
+    private var utf8 = UTF8Validator()
+
+    public let role: Role
+
+    private enum Stage: Sendable {
+        case header, payload, failed, closed
+    }
+
+    private var stage = Stage.header
+    /// Header bytes read so far, and how many this header has (at most 14).
+    private var headerCount: UInt8 = 0
+    private var headerLength: UInt8 = 2
+    private var extendedLengthBytes: UInt8 = 0
+    private var fin = false
+    private var opcode = WebSocketOpcode.continuation
+    private var masked = false
     private var messageKind: WebSocketOpcode?
     /// The message being assembled is compressed (its first frame had RSV1).
     private var compressed = false
-    private var message: [UInt8] = []
-    private var utf8 = UTF8Validator()
-    // A control frame's payload, kept apart so it can arrive in the middle of a message.
-    private var control: [UInt8] = []
 
     public init(role: Role = .server, maxMessageBytes: Int = 64 * 1024, inflater: ZlibStream? = nil) {
         precondition(maxMessageBytes >= 0, "maxMessageBytes must not be negative")
@@ -116,7 +121,7 @@ public struct WebSocketDecoder {
 
     /// Takes the next header byte and checks whatever it decides.
     private mutating func readHeader(_ byte: UInt8) -> WebSocketError? {
-        let position = headerCount
+        let position = Int(headerCount)
         headerCount += 1
         switch position {
         case 0:
@@ -153,12 +158,12 @@ public struct WebSocketDecoder {
                 wireLength = UInt64(short)
                 return checkLength()
             }
-        case 2..<(2 + extendedLengthBytes):
+        case 2..<(2 + Int(extendedLengthBytes)):
             if position == 2 && extendedLengthBytes == 8 && byte & 0x80 != 0 {
                 return .protocolError("64-bit length with the top bit set")
             }
             wireLength = wireLength << 8 | UInt64(byte)
-            if position == 1 + extendedLengthBytes {
+            if position == 1 + Int(extendedLengthBytes) {
                 return checkLength()
             }
         default:

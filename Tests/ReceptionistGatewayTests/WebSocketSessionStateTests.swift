@@ -2,12 +2,15 @@
 import Testing
 
 @Suite struct WebSocketSessionStateTests {
+    private let timing = WebSocketSessionState.Timing(
+        pingIntervalMilliseconds: 30_000, pingTimeoutMilliseconds: 10_000, closeTimeoutMilliseconds: 2_000)
+
     private func fresh(now: UInt64 = 0) -> WebSocketSessionState {
-        WebSocketSessionState(now: now, pingIntervalMilliseconds: 30_000, pingTimeoutMilliseconds: 10_000, closeTimeoutMilliseconds: 2_000)
+        WebSocketSessionState(now: now)
     }
 
     private func tick(_ state: inout WebSocketSessionState, _ now: UInt64) -> WebSocketSessionState.Action {
-        state.tick(now: now)
+        state.tick(now: now, timing)
     }
 
     private func close(_ state: inout WebSocketSessionState, _ now: UInt64) -> Bool {

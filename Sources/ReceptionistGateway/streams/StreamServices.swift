@@ -17,6 +17,8 @@ final class StreamServices {
     unowned let table: any SessionTable
     /// permessage-deflate's shared streams, or nil with `--no-compression`.
     let compression: FrameCompression?
+    /// Every WebSocket connection's keepalive and close timeouts.
+    let webSocketTiming: WebSocketSessionState.Timing
 
     init(
         config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,
@@ -30,6 +32,10 @@ final class StreamServices {
         self.logger = logger
         self.table = table
         compression = config.compression ? FrameCompression(minBytes: config.compressionMinBytes) : nil
+        webSocketTiming = WebSocketSessionState.Timing(
+            pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
+            pingTimeoutMilliseconds: UInt64(config.pingTimeoutSeconds * 1000),
+            closeTimeoutMilliseconds: UInt64(config.lingerSeconds * 1000))
     }
 
     /// The next connection's presence id. A Weyl sequence from a random start: an odd step visits

@@ -16,15 +16,17 @@ final class WebSocketSession: StreamSession {
         case echo
     }
 
+    // Every connection holds one of these: the one-byte fields come last, where they fill the
+    // decoder's tail padding.
     let connection: TCPConnection
     var core: StreamCore
-    private let mode: Mode
-    private var decoder: WebSocketDecoder
-    /// The window bits of our compressed frames when permessage-deflate was agreed, else 0.
-    private let deflateWindowBits: UInt8
     private var state: WebSocketSessionState
     /// Protocol messages this client may still send now (`--client-message-rate`).
     private var messageBucket: TokenBucket
+    private var decoder: WebSocketDecoder
+    private let mode: Mode
+    /// The window bits of our compressed frames when permessage-deflate was agreed, else 0.
+    private let deflateWindowBits: UInt8
 
     init(
         connection: TCPConnection, services: StreamServices, mode: Mode, claims: TokenClaims? = nil,
@@ -39,11 +41,7 @@ final class WebSocketSession: StreamSession {
         deflateWindowBits = compression == nil ? 0 : UInt8(deflate!.serverMaxWindowBits)
         decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes, inflater: compression?.inflater)
         if compression != nil { services.counters.compressionNegotiated += 1 }
-        state = WebSocketSessionState(
-            now: connection.loop.nowMilliseconds,
-            pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
-            pingTimeoutMilliseconds: UInt64(config.pingTimeoutSeconds * 1000),
-            closeTimeoutMilliseconds: UInt64(config.lingerSeconds * 1000))
+        state = WebSocketSessionState(now: connection.loop.nowMilliseconds)
         connection.highWaterBytes = config.maxQueuedBytes
         connection.delaysWrites = mode == .push
     }
@@ -300,7 +298,7 @@ final class WebSocketSession: StreamSession {
 
     func sweep(now: UInt64) {
         if !state.closeSent, expireTokenIfDue() { return }
-        switch state.tick(now: now) {
+        switch state.tick(now: now, services.webSocketTiming) {
         case .none: break
         case .ping: connection.write(WebSocketEncoder.frame(.ping, payload: []))
         case .abort: connection.close()

@@ -1,0 +1,16 @@
+@testable import ReceptionistGateway
+import ReceptionistWire
+import Testing
+
+/// Every WebSocket connection holds a `WebSocketSession` with these inline: they are held to the
+/// sizes the idle memory figure was measured with (`docs/PERFORMANCE.md`, "An idle connection").
+@Suite struct SessionFootprintTests {
+    @Test func aSessionsPartsKeepTheirSizes() {
+        // Bytes for the header counters and flags, widest fields first: no padding between them.
+        #expect(MemoryLayout<WebSocketDecoder>.size <= 74)
+        // Three instants; the timeouts are the gateway's, not each connection's.
+        #expect(MemoryLayout<WebSocketSessionState>.size == 24)
+        #expect(MemoryLayout<StreamCore>.size <= 40)
+        #expect(MemoryLayout<TokenBucket>.size <= 16)
+    }
+}
