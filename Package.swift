@@ -104,7 +104,7 @@ let package = Package(
             name: "FuzzClientMessage", dependencies: ["FuzzSupport", "ReceptionistWire", "ReceptionistJSON"],
             path: "Fuzz/FuzzClientMessage", swiftSettings: strict),
 
-        // What the model's and the push core's unit tests share: a hand-run execution context.
+        // What the unit tests share: a hand-run execution context, and the heap size of an object.
         .target(
             name: "ReceptionistTestSupport", dependencies: ["ReceptionistModel", "ReceptionistSync"],
             path: "Tests/ReceptionistTestSupport", swiftSettings: strict),
@@ -114,7 +114,9 @@ let package = Package(
             name: "ReceptionistModelTests",
             dependencies: ["ReceptionistModel", "ReceptionistJSON", "ReceptionistSync", "ReceptionistTestSupport"],
             swiftSettings: strict),
-        .testTarget(name: "ReceptionistLoopTests", dependencies: ["ReceptionistLoop", "ReceptionistSync"], swiftSettings: strict),
+        .testTarget(
+            name: "ReceptionistLoopTests", dependencies: ["ReceptionistLoop", "ReceptionistSync", "ReceptionistTestSupport"],
+            swiftSettings: strict),
         .testTarget(
             name: "ReceptionistPushTests",
             dependencies: [

@@ -29,16 +29,9 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         case dropped
     }
 
-    public var delegate: (any TCPConnectionDelegate)?
+    // Every connection holds these: the one-byte fields first, where they fill what `LoopHandle`
+    // leaves of its last word, and no optionals that would pad a word each.
     public private(set) var state: State = .open
-    /// Past this many queued bytes `write` answers `.backpressure`.
-    public var highWaterBytes = 256 * 1024
-    /// When the connection entered `.lingering`, in loop milliseconds.
-    public private(set) var lingeringSince: UInt64?
-
-    private var pending: [(bytes: SharedBytes, offset: Int)] = []
-    private var pendingBytes = 0
-    private var inFlight: WriteRequest?
     private var flushScheduled = false
     /// Waiting for the loop's write delay (`delaysWrites`); an urgent write still flushes now.
     private var delayedFlushScheduled = false
@@ -48,11 +41,31 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     private var peerFinished = false
     /// A subscriber's stream: its writes may wait up to the loop's write delay, while the loop is
     /// busy writing, to leave with the ones after them (`WriteDelay`). Replies to requests never
-    /// wait. (Beside the other flags, so that it costs an idle connection no padding.)
+    /// wait.
     public var delaysWrites = false
+    /// Where the connection's owner keeps it (the gateway's connection table), or -1: the owner
+    /// then needs no dictionary keyed by the connection.
+    public var ownerSlot: Int32 = -1
+    /// `highWaterBytes`, in half a word beside `ownerSlot`.
+    private var highWater: Int32 = 256 * 1024
 
+    public var delegate: (any TCPConnectionDelegate)?
+    /// Past this many queued bytes `write` answers `.backpressure` (at most `Int32.max`).
+    public var highWaterBytes: Int {
+        get { Int(highWater) }
+        set { highWater = Int32(clamping: newValue) }
+    }
+    /// When the connection entered `.lingering`, in loop milliseconds (meaningful only then).
+    private var lingeringStart: UInt64 = 0
+
+    private var pending = WriteQueue()
+    private var pendingBytes = 0
+    private var inFlight: WriteRequest?
     /// Bytes written since the last flush: they have not been offered to the kernel yet.
     private var unflushedBytes = 0
+
+    /// When the connection entered `.lingering`, in loop milliseconds; nil in any other state.
+    public var lingeringSince: UInt64? { state == .lingering ? lingeringStart : nil }
 
     /// Bytes accepted by `write` and not yet handed to the kernel.
     public var queuedBytes: Int { pendingBytes + (inFlight?.byteCount ?? 0) }
@@ -220,7 +233,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         loop.bytesWritten &+= UInt64(max(0, Int(written)))
         guard !pending.isEmpty else { return }
 
-        let request = WriteRequest(chunks: Array(pending.prefix(EventLoop.maxWriteBuffers)))
+        let request = WriteRequest(chunks: pending.prefix(EventLoop.maxWriteBuffers))
         pending.removeFirst(request.chunks.count)
         pendingBytes -= request.byteCount
         inFlight = request
@@ -235,17 +248,15 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         var left = written
         pendingBytes -= written
         var drop = 0
-        for i in pending.indices {
-            let available = pending[i].bytes.count - pending[i].offset
-            if left >= available {
-                left -= available
-                drop += 1
-            } else {
-                pending[i].offset += left
-                break
-            }
+        while drop < pending.count {
+            let (bytes, offset) = pending[drop]
+            let available = bytes.count - offset
+            guard left >= available else { break }
+            left -= available
+            drop += 1
         }
         pending.removeFirst(drop)
+        if left > 0 { pending.advanceFirst(by: left) }
     }
 
     fileprivate func writeCompleted(status: Int32) {
@@ -268,7 +279,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     private func shutDownWrites() {
         state = .lingering
-        lingeringSince = loop.nowMilliseconds
+        lingeringStart = loop.nowMilliseconds
         let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
         let status = uv_shutdown(request, stream) { request, _ in
             request?.deallocate()

@@ -13,9 +13,11 @@ final class ConnectionTable: SessionTable {
     private let config: GatewayConfig
     private let counters: GatewayCounters
     private let logger: Logger
-    /// Every connection's current session, keyed by the connection (a session that upgrades to
-    /// WebSocket or SSE replaces itself under the same key).
-    private var sessions: [ObjectIdentifier: any GatewaySession] = [:]
+    /// Every connection's current session, each at the slot its connection records
+    /// (`TCPConnection.ownerSlot`): no dictionary keyed by the connection, whose storage an idle
+    /// connection would pay for. A session that upgrades to WebSocket or SSE replaces itself in
+    /// the same slot; a closed one's slot is filled by the last session.
+    private var sessions: ContiguousArray<any GatewaySession> = []
     /// Sessions that count against `maxConnections` (refused ones do not).
     private var servingCount = 0
     /// Serving connections per client address, for `maxConnectionsPerAddress`.
@@ -32,14 +34,23 @@ final class ConnectionTable: SessionTable {
 
     var isEmpty: Bool { sessions.isEmpty }
     var count: Int { sessions.count }
-    var all: [any GatewaySession] { Array(sessions.values) }
+    var all: [any GatewaySession] { Array(sessions) }
 
-    func session(_ id: ObjectIdentifier) -> (any GatewaySession)? { sessions[id] }
+    /// The connection's current session, or nil once it has closed.
+    func session(of connection: TCPConnection) -> (any GatewaySession)? {
+        slot(of: connection).map { sessions[$0] }
+    }
+
+    private func slot(of connection: TCPConnection) -> Int? {
+        let slot = Int(connection.ownerSlot)
+        guard slot >= 0, slot < sessions.count, sessions[slot].connection === connection else { return nil }
+        return slot
+    }
 
     /// Open connections by the protocol they speak, for `/metrics`.
     func countByTransport() -> [SessionTransport: Int] {
         var counts: [SessionTransport: Int] = [:]
-        for session in sessions.values { counts[session.transport, default: 0] += 1 }
+        for session in sessions { counts[session.transport, default: 0] += 1 }
         return counts
     }
 
@@ -47,7 +58,8 @@ final class ConnectionTable: SessionTable {
     func accept(_ session: HTTPSession) {
         let connection = session.connection
         let id = ObjectIdentifier(connection)
-        sessions[id] = session
+        connection.ownerSlot = Int32(sessions.count)
+        sessions.append(session)
         let address = connection.peerAddress ?? "unknown"
         if servingCount >= config.maxConnections {
             return refuse(session, id, .connectionLimit, .overCapacity, "too many connections")
@@ -69,14 +81,19 @@ final class ConnectionTable: SessionTable {
     }
 
     func replaceSession(of connection: TCPConnection, with session: any GatewaySession) {
-        let id = ObjectIdentifier(connection)
-        guard sessions[id] != nil else { return }
-        sessions[id] = session
+        guard let slot = slot(of: connection) else { return }
+        sessions[slot] = session
     }
 
     func sessionDidClose(_ connection: TCPConnection) {
+        guard let slot = slot(of: connection) else { return }
+        let last = sessions.removeLast()
+        if slot < sessions.count {
+            sessions[slot] = last
+            last.connection.ownerSlot = Int32(slot)
+        }
+        connection.ownerSlot = -1
         let id = ObjectIdentifier(connection)
-        guard sessions.removeValue(forKey: id) != nil else { return }
         if refused.remove(id) == nil {
             servingCount -= 1
             let address = connection.peerAddress ?? "unknown"
@@ -89,7 +106,7 @@ final class ConnectionTable: SessionTable {
     /// Asks every open session for its deadlines, and closes connections that linger too long.
     func sweep(now: UInt64) {
         let linger = UInt64(config.lingerSeconds * 1000)
-        for session in Array(sessions.values) {
+        for session in sessions {
             let connection = session.connection
             switch connection.state {
             case .open:
@@ -104,7 +121,7 @@ final class ConnectionTable: SessionTable {
 
     /// Closes every connection now (a second signal, or the drain timeout).
     func closeAll() {
-        for session in Array(sessions.values) { session.connection.close() }
+        for session in sessions { session.connection.close() }
     }
 
     /// The sweep's period: a tenth of the shortest timeout, between 10 ms and 1 s.

@@ -13,8 +13,9 @@ final class Drain {
     private let logger: Logger
     private let timeoutSeconds: Double
     private(set) var isDraining = false
-    /// Streaming sessions still to be told to go, in the order they will be.
-    private var queue: [ObjectIdentifier] = []
+    /// Streaming connections still to be told to go, in the order they will be; one that closes
+    /// meanwhile has no session left in the table, and is skipped.
+    private var queue: [TCPConnection] = []
     private var signals: [SignalWatcher] = []
     private var spreadTimer: LoopTimer?
     private var timeoutTimer: LoopTimer?
@@ -51,7 +52,7 @@ final class Drain {
         onBegin?()
         for session in table.all {
             if session.transport.isStream {
-                queue.append(ObjectIdentifier(session.connection))
+                queue.append(session.connection)
             } else {
                 session.drain()
             }
@@ -92,9 +93,9 @@ final class Drain {
             let elapsed = Double(self.loop.nowMilliseconds &- start)
             let due = min(total, Int((Double(total) * min(1, elapsed / windowMilliseconds)).rounded(.up)))
             while told < due {
-                let id = self.queue[told]
+                let connection = self.queue[told]
                 told += 1
-                self.table.session(id)?.drain()
+                self.table.session(of: connection)?.drain()
             }
             if told == total {
                 self.queue.removeAll()
