@@ -15,18 +15,9 @@ import ReceptionistWire
 ///
 /// Loop thread only.
 public final class Subscription {
-    public let target: StreamTarget
-    /// What a store subscription asked for (models, paths, rate, old values); it names the group
-    /// of the store's feed that serves it.
-    public var options: SubscriptionOptions { optionsBox?.options ?? .none }
-    /// Out of line, and absent for a subscription without options: an idle subscriber pays one
-    /// word for them, not the options' whole size.
-    private let optionsBox: OptionsBox?
-
-    private final class OptionsBox {
-        let options: SubscriptionOptions
-        init(_ options: SubscriptionOptions) { self.options = options }
-    }
+    // Every subscription holds these. What few subscriptions use (options, a presence watch, a
+    // conflation) shares one box out of line, and the target's odd byte goes last: 16 bytes less
+    // per subscription, which is a malloc size class less.
     public unowned let sink: any PushSink
     public private(set) var position: UInt64
     /// When the subscription began, in microseconds since the Unix epoch, as presence shows it.
@@ -34,10 +25,47 @@ public final class Subscription {
     /// Who held the connection when the subscription began (presence): read once, so that its
     /// leave counts against the user its join counted for, whatever the connection presents later.
     public let member: PresenceUser?
+    /// Absent until the subscription has options, follows presence or falls behind.
+    private var extras: Extras?
+    public let target: StreamTarget
+    /// Its place in its topic's or group's `MemberList`, or -1 (in the target's spare bytes).
+    var memberSlot: Int32 = -1
+
+    private final class Extras {
+        let options: SubscriptionOptions
+        var presenceWatch: PresenceWatch?
+        var conflation: Conflation?
+        init(_ options: SubscriptionOptions) { self.options = options }
+    }
+
+    /// What a store subscription asked for (models, paths, rate, old values); it names the group
+    /// of the store's feed that serves it.
+    public var options: SubscriptionOptions { extras?.options ?? .none }
+
     /// Set when the subscriber follows the target's presence: what it holds of it.
-    var presenceWatch: PresenceWatch?
+    var presenceWatch: PresenceWatch? {
+        get { extras?.presenceWatch }
+        set {
+            if newValue == nil && extras == nil { return }
+            madeExtras().presenceWatch = newValue
+        }
+    }
+
     /// Only a subscriber that fell behind pays for this, so it lives out of line.
-    private var conflation: Conflation?
+    private var conflation: Conflation? {
+        get { extras?.conflation }
+        set {
+            if newValue == nil && extras == nil { return }
+            madeExtras().conflation = newValue
+        }
+    }
+
+    private func madeExtras() -> Extras {
+        if let extras { return extras }
+        let made = Extras(.none)
+        extras = made
+        return made
+    }
 
     private final class Conflation {
         /// The position the subscriber had when conflation began.
@@ -52,7 +80,7 @@ public final class Subscription {
         joinedAt: UInt64 = 0
     ) {
         self.target = target
-        optionsBox = options.isNone ? nil : OptionsBox(options)
+        extras = options.isNone ? nil : Extras(options)
         self.sink = sink
         self.position = position
         self.joinedAt = joinedAt

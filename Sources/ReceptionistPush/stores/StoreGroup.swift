@@ -20,7 +20,7 @@ final class StoreGroup {
     let store: ModelStore
     let options: SubscriptionOptions
     let filter: ChangeFilter
-    private var members: [ObjectIdentifier: Subscription] = [:]
+    private var members = MemberList()
     private var receptionist: Receptionist?
     /// The last snapshot sent, reused while the version stands: a reconnect storm asks for the
     /// same one, and every subscriber gets the same event, its frames built once.
@@ -64,17 +64,17 @@ final class StoreGroup {
     var memberCount: Int { members.count }
 
     func add(_ subscription: Subscription) {
-        members[ObjectIdentifier(subscription)] = subscription
+        members.insert(subscription)
     }
 
     /// Returns whether it was a member.
     @discardableResult
     func remove(_ subscription: Subscription) -> Bool {
-        members.removeValue(forKey: ObjectIdentifier(subscription)) != nil
+        members.remove(subscription)
     }
 
     func forEachMember(_ body: (Subscription) -> Void) {
-        for subscription in members.values { body(subscription) }
+        for subscription in members { body(subscription) }
     }
 
     /// Stops the receptionist: the group has no members left and is being dropped.
@@ -175,7 +175,7 @@ final class StoreGroup {
         recent.removeAll()
         let event = snapshot(reset: true)
         frameVersion = event.id ?? 0
-        for subscription in members.values {
+        for subscription in members {
             subscription.reset(to: event.id ?? 0)
             subscription.sink.sendOwed(event)
         }
@@ -199,7 +199,7 @@ final class StoreGroup {
             let event = frame(
                 version: delivery.version, from: from, firstCommittedAt: delivery.firstCommittedAtMicroseconds,
                 committedAt: delivery.committedAtMicroseconds, changes: projectingRoots(delivery.changes))
-            for subscription in members.values where subscription.deliver(event) {
+            for subscription in members where subscription.deliver(event) {
                 delivered += 1
             }
             counters.deliveries += delivered
@@ -220,7 +220,7 @@ final class StoreGroup {
             }
             let event = PushEvent.changes(changeSet, old: options.old)
             if changeSet.version > (recent.newestNumber ?? 0) { recent.append(event, number: changeSet.version) }
-            for subscription in members.values where subscription.deliver(event) {
+            for subscription in members where subscription.deliver(event) {
                 delivered += 1
             }
         }

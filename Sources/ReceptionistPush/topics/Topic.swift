@@ -15,7 +15,7 @@ public final class Topic: PresenceMembers {
     /// lost (`restart`).
     public private(set) var epoch: String
     private var history: HistoryRing<PushEvent>
-    private var subscriptions: [ObjectIdentifier: Subscription] = [:]
+    private var subscriptions = MemberList()
     /// Cluster: false until this node has read the topic's stream from Redis once. Subscriptions
     /// that arrive before wait in `pending` (with their `since`), so none starts from a partial
     /// history.
@@ -52,17 +52,17 @@ public final class Topic: PresenceMembers {
     public var subscriberCount: Int { subscriptions.count }
 
     func forEachMember(_ body: (Subscription) -> Void) {
-        for subscription in subscriptions.values { body(subscription) }
+        for subscription in subscriptions { body(subscription) }
     }
 
     /// Starts `subscription`'s live stream, and makes it a member of the presence.
     func add(_ subscription: Subscription) {
-        subscriptions[ObjectIdentifier(subscription)] = subscription
+        subscriptions.insert(subscription)
         presence.joined(subscription)
     }
 
     func remove(_ subscription: Subscription) {
-        if subscriptions.removeValue(forKey: ObjectIdentifier(subscription)) != nil {
+        if subscriptions.remove(subscription) {
             presence.left(subscription)
         }
         pending.removeAll { $0.subscription === subscription }
@@ -92,7 +92,7 @@ public final class Topic: PresenceMembers {
     public func skip(from: UInt64, to: UInt64) {
         history.removeAll()
         seq = to
-        for subscription in subscriptions.values {
+        for subscription in subscriptions {
             subscription.gap(from: from, to: to)
         }
     }
@@ -110,7 +110,7 @@ public final class Topic: PresenceMembers {
         self.epoch = epoch
         let base = max(seq, 1) - 1
         let reset = PushEvent(name: "reset", id: nil, json: PushEncoder.topicReset(name, seq: base, epoch: epoch))
-        for subscription in subscriptions.values {
+        for subscription in subscriptions {
             subscription.sink.sendOwed(reset)
             subscription.reset(to: base)
         }
@@ -121,7 +121,7 @@ public final class Topic: PresenceMembers {
     private func record(_ event: PushEvent) {
         history.append(event, number: seq)
         var delivered = 0
-        for subscription in subscriptions.values where subscription.deliver(event) {
+        for subscription in subscriptions where subscription.deliver(event) {
             delivered += 1
         }
         counters.deliveries += delivered
