@@ -26,21 +26,23 @@ public struct WebSocketDecoder {
     // Fields run from the widest to the narrowest, and the header's counters are bytes: a
     // decoder lives in every connection, so its padding is paid once per connection.
 
-    /// The largest data message accepted, counting the payloads of all its fragments.
-    public let maxMessageBytes: Int
     /// Inflates compressed messages; nil when permessage-deflate was not negotiated, and then
     /// RSV1 is a protocol error. Shared by every decoder of its thread: it is reset per message.
     private let inflater: ZlibStream?
 
     // The frame being read.
     private var wireLength: UInt64 = 0
-    private var payloadLength = 0
-    private var received = 0
 
     // The data message being assembled; `messageKind` is set from its first frame to its last.
     private var message: [UInt8] = []
     // A control frame's payload, kept apart so it can arrive in the middle of a message.
     private var control: [UInt8] = []
+
+    // Half words: a payload is checked against the limit before its length is kept, and the
+    // limit is at most `Int32.max`, so every length below fits.
+    private let messageLimit: Int32
+    private var payloadLength32: Int32 = 0
+    private var received32: Int32 = 0
     private var maskKey: UInt32 = 0
     private var utf8 = UTF8Validator()
 
@@ -62,11 +64,23 @@ public struct WebSocketDecoder {
     /// The message being assembled is compressed (its first frame had RSV1).
     private var compressed = false
 
+    /// The largest data message accepted, counting the payloads of all its fragments.
+    public var maxMessageBytes: Int { Int(messageLimit) }
+    private var payloadLength: Int {
+        get { Int(payloadLength32) }
+        set { payloadLength32 = Int32(newValue) }
+    }
+    private var received: Int {
+        get { Int(received32) }
+        set { received32 = Int32(newValue) }
+    }
+
+    /// `maxMessageBytes` past `Int32.max` is taken as `Int32.max` (2 GiB).
     public init(role: Role = .server, maxMessageBytes: Int = 64 * 1024, inflater: ZlibStream? = nil) {
         precondition(maxMessageBytes >= 0, "maxMessageBytes must not be negative")
         precondition(inflater.map { $0.mode == .inflate } ?? true, "the inflater must be an inflating stream")
         self.role = role
-        self.maxMessageBytes = maxMessageBytes
+        messageLimit = Int32(clamping: maxMessageBytes)
         self.inflater = inflater
     }
 
