@@ -10,12 +10,14 @@
 #
 # Builds nothing: expects release builds of receptionist and receptionist-bench, nginx with nchan,
 # and socketify in $SOCKETIFY_PYTHON's environment (make bench-ws provides all of them).
-# Usage: bench/ws.sh [seconds] [rate with 1,000 subscribers] [rate with 10,000] [idle connections] [full rate]
+# Usage: bench/ws.sh [seconds] [rate with 1,000 subscribers] [rate with 10,000] [idle connections] [full rate] [ws large rate]
 # The full-speed run asks for [full rate] messages per second (default 100,000), more than any of
 # the servers sustains: the publisher's window (32 unanswered requests on each of 4 connections)
 # then sets the pace, and the published rate shows what each server accepts.
 # BENCH_SERVERS="receptionist nchan socketify" chooses the servers, and
-# BENCH_SCENARIOS="small large store full wsfull compression idle cluster storm" the scenarios (wsfull: full speed with each server's WebSocket publisher;
+# BENCH_SCENARIOS="small large store full wsfull wslarge compression idle cluster storm" the scenarios (wsfull: full speed with each server's WebSocket publisher;
+# wslarge: 10,000 subscribers and [ws large rate] (default 100) messages a second on a fixed schedule, published over each server's
+# WebSocket (one connection, at most 32 unanswered), 1 million deliveries a second offered;
 # compression: the same with a dashboard's ~1 KiB messages, subscribers offering permessage-deflate or not;
 # presence: 10,000 subscribers following one topic's presence while 1,000 others leave and join each second) (store, cluster, presence and storm are
 # Receptionist's alone). cluster runs 1,000 subscribers at 200 messages a second (half on each of
@@ -42,11 +44,12 @@ rate_small=${2:-200}
 rate_large=${3:-20}
 idle=${4:-19000}
 rate_full=${5:-100000}
+rate_ws_large=${6:-100}
 servers=${BENCH_SERVERS:-receptionist nchan socketify}
 # The HTTP publisher: keep-alive connections, and requests unanswered on each (1 is request-response).
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-32}
-scenarios=${BENCH_SCENARIOS:-small large store full wsfull compression presence idle cluster storm}
+scenarios=${BENCH_SCENARIOS:-small large store full wsfull wslarge compression presence idle cluster storm}
 storm_rate=${STORM_RATE:-20}
 storm_subscribers=${STORM_SUBSCRIBERS:-10000}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
@@ -370,6 +373,7 @@ if has store; then
 fi
 if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2; done; fi
 if has wsfull; then for kind in $servers; do [ "$kind" = nchan ] || ws_fanout "$kind" 1000 1 "$rate_full" 2; done; fi
+if has wslarge; then for kind in $servers; do [ "$kind" = nchan ] || ws_fanout "$kind" 10000 2 "$rate_ws_large" 10; done; fi
 if has compression; then
   echo
   echo "permessage-deflate: a dashboard's ~1 KiB JSON messages at full speed, each server publishing over its own WebSocket (1 connection, 32 unanswered)"
