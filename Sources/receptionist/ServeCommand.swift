@@ -35,7 +35,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Most concurrent connections; more are answered 503 and closed.")
     var maxConnections = 10_000
 
-    @Option(help: "Outbound bytes queued per connection before the gateway applies backpressure.")
+    @Option(help: "Outbound bytes queued per connection before the gateway applies backpressure (at most 2 GiB).")
     var maxQueuedBytes = 1024 * 1024
 
     @Option(help: "Seconds a graceful shutdown may take before remaining connections are closed.")
@@ -53,7 +53,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Change sets per second for the demo's animate job.")
     var demoRate = 30.0
 
-    @Option(help: "Largest WebSocket message a client may send, in bytes (all fragments together); larger closes with 1009.")
+    @Option(help: "Largest WebSocket message a client may send, in bytes (all fragments together, at most 2 GiB); larger closes with 1009.")
     var maxMessageBytes = 65_536
 
     @Option(help: "Seconds a WebSocket peer may stay quiet before it is pinged.")
@@ -172,11 +172,14 @@ struct ServeCommand: ParsableCommand {
             throw ValidationError("timeouts must be positive")
         }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
+        // A connection keeps both in half words (`TCPConnection`, `WebSocketDecoder`): 2 GiB each.
         guard maxQueuedBytes > 0 else { throw ValidationError("--max-queued-bytes must be positive") }
+        guard maxQueuedBytes <= Int(Int32.max) else { throw ValidationError("--max-queued-bytes must be at most 2147483647") }
         guard (1...256).contains(jobThreads) else { throw ValidationError("--job-threads must be 1...256") }
         guard history >= 0 else { throw ValidationError("--history must not be negative") }
         guard demoRate > 0 else { throw ValidationError("--demo-rate must be positive") }
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
+        guard maxMessageBytes <= Int(Int32.max) else { throw ValidationError("--max-message-bytes must be at most 2147483647") }
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
         guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
         guard writeDelay <= 100 else { throw ValidationError("--write-delay is at most 100 milliseconds") }

@@ -45,6 +45,15 @@ def test_serve_help_documents_options_and_defaults():
         assert default in text, f"default {default} missing from help:\n{text}"
 
 
+@pytest.mark.parametrize("option", ["--max-queued-bytes", "--max-message-bytes"])
+def test_a_limit_past_two_gib_is_refused_at_start(option):
+    # A connection keeps these in half words; a larger value is an error, never silently cut.
+    result = subprocess.run([str(server_binary()), "serve", "--port", "0", option, "2147483648"],
+                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0
+    assert f"{option} must be at most 2147483647" in result.stderr.decode("utf-8", "replace")
+
+
 def test_env_var_sets_max_body_bytes(start_server):
     server = start_server(env={"RECEPTIONIST_MAX_BODY_BYTES": "100"})
     with RawConnection(server.port) as conn:
