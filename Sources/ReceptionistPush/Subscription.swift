@@ -28,7 +28,7 @@ public final class Subscription {
     /// Absent until the subscription has options, follows presence or falls behind.
     private var extras: Extras?
     public let target: StreamTarget
-    /// Its place in its topic's or group's `MemberList`, or -1 (in the target's spare bytes).
+    /// Its place in its topic's or group's `MemberList`, or -1 (within the same malloc size class).
     var memberSlot: Int32 = -1
 
     private final class Extras {
