@@ -101,9 +101,9 @@ groups = []
 for line in lines:
     for i, g in enumerate(line["groups"]):
         if i == len(groups):
-            groups.append({"subscribed": 0, "timed": 0, "untimed": 0, "bytes": 0, "histogram_us": {}})
+            groups.append({"subscribed": 0, "timed": 0, "untimed": 0, "uninflated": 0, "bytes": 0, "histogram_us": {}})
         merged = groups[i]
-        for key in ("subscribed", "timed", "untimed", "bytes"):
+        for key in ("subscribed", "timed", "untimed", "uninflated", "bytes"):
             merged[key] += g[key]
         for k, v in g["histogram_us"].items():
             merged["histogram_us"][k] = merged["histogram_us"].get(k, 0) + v

@@ -10,9 +10,9 @@ runs = [json.loads(line) for line in open(path) if line.strip()]
 
 
 def merged(groups):
-    total = {"subscribed": 0, "timed": 0, "untimed": 0, "bytes": 0, "histogram_us": {}}
+    total = {"subscribed": 0, "timed": 0, "untimed": 0, "uninflated": 0, "bytes": 0, "histogram_us": {}}
     for g in groups:
-        for key in ("subscribed", "timed", "untimed", "bytes"):
+        for key in ("subscribed", "timed", "untimed", "uninflated", "bytes"):
             total[key] += g[key]
         for k, v in g["histogram_us"].items():
             total["histogram_us"][k] = total["histogram_us"].get(k, 0) + v
@@ -38,7 +38,7 @@ def ms(value):
 
 
 def per_subscriber(group, key, span):
-    frames = group["timed"] + group["untimed"] if key == "frames" else group[key]
+    frames = group["timed"] + group["untimed"] + group.get("uninflated", 0) if key == "frames" else group[key]
     return frames / group["subscribed"] / span if group["subscribed"] and span > 0 else 0.0
 
 
@@ -63,7 +63,7 @@ figures = {}
 for run in runs:
     total = merged(run["groups"])
     span = run["span_s"]
-    frames = total["timed"] + total["untimed"]
+    frames = total["timed"] + total["untimed"] + total["uninflated"]
     coalesced = any("maxRate" in o for o in run["options"])
     if coalesced:
         expected = "— (coalesced)"
@@ -87,7 +87,7 @@ print("Staleness runs from a frame's oldest commit (`firstCommittedAt` when coal
 for run in runs:
     if run["server"] == "socketify":
         total = merged(run["groups"])
-        frames = total["timed"] + total["untimed"]
+        frames = total["timed"] + total["untimed"] + total["uninflated"]
         size = total["bytes"] / frames if frames else 0
         print(f"socketify's publisher: 1 WebSocket connection to /publish, at most 32 messages unacknowledged, "
               f"{size:.0f} bytes a frame on the wire (the same JSON as Receptionist's frame, stamped when sent).")
