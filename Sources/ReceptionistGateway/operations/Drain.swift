@@ -71,6 +71,7 @@ final class Drain {
 
     private func finish() {
         table.onEmpty = nil
+        queue.removeAll()
         timeoutTimer?.close()
         timeoutTimer = nil
         spreadTimer?.close()
