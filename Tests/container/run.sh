@@ -88,7 +88,8 @@ fi
 
 step "binary"
 [ -x "$binary" ] || fail "no binary at $binary"
-if ldd "$binary" | grep -q 'libswift'; then
+libraries=$(ldd "$binary" 2>&1 || true)
+if grep -q 'libswift' <<< "$libraries"; then
   fail "$binary links the Swift runtime dynamically; build it with --static-swift-stdlib"
 fi
 
@@ -175,7 +176,10 @@ timeout 60 podman --log-level=fatal stop --time 30 "$container" >/dev/null || fa
 code=$(timeout 30 podman wait "$container") || fail "podman wait"
 [ "$code" = 0 ] || fail "the gateway exited $code after SIGTERM, not 0"
 [ $((SECONDS - stop_started)) -lt 30 ] || fail "the stop took the whole grace period"
-podman logs "$container" 2>&1 | grep -q draining || fail "no drain in the log"
+# Read whole before searching: `grep -q` stops at the first match, and under pipefail the writer
+# it leaves behind (SIGPIPE) would fail the check.
+log=$(timeout 30 podman logs "$container" 2>&1) || fail "podman logs"
+grep -q draining <<< "$log" || fail "no drain in the log"
 podman rm --force --time 0 "$container" >/dev/null 2>&1 || true
 
 step "compose images $redis_image, $nginx_image"
