@@ -26,8 +26,10 @@ final class FakeSink: PushSink {
     /// Each fake is a connection of its own.
     let clientID: UInt64
     var presenceUser: PresenceUser?
-    /// Tests run in parallel: the ids are handed out under a lock.
-    private static let lastClientID = PThreadLock<UInt64>(0)
+    /// Tests run in parallel: the ids are handed out under a lock. They start far above the
+    /// small literal ids tests give other nodes' members, so a fake never shares one with them,
+    /// however many fakes the tests before it made.
+    private static let lastClientID = PThreadLock<UInt64>(1 << 32)
 
     init(user: PresenceUser? = nil) {
         clientID = Self.lastClientID.withLock { id in
