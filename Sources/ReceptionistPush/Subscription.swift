@@ -18,7 +18,12 @@ public final class Subscription {
     // Every subscription holds these. What few subscriptions use (options, a presence watch, a
     // conflation) shares one box out of line, and the target's odd byte goes last: 16 bytes less
     // per subscription, which is a malloc size class less.
-    public unowned let sink: any PushSink
+    //
+    // Not counted: a fan-out reaches the sink of every member, and `unowned` costs an atomic
+    // check-and-retain on each reach. Safe because a sink ends every subscription it holds
+    // (taking it out of its topic or group) before it goes (invariant 45's `MemberList` then
+    // holds no member whose sink is gone).
+    public unowned(unsafe) let sink: any PushSink
     public private(set) var position: UInt64
     /// When the subscription began, in microseconds since the Unix epoch, as presence shows it.
     public let joinedAt: UInt64

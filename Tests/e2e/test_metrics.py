@@ -79,6 +79,11 @@ def test_counters_move_with_traffic(start_server):
     assert moved("receptionist_bytes_in_total") > 0 and moved("receptionist_bytes_out_total") > 0
     wait_for(lambda: value(scrape(server.port), "receptionist_connections", transport="websocket") == 0,
              5.0, "closed WebSockets still counted")
+    # A closed connection takes its subscriptions with it (a subscription does not keep its sink
+    # alive): none is left, and a publish after the close reaches no one and is answered.
+    assert value(scrape(server.port), "receptionist_subscriptions", kind="topic") == 0
+    publish(server.port, topic, {"n": "after"})
+    assert value(scrape(server.port), "receptionist_topic_publishes_total") == value(before, "receptionist_topic_publishes_total") + 6
 
 
 def test_refused_api_keys_are_counted(start_server):
