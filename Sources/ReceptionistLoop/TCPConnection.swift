@@ -143,10 +143,11 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     @discardableResult
     public func write(_ bytes: SharedBytes) -> WriteResult {
         guard state == .open, !closeWhenFlushed else { return .dropped }
-        guard bytes.count > 0 else { return .queued }
+        let count = bytes.count
+        guard count > 0 else { return .queued }
         pending.append((bytes, 0))
-        pendingBytes += bytes.count
-        unflushedBytes += bytes.count
+        pendingBytes += count
+        unflushedBytes += count
         scheduleFlush()
         if queuedBytes > highWaterBytes {
             overHighWater = true
@@ -217,11 +218,12 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     /// Tries the kernel directly with every queued buffer; whatever it does not take goes to `uv_write`.
     private func writePending() {
-        let count = min(pending.count, EventLoop.maxWriteBuffers)
         let buffers = loop.writeScratch
-        for index in 0..<count {
-            let (bytes, offset) = pending[index]
-            buffers[index] = uv_buf_init((bytes.base + offset).assumingMemoryBound(to: CChar.self), UInt32(bytes.count - offset))
+        var index = 0
+        let count = pending.forEachUnwritten(upTo: EventLoop.maxWriteBuffers) { base, length in
+            buffers[index] = uv_buf_init(
+                UnsafeMutableRawPointer(mutating: base).assumingMemoryBound(to: CChar.self), UInt32(length))
+            index += 1
         }
         let written = uv_try_write(stream, buffers, UInt32(count))
         loop.writeDelay.noteWrite()
@@ -245,18 +247,8 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     }
 
     private func consume(_ written: Int) {
-        var left = written
         pendingBytes -= written
-        var drop = 0
-        while drop < pending.count {
-            let (bytes, offset) = pending[drop]
-            let available = bytes.count - offset
-            guard left >= available else { break }
-            left -= available
-            drop += 1
-        }
-        pending.removeFirst(drop)
-        if left > 0 { pending.advanceFirst(by: left) }
+        pending.consume(written)
     }
 
     fileprivate func writeCompleted(status: Int32) {

@@ -47,16 +47,52 @@ struct WriteQueue {
         precondition(n <= count, "removing more buffers than are queued")
         if n == count {
             first = nil
-            rest.removeAll(keepingCapacity: true)
+            // Most flushes leave nothing behind the first buffer: then there is nothing to clear.
+            if !rest.isEmpty { rest.removeAll(keepingCapacity: true) }
         } else {
             first = rest[n - 1]
             rest.removeFirst(n)
         }
     }
 
-    /// Moves the oldest buffer's start past `bytes` the kernel took of it.
-    mutating func advanceFirst(by bytes: Int) {
-        first!.offset += bytes
+    /// Calls `body` with the start and length of each of the oldest `limit` buffers' unwritten
+    /// bytes, in order, without copying a chunk out (each copy would retain its bytes); returns
+    /// how many it visited.
+    func forEachUnwritten(upTo limit: Int, _ body: (UnsafeRawPointer, Int) -> Void) -> Int {
+        guard limit > 0, let first else { return 0 }
+        body(first.bytes.base + first.offset, first.bytes.count - first.offset)
+        let more = min(limit - 1, rest.count)
+        rest.withUnsafeBufferPointer { chunks in
+            for index in 0..<more {
+                body(chunks[index].bytes.base + chunks[index].offset, chunks[index].bytes.count - chunks[index].offset)
+            }
+        }
+        return 1 + more
+    }
+
+    /// Drops what the kernel took: `bytes` from the oldest buffers on, the last of them perhaps
+    /// only in part.
+    mutating func consume(_ bytes: Int) {
+        guard bytes > 0, let head = first else { return }
+        var left = bytes
+        let firstAvailable = head.bytes.count - head.offset
+        guard left >= firstAvailable else {
+            first!.offset += left
+            return
+        }
+        left -= firstAvailable
+        let whole = rest.withUnsafeBufferPointer { chunks -> Int in
+            var whole = 0
+            while whole < chunks.count {
+                let available = chunks[whole].bytes.count - chunks[whole].offset
+                guard left >= available else { break }
+                left -= available
+                whole += 1
+            }
+            return whole
+        }
+        removeFirst(1 + whole)
+        if left > 0 { first!.offset += left }
     }
 
     mutating func removeAll() {
