@@ -9,10 +9,15 @@ import DequeModule
 /// `missing` range.
 ///
 /// Pure value.
+///
+/// Inlinable: the push module keeps rings of its events, and a generic ring called across the
+/// module boundary ran unspecialised, looking up its tuple's metadata on every access (a
+/// resume's replay spent more there than in the search itself).
 public struct HistoryRing<Element> {
     public let capacity: Int
-    private var entries: Deque<(number: UInt64, element: Element)> = []
+    @usableFromInline var entries: Deque<(number: UInt64, element: Element)> = []
 
+    @inlinable
     public init(capacity: Int) {
         self.capacity = max(0, capacity)
         // A little room up front; the deque grows as the stream does (a ring per subscription
@@ -20,12 +25,17 @@ public struct HistoryRing<Element> {
         entries.reserveCapacity(min(self.capacity, 64))
     }
 
+    @inlinable
     public var count: Int { entries.count }
+    @inlinable
     public var isEmpty: Bool { entries.isEmpty }
+    @inlinable
     public var oldestNumber: UInt64? { entries.first?.number }
+    @inlinable
     public var newestNumber: UInt64? { entries.last?.number }
 
     /// Appends the element numbered `number`, which must be above every number kept.
+    @inlinable
     public mutating func append(_ element: Element, number: UInt64) {
         guard capacity > 0 else { return }
         precondition(entries.last.map { $0.number < number } ?? true, "history numbers must rise")
@@ -34,6 +44,7 @@ public struct HistoryRing<Element> {
     }
 
     /// Forgets everything (the stream restarted or skipped ahead).
+    @inlinable
     public mutating func removeAll() {
         entries.removeAll(keepingCapacity: true)
     }
@@ -41,6 +52,7 @@ public struct HistoryRing<Element> {
     /// What a reader at `number` missed of a stream whose last number is `latest`: the kept
     /// elements after `number`, oldest first, and the range before them that is no longer kept
     /// (nil when nothing is missing).
+    @inlinable
     public func after(_ number: UInt64, latest: UInt64) -> (missing: ClosedRange<UInt64>?, elements: [Element]) {
         guard number < latest else { return (nil, []) }
         let oldest = entries.first?.number ?? latest + 1
@@ -56,6 +68,7 @@ public struct HistoryRing<Element> {
     }
 
     /// The element numbered `number`, if it is kept.
+    @inlinable
     public func element(numbered number: UInt64) -> Element? {
         let index = firstIndex(after: number &- 1)
         guard index < entries.count, entries[index].number == number else { return nil }
@@ -63,7 +76,8 @@ public struct HistoryRing<Element> {
     }
 
     /// The index of the first entry numbered above `number` (binary search: numbers rise).
-    private func firstIndex(after number: UInt64) -> Int {
+    @inlinable
+    func firstIndex(after number: UInt64) -> Int {
         var low = 0, high = entries.count
         while low < high {
             let middle = (low + high) / 2
