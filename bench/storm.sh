@@ -14,6 +14,9 @@ storm_bound=${STORM_BOUND:-10}
 # Seconds the storm's clients keep reading after all have their first frame: the replays and the
 # live change sets that follow them are checked for gaps meanwhile.
 storm_tail=${STORM_TAIL:-3}
+# STORM_PERF=FILE records the server's core with `perf record -g` from the storm's start to the
+# last first frame, for `perf report -i FILE`.
+storm_perf=${STORM_PERF:-}
 
 storm_api() { curl -fsS --max-time 30 "$@"; }
 # Busy and total clock ticks of CPU 1, where the clients run: whether they, not the server, set the pace.
@@ -74,6 +77,11 @@ storm() {
   done
 
   # The storm: half resume from inside the history, half from too far back.
+  local perf_pid=""
+  if [ -n "$storm_perf" ]; then
+    perf record -q -g -C "${STORM_PERF_CPUS:-0}" -o "$storm_perf" 2>/dev/null &
+    perf_pid=$!
+  fi
   origin=$(date +%s%6N)
   before=$(server_ticks)
   local core_before core_after
@@ -96,6 +104,7 @@ storm() {
   after=$(server_ticks)
   core_after=$(client_core_ticks)
   ended=$(date +%s%6N)
+  if [ -n "$perf_pid" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
   for pid in "${clients[@]}"; do wait "$pid" 2>/dev/null || true; done
   clients=()
   storm_api -o /dev/null -X DELETE "$api/jobs/$job"

@@ -27,7 +27,8 @@
 # an `animate` job committing STORM_RATE (20) change sets a second and --history STORM_HISTORY
 # (1,000), are dropped at once, and as many new ones connect at once and resume, half from inside
 # the history and half from too far back; it reports when every client had its first frame, the
-# server's CPU over the storm, and any change set lost.
+# server's CPU over the storm, and any change set lost (STORM_PERF=FILE: a `perf record` of the
+# server's core over the storm).
 # BENCH_BASELINE=<path to another receptionist binary> adds the server `baseline`: that build run
 # exactly as `receptionist` is, for a before-and-after comparison in one run
 # (BENCH_SERVERS="receptionist baseline"); BASELINE_ARGS adds serve options to it alone (for one

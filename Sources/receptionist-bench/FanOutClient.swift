@@ -179,14 +179,15 @@ final class FanOutClient: TCPConnectionDelegate {
             let stamp = FrameScan.number(after: Self.firstCommittedAtKey, in: head)
                 ?? FrameScan.number(after: Self.committedAtKey, in: head)
             run.record(group: group, stamp: stamp, bytes: FrameScan.frameBytes(payload: text.count), at: now)
-        } else if let stamp = FrameScan.number(after: Self.sentAtKey, in: text) {
-            run.record(group: group, stamp: stamp, bytes: FrameScan.frameBytes(payload: text.count), at: now)
         } else if stage == .subscribing
             && (FrameScan.hasPrefix(text, Self.subscribedPrefix) || FrameScan.hasPrefix(text, Self.snapshotPrefix))
         {
+            // Before the search for `sentAt`, which would read a whole snapshot for nothing.
             stage = .subscribed
             run.clientDidSubscribe(group: group, sentAt: subscribeSentAt, at: now)
             if let since = run.since { checkAnswer(text, since: since) }
+        } else if let stamp = FrameScan.number(after: Self.sentAtKey, in: text) {
+            run.record(group: group, stamp: stamp, bytes: FrameScan.frameBytes(payload: text.count), at: now)
         } else if FrameScan.hasPrefix(text, Self.errorPrefix) {
             fail("server error: \(String(decoding: text, as: UTF8.self))")
         }
