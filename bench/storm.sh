@@ -15,7 +15,7 @@ storm_bound=${STORM_BOUND:-10}
 # live change sets that follow them are checked for gaps meanwhile.
 storm_tail=${STORM_TAIL:-3}
 # STORM_PERF=FILE records the server's core with `perf record -g` from the storm's start to the
-# last first frame, for `perf report -i FILE`.
+# last first frame, for `perf report -i FILE`; STORM_PERF_CPUS=1 records the clients' core instead.
 storm_perf=${STORM_PERF:-}
 
 storm_api() { curl -fsS --max-time 30 "$@"; }

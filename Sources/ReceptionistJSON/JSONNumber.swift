@@ -14,6 +14,12 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
         self.literal = literal
     }
 
+    /// An `Int`, the integer jobs write most: without the generic path, which a caller in
+    /// another module runs unspecialised (a witness call for every test of the value's width).
+    public init(_ value: Int) {
+        literal = Self.decimal(Int64(value))
+    }
+
     /// An integer, written in full.
     public init<T: BinaryInteger>(_ value: T) {
         if let small = Int64(exactly: value) {

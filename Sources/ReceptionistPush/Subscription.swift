@@ -21,8 +21,8 @@ public final class Subscription {
     //
     // Not counted: a fan-out reaches the sink of every member, and `unowned` costs an atomic
     // check-and-retain on each reach. Safe because a sink ends every subscription it holds
-    // (taking it out of its topic or group) before it goes (invariant 45's `MemberList` then
-    // holds no member whose sink is gone).
+    // (taking it out of its topic or group, and out of any presence not yet sent) before it
+    // goes, so no list holds a member whose sink is gone (invariant 46).
     public unowned(unsafe) let sink: any PushSink
     public private(set) var position: UInt64
     /// When the subscription began, in microseconds since the Unix epoch, as presence shows it.

@@ -7,6 +7,9 @@ import Testing
         for value in values {
             #expect(JSONNumber(value).literal == String(value))
         }
+        for value in [0, 9, -9, 123_456_789, Int.max, Int.min] {
+            #expect(JSONNumber(value).literal == String(value))
+        }
         #expect(JSONNumber(UInt64.max).literal == "18446744073709551615")
         #expect(JSONNumber(UInt8(255)).literal == "255")
         #expect(JSONNumber(-0.0 as Double).literal == "0")
