@@ -9,45 +9,68 @@ public struct RequestPath: Sendable, Hashable {
     }
 
     /// Parses a raw, percent-encoded path such as `/a/b%20c.txt`.
+    ///
+    /// Over the path's bytes in place: splitting and decoding through `Substring.UTF8View`'s
+    /// indices cost every request more than the rest of its routing.
     public init(raw: Substring) throws(Problem) {
-        guard raw.first == "/" else { throw .notAbsolute }
-        var segments: [String] = []
-        for rawSegment in raw.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
-            let bytes = try Self.percentDecode(rawSegment)
-            if bytes.contains(0) { throw .nulByte }
-            // An encoded slash or backslash would smuggle a separator past the split above.
-            if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { throw .traversal }
-            guard let segment = String(validating: bytes, as: UTF8.self) else { throw .badEncoding }
-            if segment == ".." || segment == "." { throw .traversal }
-            segments.append(segment)
+        var raw = raw
+        let parsed: Result<[String], Problem> = raw.withUTF8 { bytes in
+            Result { () throws(Problem) in try Self.segments(of: bytes) }
         }
-        self.segments = segments
+        segments = try parsed.get()
+    }
+
+    private static func segments(of path: UnsafeBufferPointer<UInt8>) throws(Problem) -> [String] {
+        guard path.first == UInt8(ascii: "/") else { throw .notAbsolute }
+        var segments: [String] = []
+        var start = 0
+        while start < path.count {
+            guard path[start] != UInt8(ascii: "/") else {
+                start += 1
+                continue
+            }
+            var end = start
+            while end < path.count && path[end] != UInt8(ascii: "/") { end += 1 }
+            segments.append(try segment(UnsafeBufferPointer(rebasing: path[start..<end])))
+            start = end
+        }
+        return segments
+    }
+
+    /// One segment between slashes, decoded and checked.
+    private static func segment(_ raw: UnsafeBufferPointer<UInt8>) throws(Problem) -> String {
+        let bytes = try percentDecode(raw)
+        if bytes.contains(0) { throw .nulByte }
+        // An encoded slash or backslash would smuggle a separator past the split above.
+        if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { throw .traversal }
+        guard let segment = String(validating: bytes, as: UTF8.self) else { throw .badEncoding }
+        if segment == ".." || segment == "." { throw .traversal }
+        return segment
     }
 
     /// A query-string value decoded: `%XX` escapes, and `+` as a space. Nil for a bad escape or
     /// bytes that are not UTF-8.
     public static func percentDecoded(_ raw: Substring) -> String? {
         let plus = raw.utf8.map { $0 == UInt8(ascii: "+") ? UInt8(ascii: " ") : $0 }
-        guard let bytes = try? percentDecode(plus[...]) else { return nil }
-        return String(validating: bytes, as: UTF8.self)
+        let decoded: [UInt8]? = plus.withUnsafeBufferPointer { try? percentDecode($0) }
+        guard let decoded else { return nil }
+        return String(validating: decoded, as: UTF8.self)
     }
 
-    private static func percentDecode<Bytes: Collection<UInt8>>(_ bytes: Bytes) throws(Problem) -> [UInt8] {
+    private static func percentDecode(_ bytes: UnsafeBufferPointer<UInt8>) throws(Problem) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
-        var i = bytes.startIndex
-        while i != bytes.endIndex {
+        var i = 0
+        while i < bytes.count {
             let byte = bytes[i]
             if byte == UInt8(ascii: "%") {
-                let h = bytes.index(after: i)
-                guard h != bytes.endIndex, bytes.index(after: h) != bytes.endIndex,
-                      let hi = hexValue(bytes[h]), let lo = hexValue(bytes[bytes.index(after: h)])
+                guard i + 2 < bytes.count, let hi = hexValue(bytes[i + 1]), let lo = hexValue(bytes[i + 2])
                 else { throw .badEncoding }
                 out.append(hi << 4 | lo)
-                i = bytes.index(h, offsetBy: 2)
+                i += 3
             } else {
                 out.append(byte)
-                i = bytes.index(after: i)
+                i += 1
             }
         }
         return out
