@@ -4,15 +4,29 @@ import ReceptionistJSON
 ///
 /// Invariant: applying `changes` in order to the state a receiver had at the previous delivery
 /// yields exactly the store's state at `version`. A change to a path replaces pending changes
-/// beneath it; a change beneath a pending path is folded into that pending value.
+/// beneath it; a change beneath a pending path is folded into that pending value. Changes to
+/// different models are independent; a model's changes are handed over together, models in the
+/// order they first changed, and within a model a change that replaces others goes after them.
 ///
 /// Old values: a pending change keeps the value its path had at the last delivery, before the
 /// first change folded into it. When it replaces pending changes beneath it, its own old value
 /// (the value just before it) has their first old values put back in. (An object created only
 /// on the way to a new path cannot be told from one that was there, so it stays in `old`.)
+///
+/// Layout: the committing thread absorbs every change of a coalescing receptionist, so a change
+/// costs one lookup of its model and no copy of the pending list. Pending changes sit in one
+/// flat array; each model's live entries are chained through `links` from `heads`. `take`
+/// hands the array over whole when no entry was replaced and each model's entries are already
+/// together (as when changes land on paths already pending), without copying an element.
 public struct CoalescingBuffer: Sendable {
-    private var models: [String: [ModelChange]] = [:]
-    private var order: [String] = []
+    private var pending: [ModelChange] = []
+    /// Per entry of `pending`: the next live entry of the same model, `end`, or `replaced`.
+    private var links: [Int32] = []
+    /// Per model with pending changes: its first live entry.
+    private var heads: [String: Int32] = [:]
+    private var replacedCount = 0
+    /// Every model's live entries are adjacent in `pending`.
+    private var grouped = true
     public private(set) var version: UInt64 = 0
     public private(set) var absorbed = 0
     /// Commit times of the first and the last change set absorbed since the last `take`.
@@ -21,74 +35,134 @@ public struct CoalescingBuffer: Sendable {
     /// Whether a replica's reset was absorbed since the last `take`.
     public private(set) var sawReset = false
 
+    private static let end: Int32 = -1
+    private static let replaced: Int32 = -2
+
     public init() {}
 
-    public var isEmpty: Bool { order.isEmpty }
+    public var isEmpty: Bool { heads.isEmpty }
 
     public mutating func absorb(_ changeSet: ChangeSet) {
         version = changeSet.version
         if firstCommittedAtMicroseconds == 0 { firstCommittedAtMicroseconds = changeSet.committedAtMicroseconds }
         committedAtMicroseconds = changeSet.committedAtMicroseconds
         sawReset = sawReset || changeSet.isReset
-        for change in changeSet.changes {
-            absorb(change)
+        changeSet.changes.withUnsafeBufferPointer { changes in
+            guard let base = changes.baseAddress else { return }
+            for index in changes.indices {
+                absorb(base + index)
+            }
         }
     }
 
-    private mutating func absorb(_ change: ModelChange) {
+    /// Reads the change through its pointer, field by field: a change that lands on a pending
+    /// path (the common case) needs only its new value, and copying it whole would retain and
+    /// release every field.
+    private mutating func absorb(_ change: UnsafePointer<ModelChange>) {
         absorbed += 1
-        // One lookup, and the model's pending list edited in place (a copy taken out of the
-        // table and written back would reallocate the list on every change).
-        if Self.fold(change, into: &models[change.model, default: []]) {
-            order.append(change.model)
-        }
-    }
-
-    /// Folds `change` into one model's pending changes, in which no path lies under another.
-    /// Returns whether the list was empty before.
-    private static func fold(_ change: ModelChange, into pending: inout [ModelChange]) -> Bool {
-        if pending.isEmpty {
-            pending.append(change)
-            return true
+        guard let head = heads[change.pointee.model] else {
+            heads[change.pointee.model] = append(change.pointee)
+            return
         }
         // The common case: the same path again. Nothing can be above or beneath it, since a
         // pending path swallows changes beneath it and is replaced by a change above it.
-        if let same = pending.firstIndex(where: { $0.keyPath == change.keyPath }) {
-            // Edited in place: the model and path stay, the old value stays the first one.
-            pending[same].newValue = change.newValue
-            pending[same].kind = ModelChange.kind(old: pending[same].oldValue, new: change.newValue)
-            return false
-        }
-        if let ancestor = pending.firstIndex(where: { $0.keyPath.isPrefix(of: change.keyPath) }) {
-            let relative = change.keyPath.components.dropFirst(pending[ancestor].keyPath.components.count)
-            var value = pending[ancestor].newValue ?? .object([:])
-            value.setValue(change.newValue, at: relative)
-            pending[ancestor] = ModelChange(
-                model: change.model, keyPath: pending[ancestor].keyPath,
-                oldValue: pending[ancestor].oldValue, newValue: value)
-        } else {
-            var replacing = change
-            if replacing.oldValue != nil {
-                let depth = change.keyPath.components.count
-                for beneath in pending where change.keyPath.isPrefix(of: beneath.keyPath) {
-                    replacing.oldValue?.setValue(beneath.oldValue, at: beneath.keyPath.components.dropFirst(depth))
-                }
-                replacing.kind = replacing.newValue == nil ? .deleted : .updated
+        var entry = head
+        while entry != Self.end {
+            let position = Int(entry)
+            if pending[position].keyPath == change.pointee.keyPath {
+                // Edited in place: the model and path stay, the old value stays the first one.
+                pending[position].newValue = change.pointee.newValue
+                pending[position].kind = ModelChange.kind(old: pending[position].oldValue, new: change.pointee.newValue)
+                return
             }
-            pending.removeAll { change.keyPath.isPrefix(of: $0.keyPath) }
-            pending.append(replacing)
+            entry = links[position]
         }
-        return false
+        entry = head
+        while entry != Self.end {
+            let position = Int(entry)
+            if pending[position].keyPath.isPrefix(of: change.pointee.keyPath) {
+                let relative = change.pointee.keyPath.components.dropFirst(pending[position].keyPath.components.count)
+                var value = pending[position].newValue ?? .object([:])
+                value.setValue(change.pointee.newValue, at: relative)
+                pending[position].newValue = value
+                pending[position].kind = ModelChange.kind(old: pending[position].oldValue, new: value)
+                return
+            }
+            entry = links[position]
+        }
+        replace(beneath: change.pointee, head: head)
+    }
+
+    /// A change above none of the model's pending paths: it replaces those beneath it, and goes
+    /// last in the list, as the model's newest entry.
+    private mutating func replace(beneath change: ModelChange, head: Int32) {
+        var replacing = change
+        let depth = change.keyPath.components.count
+        var previous = Self.end
+        var entry = head
+        var newHead = head
+        var last = Self.end
+        while entry != Self.end {
+            let position = Int(entry)
+            let next = links[position]
+            if change.keyPath.isPrefix(of: pending[position].keyPath) {
+                if replacing.oldValue != nil {
+                    replacing.oldValue?.setValue(
+                        pending[position].oldValue, at: pending[position].keyPath.components.dropFirst(depth))
+                }
+                // Unlinked and dropped at `take`; its values are released now.
+                links[position] = Self.replaced
+                pending[position].oldValue = nil
+                pending[position].newValue = nil
+                replacedCount += 1
+                if previous == Self.end { newHead = next } else { links[Int(previous)] = next }
+            } else {
+                previous = entry
+                last = entry
+            }
+            entry = next
+        }
+        if change.oldValue != nil {
+            replacing.kind = replacing.newValue == nil ? .deleted : .updated
+        }
+        if last != Self.end && Int(last) != pending.count - 1 { grouped = false }
+        let position = append(replacing)
+        if last == Self.end { newHead = position } else { links[Int(last)] = position }
+        heads[change.model] = newHead
+    }
+
+    private mutating func append(_ change: ModelChange) -> Int32 {
+        precondition(pending.count < Int(Int32.max), "a coalescing buffer holds at most 2^31 changes")
+        pending.append(change)
+        links.append(Self.end)
+        return Int32(pending.count - 1)
     }
 
     /// Everything pending, in an order that converges, and empties the buffer.
     public mutating func take() -> [ModelChange] {
         var result: [ModelChange] = []
-        for model in order {
-            result += models[model] ?? []
+        if replacedCount == 0 && grouped {
+            swap(&result, &pending)
+            // The next delivery is likely as large as this one.
+            pending.reserveCapacity(result.count)
+        } else {
+            // Each model's chain, from its first entry, models in the order they first changed.
+            result.reserveCapacity(pending.count - replacedCount)
+            for first in pending.indices where links[first] != Self.replaced {
+                var entry = Int32(first)
+                while entry != Self.end {
+                    let position = Int(entry)
+                    result.append(pending[position])
+                    entry = links[position]
+                    links[position] = Self.replaced
+                }
+            }
+            pending.removeAll(keepingCapacity: true)
         }
-        models.removeAll(keepingCapacity: true)
-        order.removeAll(keepingCapacity: true)
+        links.removeAll(keepingCapacity: true)
+        heads.removeAll(keepingCapacity: true)
+        replacedCount = 0
+        grouped = true
         absorbed = 0
         firstCommittedAtMicroseconds = 0
         committedAtMicroseconds = 0

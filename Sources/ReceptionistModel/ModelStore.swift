@@ -159,45 +159,56 @@ public final class ModelStore: Sendable {
         let located = try validate(operations, against: models)
         var changes: [ModelChange] = []
         changes.reserveCapacity(operations.count)
-        for (position, operation) in operations.enumerated() {
-            let id = operation.model
-            switch operation {
-            case .put(_, let value):
-                let old = models.updateValue(value, forKey: id)
-                changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: value))
-            case .patch(_, let patch):
-                func patched(_ model: inout JSONValue) {
-                    let before = model
-                    for effect in model.applyMergePatch(patch) {
-                        changes.append(ModelChange(
-                            model: id, keyPath: ModelKeyPath(effect.path),
-                            oldValue: before.value(at: effect.path), newValue: effect.value))
-                    }
-                }
-                if let located { patched(&models.values[located[position]]) } else { edit(&models[id], patched) }
-            case .set(_, let keyPath, let value):
-                func set(_ model: inout JSONValue) {
-                    // A set that must create (or turn into an object) an ancestor of its path is
-                    // reported at that ancestor, so that a change with no old value always means
-                    // its parent was there, and a receiver can undo or fold it exactly.
-                    if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
-                        let ancestor = Array(keyPath.components[..<depth])
-                        let before = model.value(at: ancestor)
-                        model.setValue(value, at: keyPath.components[...])
-                        changes.append(ModelChange(
-                            model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
-                        return
-                    }
-                    let old = model.replaceValue(value, at: keyPath.components[...])
-                    changes.append(ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value))
-                }
-                if let located { set(&models.values[located[position]]) } else { edit(&models[id], set) }
-            case .delete:
-                let old = models.removeValue(forKey: id)
-                changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: nil))
+        // Through the buffer, as in `validate`: no operation is copied out of the array.
+        operations.withUnsafeBufferPointer { operations in
+            guard let base = operations.baseAddress else { return }
+            for position in operations.indices {
+                apply(base[position], at: located?[position], to: &models, changes: &changes)
             }
         }
         return changes
+    }
+
+    /// Applies one operation that `validate` passed; `located` is its model's index, if known.
+    private static func apply(
+        _ operation: borrowing StoreOperation, at located: Dictionary<String, JSONValue>.Index?,
+        to models: inout [String: JSONValue], changes: inout [ModelChange]
+    ) {
+        switch operation {
+        case .put(let id, let value):
+            let old = models.updateValue(value, forKey: id)
+            changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: value))
+        case .patch(let id, let patch):
+            func patched(_ model: inout JSONValue) {
+                let before = model
+                for effect in model.applyMergePatch(patch) {
+                    changes.append(ModelChange(
+                        model: id, keyPath: ModelKeyPath(effect.path),
+                        oldValue: before.value(at: effect.path), newValue: effect.value))
+                }
+            }
+            if let located { patched(&models.values[located]) } else { edit(&models[id], patched) }
+        case .set(let id, let keyPath, let value):
+            func set(_ model: inout JSONValue) {
+                // A set that must create (or turn into an object) an ancestor of its path is
+                // reported at that ancestor, so that a change with no old value always means
+                // its parent was there, and a receiver can undo or fold it exactly.
+                if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
+                    let ancestor = Array(keyPath.components[..<depth])
+                    let before = model.value(at: ancestor)
+                    model.setValue(value, at: keyPath.components[...])
+                    changes.append(ModelChange(
+                        model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
+                    return
+                }
+                let old = model.replaceValue(value, at: keyPath.components[...])
+                changes.append(ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value))
+            }
+            if let located { set(&models.values[located]) } else { edit(&models[id], set) }
+        case .delete(let id):
+            let old = models.removeValue(forKey: id)
+            changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: nil))
+        }
     }
 
     /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
@@ -211,35 +222,49 @@ public final class ModelStore: Sendable {
         var existsNow: [String: Bool] = [:]
         var located: [Dictionary<String, JSONValue>.Index]? = []
         located?.reserveCapacity(operations.count)
-        for operation in operations {
-            let id = operation.model
-            let exists: Bool
-            if existsNow.isEmpty, let index = models.index(forKey: id) {
-                // A model in the store has a valid id: it was checked when it was put.
-                exists = true
-                located?.append(index)
-            } else {
-                guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
-                exists = existsNow[id] ?? (models[id] != nil)
-            }
-            switch operation {
-            case .put(_, let value):
-                guard value.objectValue != nil else { throw StoreError.notAnObject("a model") }
-                existsNow[id] = true
-                located = nil
-            case .patch(_, let patch):
-                guard patch.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
-                guard exists else { throw StoreError.noSuchModel(id) }
-            case .set(_, let keyPath, let value):
-                guard exists else { throw StoreError.noSuchModel(id) }
-                if keyPath.components.isEmpty, value?.objectValue == nil { throw StoreError.notAnObject("a model") }
-            case .delete:
-                guard exists else { throw StoreError.noSuchModel(id) }
-                existsNow[id] = false
-                located = nil
+        // Through the buffer: each operation is read in place, not copied out of the array
+        // (a copy retains and releases every field of it).
+        try operations.withUnsafeBufferPointer { operations throws(StoreError) in
+            guard let base = operations.baseAddress else { return }
+            for position in operations.indices {
+                let operation = base + position
+                let exists: Bool
+                if existsNow.isEmpty, let index = models.index(forKey: operation.pointee.model) {
+                    // A model in the store has a valid id: it was checked when it was put.
+                    exists = true
+                    located?.append(index)
+                } else {
+                    let id = operation.pointee.model
+                    guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
+                    exists = existsNow[id] ?? (models[id] != nil)
+                }
+                try check(operation.pointee, exists: exists, existsNow: &existsNow, located: &located)
             }
         }
         return located
+    }
+
+    /// `validate`'s check of one operation, whose model does or does not exist at that point.
+    private static func check(
+        _ operation: borrowing StoreOperation, exists: Bool, existsNow: inout [String: Bool],
+        located: inout [Dictionary<String, JSONValue>.Index]?
+    ) throws(StoreError) {
+        switch operation {
+        case .put(let id, let value):
+            guard value.objectValue != nil else { throw StoreError.notAnObject("a model") }
+            existsNow[id] = true
+            located = nil
+        case .patch(let id, let patch):
+            guard patch.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
+            guard exists else { throw StoreError.noSuchModel(id) }
+        case .set(let id, let keyPath, let value):
+            guard exists else { throw StoreError.noSuchModel(id) }
+            if keyPath.components.isEmpty, value?.objectValue == nil { throw StoreError.notAnObject("a model") }
+        case .delete(let id):
+            guard exists else { throw StoreError.noSuchModel(id) }
+            existsNow[id] = false
+            located = nil
+        }
     }
 
     /// The length of the shortest proper prefix of `path` at which `model` holds no object (a

@@ -1,0 +1,90 @@
+import ReceptionistJSON
+import Testing
+
+@testable import ReceptionistModel
+
+@Suite struct CoalescingBufferTests {
+    /// Random commits of every kind, taken at random points: each take, applied to the state at
+    /// the take before, gives the store's state, with each model's changes together.
+    @Test(arguments: 1...40 as ClosedRange<UInt64>)
+    func eachTakeConvergesOnTheStoreAndKeepsAModelsChangesTogether(seed: UInt64) throws {
+        var source = ChangeFilterTests.OperationSource(random: ChangeFilterTests.SeededGenerator(state: seed))
+        let store = ModelStore(name: "s")
+        var copy = store.snapshot().models
+        var buffer = CoalescingBuffer()
+        var takes = 0
+        for round in 0..<60 {
+            let operations = source.commit(on: store.snapshot().models)
+            if !operations.isEmpty {
+                buffer.absorb(try store.commit(operations))
+            }
+            guard source.chance(25) || round == 59 else { continue }
+            let version = buffer.version
+            let changes = buffer.take()
+            for change in changes { apply(change, to: &copy) }
+            #expect(Self.unordered(copy) == Self.unordered(store.snapshot().models), "seed \(seed), round \(round)")
+            var seen: [String] = []
+            for change in changes where change.model != seen.last {
+                #expect(!seen.contains(change.model), "seed \(seed): \(change.model)'s changes are apart")
+                seen.append(change.model)
+            }
+            for change in changes {
+                #expect((change.kind == .deleted) == (change.newValue == nil))
+            }
+            #expect(buffer.isEmpty && buffer.absorbed == 0)
+            if !changes.isEmpty { #expect(version == store.version) }
+            takes += 1
+        }
+        #expect(takes > 0)
+    }
+
+    /// Members in key order at every depth: a receiver that applies changes may add a member
+    /// in a different place than the store did, and JSON objects have no order to keep.
+    static func unordered(_ models: [String: JSONValue]) -> [String: JSONValue] {
+        func sorted(_ value: JSONValue) -> JSONValue {
+            guard case .object(let members) = value else { return value }
+            return .object(JSONObject(uniqueKeysWithValues: members.map { ($0.key, sorted($0.value)) }.sorted { $0.0 < $1.0 }))
+        }
+        return models.mapValues(sorted)
+    }
+
+    @Test func aChangeAboveReplacesThoseBeneathAndGoesAfterTheModelsOthers() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([
+            .put(model: "m", value: ["style": ["width": 1, "color": "red"], "label": "a"]),
+            .put(model: "n", value: [:]),
+        ])
+        var buffer = CoalescingBuffer()
+        buffer.absorb(try store.commit([.set(model: "m", keyPath: "style.width", value: 2)]))
+        buffer.absorb(try store.commit([.set(model: "m", keyPath: "label", value: "b")]))
+        buffer.absorb(try store.commit([.set(model: "n", keyPath: .whole, value: ["x": 1])]))
+        buffer.absorb(try store.commit([.set(model: "m", keyPath: "style", value: ["width": 3])]))
+        #expect(buffer.take() == [
+            ModelChange(model: "m", keyPath: "label", oldValue: "a", newValue: "b"),
+            // The replaced change's first old value is put back into the one that replaced it.
+            ModelChange(model: "m", keyPath: "style", oldValue: ["width": 1, "color": "red"], newValue: ["width": 3]),
+            ModelChange(model: "n", keyPath: .whole, oldValue: [:], newValue: ["x": 1]),
+        ])
+    }
+
+    @Test func theSamePathAgainKeepsItsFirstOldValueAndItsPlace() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "a", value: ["color": "red"]), .put(model: "b", value: ["color": "red"])])
+        var buffer = CoalescingBuffer()
+        for color in ["green", "blue", "black"] {
+            buffer.absorb(try store.commit([
+                .set(model: "b", keyPath: "color", value: .string(color)),
+                .set(model: "a", keyPath: "color", value: .string(color)),
+            ]))
+        }
+        #expect(buffer.absorbed == 6)
+        #expect(buffer.take() == [
+            ModelChange(model: "b", keyPath: "color", oldValue: "red", newValue: "black"),
+            ModelChange(model: "a", keyPath: "color", oldValue: "red", newValue: "black"),
+        ])
+        // Empty again, and the next take starts afresh.
+        #expect(buffer.take() == [])
+        buffer.absorb(try store.commit([.set(model: "a", keyPath: "color", value: "white")]))
+        #expect(buffer.take() == [ModelChange(model: "a", keyPath: "color", oldValue: "black", newValue: "white")])
+    }
+}
