@@ -14,7 +14,8 @@ import ReceptionistJSON
 /// on the way to a new path cannot be told from one that was there, so it stays in `old`.)
 ///
 /// Layout: the committing thread absorbs every change of a coalescing receptionist, so a change
-/// costs one lookup of its model and no copy of the pending list. Pending changes sit in one
+/// costs one lookup of its model (in a `ModelTable`, without `Hasher`) and no copy of the
+/// pending list. Pending changes sit in one
 /// flat array; each model's live entries are chained through `links` from `heads`. `take`
 /// hands the array over whole when no entry was replaced and each model's entries are already
 /// together (as when changes land on paths already pending), without copying an element.
@@ -23,7 +24,7 @@ public struct CoalescingBuffer: Sendable {
     /// Per entry of `pending`: the next live entry of the same model, `end`, or `replaced`.
     private var links: [Int32] = []
     /// Per model with pending changes: its first live entry.
-    private var heads: [String: Int32] = [:]
+    private var heads = ModelTable()
     private var replacedCount = 0
     /// Every model's live entries are adjacent in `pending`.
     private var grouped = true
@@ -60,8 +61,8 @@ public struct CoalescingBuffer: Sendable {
     /// release every field.
     private mutating func absorb(_ change: UnsafePointer<ModelChange>) {
         absorbed += 1
-        guard let head = heads[change.pointee.model] else {
-            heads[change.pointee.model] = append(change.pointee)
+        guard let head = heads.value(for: change.pointee.model) else {
+            heads.set(append(change.pointee), for: change.pointee.model)
             return
         }
         // The common case: the same path again. Nothing can be above or beneath it, since a
@@ -128,7 +129,7 @@ public struct CoalescingBuffer: Sendable {
         if last != Self.end && Int(last) != pending.count - 1 { grouped = false }
         let position = append(replacing)
         if last == Self.end { newHead = position } else { links[Int(last)] = position }
-        heads[change.model] = newHead
+        heads.set(newHead, for: change.model)
     }
 
     private mutating func append(_ change: ModelChange) -> Int32 {
@@ -160,7 +161,7 @@ public struct CoalescingBuffer: Sendable {
             pending.removeAll(keepingCapacity: true)
         }
         links.removeAll(keepingCapacity: true)
-        heads.removeAll(keepingCapacity: true)
+        heads.removeAll()
         replacedCount = 0
         grouped = true
         absorbed = 0

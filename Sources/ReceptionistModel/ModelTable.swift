@@ -1,0 +1,113 @@
+/// A small table from model id to an `Int32`, for the coalescing buffer's per-change lookup.
+///
+/// A `Dictionary<String, _>` hashes its key with SipHash through `Hasher` (seed, bytes, a
+/// terminator, finalisation), which for a short id costs several times what the rest of the
+/// lookup does, and the buffer looks up every change a job commits. This table hashes the id's
+/// bytes with FNV-1a from a per-process random basis (so that ids cannot be chosen to collide
+/// in every process) and probes linearly in a power-of-two array of cells.
+///
+/// Only ASCII ids go there. Swift compares strings by canonical equivalence (`"é"` as one scalar
+/// equals `"e"` and a combining accent), which a hash of the bytes cannot follow, and the store
+/// keys its models the way Swift compares; so an id with any other byte goes to `others`, a
+/// `Dictionary`, which hashes as the store does. For ASCII, bytes equal is strings equal.
+///
+/// Invariants: at most half the cells are used, so a probe always ends at an empty cell; a
+/// cell holds an index into `keys` and `values`, or `empty`.
+struct ModelTable {
+    private var cells: [Int32] = []
+    private var keys: [String] = []
+    private var values: [Int32] = []
+    private var others: [String: Int32] = [:]
+
+    private static let empty: Int32 = -1
+    /// Fixed for the process: a table is never shared between processes.
+    private static let basis: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64.random(in: .min ... .max)
+
+    var isEmpty: Bool { keys.isEmpty && others.isEmpty }
+    var count: Int { keys.count + others.count }
+
+    /// The value for `id`, if it is in the table.
+    func value(for id: String) -> Int32? {
+        guard let hash = Self.hash(id) else { return others[id] }
+        guard !cells.isEmpty else { return nil }
+        let mask = cells.count - 1
+        var cell = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let entry = cells[cell]
+            if entry == Self.empty { return nil }
+            if keys[Int(entry)] == id { return values[Int(entry)] }
+            cell = (cell + 1) & mask
+        }
+    }
+
+    /// Sets the value for `id`, adding it if it is not there.
+    mutating func set(_ value: Int32, for id: String) {
+        guard let hash = Self.hash(id) else {
+            others[id] = value
+            return
+        }
+        if (keys.count + 1) * 2 > cells.count { grow() }
+        let mask = cells.count - 1
+        var cell = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let entry = cells[cell]
+            if entry == Self.empty {
+                precondition(keys.count < Int(Int32.max), "a model table holds at most 2^31 ids")
+                cells[cell] = Int32(keys.count)
+                keys.append(id)
+                values.append(value)
+                return
+            }
+            if keys[Int(entry)] == id {
+                values[Int(entry)] = value
+                return
+            }
+            cell = (cell + 1) & mask
+        }
+    }
+
+    /// Empties the table; keeps its cells unless they are far more than its last use needed.
+    mutating func removeAll() {
+        if cells.count > 64 && keys.count * 8 < cells.count {
+            cells = []
+        } else if !keys.isEmpty {
+            for index in cells.indices { cells[index] = Self.empty }
+        }
+        keys.removeAll(keepingCapacity: true)
+        values.removeAll(keepingCapacity: true)
+        if !others.isEmpty { others.removeAll() }
+    }
+
+    private mutating func grow() {
+        let size = max(16, cells.count * 2)
+        cells = Array(repeating: Self.empty, count: size)
+        let mask = size - 1
+        for (index, key) in keys.enumerated() {
+            // Every key here is ASCII: it was hashed when it went in.
+            var cell = Int(truncatingIfNeeded: Self.hash(key)!) & mask
+            while cells[cell] != Self.empty { cell = (cell + 1) & mask }
+            cells[cell] = Int32(index)
+        }
+    }
+
+    /// FNV-1a over the id's UTF-8 bytes, then a final mix so that the low bits (the ones a
+    /// cell index keeps) depend on every byte; nil if the id is not all ASCII.
+    static func hash(_ id: String) -> UInt64? {
+        let digest = id.utf8.withContiguousStorageIfAvailable(digest) ?? digest(Array(id.utf8))
+        guard var hash = digest else { return nil }
+        hash ^= hash >> 32
+        hash &*= 0xD6E8_FEB8_6659_FD93
+        hash ^= hash >> 32
+        return hash
+    }
+
+    private static func digest<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> UInt64? {
+        var hash = basis
+        var high: UInt8 = 0
+        for byte in bytes {
+            high |= byte
+            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+        }
+        return high < 0x80 ? hash : nil
+    }
+}

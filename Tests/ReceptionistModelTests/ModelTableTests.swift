@@ -1,0 +1,57 @@
+import Testing
+
+@testable import ReceptionistModel
+
+@Suite struct ModelTableTests {
+    @Test func findsWhatWasSetAndNothingElseThroughGrowthAndClearing() {
+        var table = ModelTable()
+        #expect(table.isEmpty && table.value(for: "a") == nil)
+        // Past several doublings, with ids of every length class: small, and longer than a
+        // small string holds, and sharing prefixes.
+        let ids = (0..<5_000).map { $0 % 3 == 0 ? "m\($0)" : "a-long-model-identifier-\($0)-of-some-length" }
+        for (index, id) in ids.enumerated() { table.set(Int32(index), for: id) }
+        #expect(table.count == ids.count)
+        for (index, id) in ids.enumerated() { #expect(table.value(for: id) == Int32(index)) }
+        #expect(table.value(for: "m1") == nil)  // 1 % 3 != 0: never set
+        #expect(table.value(for: "") == nil)
+
+        // Setting again replaces, and adds nothing.
+        table.set(-7, for: ids[42])
+        #expect(table.value(for: ids[42]) == -7 && table.count == ids.count)
+
+        table.removeAll()
+        #expect(table.isEmpty)
+        for id in ids.prefix(100) { #expect(table.value(for: id) == nil) }
+        // Used again after clearing (its cells shrunk, since the last use needed far fewer).
+        table.set(1, for: "x")
+        table.set(2, for: "y")
+        #expect(table.value(for: "x") == 1 && table.value(for: "y") == 2 && table.value(for: ids[0]) == nil)
+        table.removeAll()
+        #expect(table.value(for: "x") == nil)
+    }
+
+    @Test func theHashDependsOnEveryByte() {
+        #expect(ModelTable.hash("tile-1") != ModelTable.hash("tile-2"))
+        #expect(ModelTable.hash("ab") != ModelTable.hash("ba"))
+        // A native string and one made from a substring hash alike.
+        let whole = "prefix-model-7"
+        #expect(ModelTable.hash(String(whole.dropFirst(7))) == ModelTable.hash("model-7"))
+        #expect(ModelTable.hash("café") == nil)
+    }
+
+    /// Ids equal as Swift compares them (and as the store keys its models) are one entry, even
+    /// when their bytes differ: an accented letter as one scalar or as a letter and a combining
+    /// accent.
+    @Test func idsEqualAsStringsAreOneEntry() {
+        var table = ModelTable()
+        table.set(1, for: "caf\u{E9}")
+        #expect(table.value(for: "cafe\u{301}") == 1)
+        table.set(2, for: "cafe\u{301}")
+        #expect(table.count == 1 && table.value(for: "caf\u{E9}") == 2)
+        #expect(table.value(for: "cafe") == nil)
+        table.set(3, for: "cafe")
+        #expect(table.count == 2)
+        table.removeAll()
+        #expect(table.isEmpty && table.value(for: "caf\u{E9}") == nil)
+    }
+}
