@@ -25,6 +25,9 @@ struct ModelBench: ParsableCommand {
     @Option(help: "Models in the store.")
     var models = 64
 
+    @Option(help: "Stop each committing thread after this many change sets (for counting instructions: a fixed amount of work).")
+    var changeSets: Int?
+
     @Option(parsing: .upToNextOption, help: "Receptionist policies to measure: coalesce, each.")
     var policies: [String] = ["coalesce", "each"]
 
@@ -86,12 +89,13 @@ struct ModelBench: ParsableCommand {
         // A job names its models and key paths once, as a real one does, not on every change.
         let ids = (0..<models).map { "m\($0)" }
         let color: ModelKeyPath = "color"
+        let limit = changeSets ?? Int.max
         let workers = (0..<threads).map { t in
             WorkerThread.start { [models] in
                 var i = 0
                 var operations: [StoreOperation] = []
-                while !stop.withLock({ $0 }) {
-                    for _ in 0..<64 {
+                while i < limit && !stop.withLock({ $0 }) {
+                    for _ in 0..<min(64, limit - i) {
                         operations.removeAll(keepingCapacity: true)
                         for c in 0..<changesPerSet {
                             let model = ids[(t &* 7919 &+ i &* 31 &+ c) % models]
@@ -105,8 +109,11 @@ struct ModelBench: ParsableCommand {
             }
         }
         let deadline = start + seconds
-        while Clock.monotonicSeconds() < deadline { usleep(10_000) }
-        stop.withLock { $0 = true }
+        // With a fixed number of change sets the workers stop by themselves; `seconds` is unused.
+        if changeSets == nil {
+            while Clock.monotonicSeconds() < deadline { usleep(10_000) }
+            stop.withLock { $0 = true }
+        }
         for worker in workers { worker.join() }
         let elapsed = Clock.monotonicSeconds() - start
         let finalVersion = store.version

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Instructions a committing thread spends per committed change, counted by callgrind, for one or
+# more builds of receptionist-bench: repeatable figures for comparing two builds of the commit
+# path (store, observer, coalescing receptionist), which the wall-clock model bench cannot tell
+# apart on a noisy machine.
+#
+# Each build runs `receptionist-bench model` with one committing thread, a coalescing
+# receptionist delivering to a real loop, CHANGES_PER_SET changes per change set to 64 models,
+# for exactly CHANGE_SETS change sets. Only what runs inside `ModelStore.commit` is counted:
+# apply, history, and the receptionist absorbing each change on the committing thread.
+# Usage: bench/callgrind-model.sh BENCH_BINARY [BENCH_BINARY…]
+#        (env: CHANGE_SETS=2000 CHANGES_PER_SET=256)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+change_sets=${CHANGE_SETS:-2000}
+per_set=${CHANGES_PER_SET:-256}
+command -v valgrind >/dev/null || { echo "missing valgrind (apt-get install valgrind)" >&2; exit 1; }
+. bench/common.sh
+
+echo "| build | change sets | changes | instructions in commit | per committed change |"
+echo "|---|---:|---:|---:|---:|"
+for binary in "$@"; do
+  # valgrind 3.19 cannot read the DWARF of a Swift 6 build; the symbols it needs stay.
+  strip --strip-debug -o "$work/bench" "$binary"
+  valgrind --tool=callgrind --callgrind-out-file="$work/out" \
+    --toggle-collect='$s17ReceptionistModel0B5StoreC6commityAA9ChangeSet*' \
+    "$work/bench" model --threads 1 --changes-per-set "$per_set" --policies coalesce \
+    --change-sets "$change_sets" > "$work/run.log" 2>&1
+  instructions=$(grep -o 'Collected : [0-9]*' "$work/run.log" | awk '{print $3}')
+  changes=$((change_sets * per_set))
+  printf '| %s | %d | %d | %d | %d |\n' "$binary" "$change_sets" "$changes" "$instructions" $((instructions / changes))
+done
