@@ -15,11 +15,13 @@ public struct ModelChange: Sendable, Hashable {
     public var newValue: JSONValue?
 
     public init(model: String, keyPath: ModelKeyPath, oldValue: JSONValue?, newValue: JSONValue?) {
+        // The kind first, from the arguments: read back from `self` after the values are moved
+        // in, it made every new change a copy of a temporary (a retain and release per field).
+        kind = Self.kind(old: oldValue, new: newValue)
         self.model = model
         self.keyPath = keyPath
         self.oldValue = oldValue
         self.newValue = newValue
-        kind = Self.kind(old: oldValue, new: newValue)
     }
 
     /// A change that leaves no value is a deletion, even of what was not there (removing a path

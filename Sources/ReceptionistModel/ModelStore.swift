@@ -189,26 +189,39 @@ public final class ModelStore: Sendable {
             }
             if let located { patched(&models.values[located]) } else { edit(&models[id], patched) }
         case .set(let id, let keyPath, let value):
-            func set(_ model: inout JSONValue) {
-                // A set that must create (or turn into an object) an ancestor of its path is
-                // reported at that ancestor, so that a change with no old value always means
-                // its parent was there, and a receiver can undo or fold it exactly.
-                if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
-                    let ancestor = Array(keyPath.components[..<depth])
-                    let before = model.value(at: ancestor)
-                    model.setValue(value, at: keyPath.components[...])
-                    changes.append(ModelChange(
-                        model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
-                    return
-                }
-                let old = model.replaceValue(value, at: keyPath.components[...])
-                changes.append(ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value))
+            if let located {
+                changes.append(set(value, at: keyPath, in: &models.values[located], of: id))
+            } else {
+                edit(&models[id]) { changes.append(set(value, at: keyPath, in: &$0, of: id)) }
             }
-            if let located { set(&models.values[located]) } else { edit(&models[id], set) }
         case .delete(let id):
             let old = models.removeValue(forKey: id)
             changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: nil))
         }
+    }
+
+    /// Sets (or with nil removes) `value` at `keyPath` in `model`, in place, and returns the change.
+    private static func set(_ value: JSONValue?, at keyPath: ModelKeyPath, in model: inout JSONValue, of id: String)
+        -> ModelChange
+    {
+        // A set that must create (or turn into an object) an ancestor of its path is reported at
+        // that ancestor, so that a change with no old value always means its parent was there,
+        // and a receiver can undo or fold it exactly.
+        if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
+            return setReshaping(value, at: keyPath, depth: depth, in: &model, of: id)
+        }
+        let old = model.replaceValue(value, at: keyPath.components[...])
+        return ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value)
+    }
+
+    /// `set` where an ancestor of the path is created or turned into an object, at `depth`.
+    private static func setReshaping(
+        _ value: JSONValue?, at keyPath: ModelKeyPath, depth: Int, in model: inout JSONValue, of id: String
+    ) -> ModelChange {
+        let ancestor = Array(keyPath.components[..<depth])
+        let before = model.value(at: ancestor)
+        model.setValue(value, at: keyPath.components[...])
+        return ModelChange(model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor))
     }
 
     /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models

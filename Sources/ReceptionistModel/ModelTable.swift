@@ -93,7 +93,15 @@ struct ModelTable {
     /// FNV-1a over the id's UTF-8 bytes, then a final mix so that the low bits (the ones a
     /// cell index keeps) depend on every byte; nil if the id is not all ASCII.
     static func hash(_ id: String) -> UInt64? {
-        let digest = id.utf8.withContiguousStorageIfAvailable(digest) ?? digest(Array(id.utf8))
+        let digest = id.utf8.withContiguousStorageIfAvailable { bytes -> UInt64? in
+            var hash = basis
+            var high: UInt8 = 0
+            for byte in bytes {
+                high |= byte
+                hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
+            }
+            return high < 0x80 ? hash : nil
+        } ?? slowDigest(id)
         guard var hash = digest else { return nil }
         hash ^= hash >> 32
         hash &*= 0xD6E8_FEB8_6659_FD93
@@ -101,10 +109,11 @@ struct ModelTable {
         return hash
     }
 
-    private static func digest<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> UInt64? {
+    /// For an id whose bytes are not contiguous (a bridged string): the same digest, byte by byte.
+    private static func slowDigest(_ id: String) -> UInt64? {
         var hash = basis
         var high: UInt8 = 0
-        for byte in bytes {
+        for byte in id.utf8 {
             high |= byte
             hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
         }
