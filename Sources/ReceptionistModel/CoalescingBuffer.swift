@@ -15,10 +15,10 @@ import ReceptionistJSON
 ///
 /// Layout: the committing thread absorbs every change of a coalescing receptionist, so a change
 /// costs one lookup of its model (in a `ModelTable`, without `Hasher`) and no copy of the
-/// pending list. Pending changes sit in one
-/// flat array; each model's live entries are chained through `links` from `heads`. `take`
-/// hands the array over whole when no entry was replaced and each model's entries are already
-/// together (as when changes land on paths already pending), without copying an element.
+/// pending list. Pending changes sit in one flat array; each model's live entries are chained
+/// through `links` from `heads`. `take` hands the array over whole when no entry was replaced
+/// and each model's entries are already together (as when changes land on paths already
+/// pending), without copying an element.
 public struct CoalescingBuffer: Sendable {
     private var pending: [ModelChange] = []
     /// Per entry of `pending`: the next live entry of the same model, `end`, or `replaced`.
@@ -107,10 +107,8 @@ public struct CoalescingBuffer: Sendable {
             let position = Int(entry)
             let next = links[position]
             if change.keyPath.isPrefix(of: pending[position].keyPath) {
-                if replacing.oldValue != nil {
-                    replacing.oldValue?.setValue(
-                        pending[position].oldValue, at: pending[position].keyPath.components.dropFirst(depth))
-                }
+                replacing.oldValue?.setValue(
+                    pending[position].oldValue, at: pending[position].keyPath.components.dropFirst(depth))
                 // Unlinked and dropped at `take`; its values are released now.
                 links[position] = Self.replaced
                 pending[position].oldValue = nil
