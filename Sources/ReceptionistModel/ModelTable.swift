@@ -101,22 +101,17 @@ struct ModelTable {
                 hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
             }
             return high < 0x80 ? hash : nil
-        } ?? slowDigest(id)
+        }
+        guard let digest else {
+            // Only a bridged string keeps its bytes apart; a native copy has them together.
+            var native = id
+            native.makeContiguousUTF8()
+            return hash(native)
+        }
         guard var hash = digest else { return nil }
         hash ^= hash >> 32
         hash &*= 0xD6E8_FEB8_6659_FD93
         hash ^= hash >> 32
         return hash
-    }
-
-    /// For an id whose bytes are not contiguous (a bridged string): the same digest, byte by byte.
-    private static func slowDigest(_ id: String) -> UInt64? {
-        var hash = basis
-        var high: UInt8 = 0
-        for byte in id.utf8 {
-            high |= byte
-            hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3
-        }
-        return high < 0x80 ? hash : nil
     }
 }
