@@ -15,11 +15,14 @@ public final class EventLoop {
     private let owner: pthread_t
     /// The one thread-safe door into the loop.
     public let mailbox: Mailbox
+    /// What the loop's owner shares with everything on the loop (the gateway's services), kept
+    /// once here so that no connection needs a reference of its own to it.
+    public var context: AnyObject?
 
     /// One read buffer shared by every connection on this loop.
     ///
-    /// Invariant: libuv calls a stream's read callback right after its alloc callback, and the
-    /// callback consumes the bytes before returning, so one buffer serves every socket.
+    /// Invariant: a connection hands what it reads to its delegate, which consumes the bytes
+    /// before returning, before it reads again, so one buffer serves every socket.
     let readBuffer: UnsafeMutableRawPointer
     static let readBufferSize = 64 * 1024
 
@@ -28,9 +31,9 @@ public final class EventLoop {
     public internal(set) var bytesWritten: UInt64 = 0
 
     private var dirty: [any LoopFlushable] = []
-    /// Where a flush lays out a connection's buffers for `uv_try_write` (which copies them into the
+    /// Where a flush lays out a connection's buffers for `sendmsg` (which copies them into the
     /// kernel before it returns), so that a flush allocates nothing.
-    let writeScratch = UnsafeMutablePointer<uv_buf_t>.allocate(capacity: EventLoop.maxWriteBuffers)
+    let writeScratch = UnsafeMutablePointer<iovec>.allocate(capacity: EventLoop.maxWriteBuffers)
     /// IOV_MAX: the most buffers one writev takes.
     static let maxWriteBuffers = 1024
     private var flushHooks: FlushHooks?

@@ -20,6 +20,13 @@ public class LoopHandle {
 
     var uvHandle: UnsafeMutablePointer<uv_handle_t> { raw.assumingMemoryBound(to: uv_handle_t.self) }
 
+    /// The descriptor a poll handle watches, or -1 once it is closing. Asked of libuv rather than
+    /// kept: every connection would carry the copy.
+    var fileDescriptor: Int32 {
+        var fd: uv_os_fd_t = -1
+        return uv_fileno(uvHandle, &fd) == 0 ? fd : -1
+    }
+
     init(loop: EventLoop, type: uv_handle_type) {
         precondition(loop.isCurrent, "libuv handles are created on the loop thread")
         self.loop = loop

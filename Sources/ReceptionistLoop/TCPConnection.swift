@@ -1,16 +1,18 @@
 import CLibUV
+import Glibc
 import ReceptionistSync
 
-/// One accepted TCP socket with a corked, bounded-by-policy outbound queue.
+/// One TCP socket with a corked, bounded-by-policy outbound queue.
 ///
-/// Bytes passed to `write` are queued and flushed by the loop once per iteration in a single
-/// `uv_try_write` of all queued buffers (a writev), falling back to `uv_write` for whatever the
-/// kernel did not take. The connection never frees itself inside its own write path: `close`
-/// only marks it and asks libuv, and memory goes in `uv_close`'s callback.
+/// libuv only watches the descriptor (a `uv_poll_t`); reads and writes are ours (`Socket`). Bytes
+/// passed to `write` are queued and flushed by the loop once per iteration in one `sendmsg` of all
+/// queued buffers (a writev); what the kernel does not take waits for the socket to turn writable.
+/// The connection never frees itself inside its own write path: `close` only marks it and asks
+/// libuv, and memory goes in `uv_close`'s callback.
 ///
 /// Loop thread only.
 public final class TCPConnection: LoopHandle, LoopFlushable {
-    public enum State: Sendable, Equatable {
+    public enum State: UInt8, Sendable, Equatable {
         /// Reading and writing.
         case open
         /// Our side is shut down after the last byte; reads are discarded until EOF or `close`.
@@ -29,25 +31,36 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         case dropped
     }
 
+    /// A connection's yes-or-no facts, in one byte.
+    private struct Flags: OptionSet {
+        let rawValue: UInt8
+        static let flushScheduled = Flags(rawValue: 1 << 0)
+        /// Waiting for the loop's write delay (`delaysWrites`); an urgent write still flushes now.
+        static let delayedFlushScheduled = Flags(rawValue: 1 << 1)
+        static let closeWhenFlushed = Flags(rawValue: 1 << 2)
+        static let overHighWater = Flags(rawValue: 1 << 3)
+        /// The peer sent EOF: nothing is left to read out before closing.
+        static let peerFinished = Flags(rawValue: 1 << 4)
+        static let delaysWrites = Flags(rawValue: 1 << 5)
+        /// The owner wants reads: the poll watches for readability.
+        static let reading = Flags(rawValue: 1 << 6)
+        /// The kernel refused part of the queue: the poll watches for writability.
+        static let awaitingWritable = Flags(rawValue: 1 << 7)
+    }
+
     // Every connection holds these: the one-byte fields first, where they fill what `LoopHandle`
     // leaves of its last word, and no optionals that would pad a word each.
     public private(set) var state: State = .open
-    private var flushScheduled = false
-    /// Waiting for the loop's write delay (`delaysWrites`); an urgent write still flushes now.
-    private var delayedFlushScheduled = false
-    private var closeWhenFlushed = false
-    private var overHighWater = false
-    /// The peer sent EOF: nothing is left to read out before closing.
-    private var peerFinished = false
-    /// A subscriber's stream: its writes may wait up to the loop's write delay, while the loop is
-    /// busy writing, to leave with the ones after them (`WriteDelay`). Replies to requests never
-    /// wait.
-    public var delaysWrites = false
+    private var flags: Flags = []
     /// Where the connection's owner keeps it (the gateway's connection table), or -1: the owner
     /// then needs no dictionary keyed by the connection.
     public var ownerSlot: Int32 = -1
     /// `highWaterBytes`, in half a word beside `ownerSlot`.
     private var highWater: Int32 = 256 * 1024
+    /// When the connection entered `.lingering`: the loop's milliseconds, cut to half a word, which
+    /// fills the word `highWater` starts. A linger is measured by wrapping subtraction, right for
+    /// any linger shorter than 49 days.
+    private var lingeringStart: UInt32 = 0
 
     public var delegate: (any TCPConnectionDelegate)?
     /// Past this many queued bytes `write` answers `.backpressure` (at most `Int32.max`).
@@ -55,84 +68,138 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         get { Int(highWater) }
         set { highWater = Int32(clamping: newValue) }
     }
-    /// When the connection entered `.lingering`, in loop milliseconds (meaningful only then).
-    private var lingeringStart: UInt64 = 0
+    /// A subscriber's stream: its writes may wait up to the loop's write delay, while the loop is
+    /// busy writing, to leave with the ones after them (`WriteDelay`). Replies to requests never
+    /// wait.
+    public var delaysWrites: Bool {
+        get { flags.contains(.delaysWrites) }
+        set { if newValue { flags.insert(.delaysWrites) } else { flags.remove(.delaysWrites) } }
+    }
 
     private var pending = WriteQueue()
     private var pendingBytes = 0
-    private var inFlight: WriteRequest?
     /// Bytes written since the last flush: they have not been offered to the kernel yet.
     private var unflushedBytes = 0
 
-    /// When the connection entered `.lingering`, in loop milliseconds; nil in any other state.
-    public var lingeringSince: UInt64? { state == .lingering ? lingeringStart : nil }
+    /// How long the connection has been `.lingering` at `now` (loop milliseconds); nil in any
+    /// other state.
+    public func lingeredMilliseconds(now: UInt64) -> UInt64? {
+        guard state == .lingering else { return nil }
+        return UInt64(UInt32(truncatingIfNeeded: now) &- lingeringStart)
+    }
 
-    /// Bytes accepted by `write` and not yet handed to the kernel.
-    public var queuedBytes: Int { pendingBytes + (inFlight?.byteCount ?? 0) }
+    /// Bytes accepted by `write` and not yet taken by the kernel.
+    public var queuedBytes: Int { pendingBytes }
 
     /// Bytes the kernel has already refused: what is queued, less what was written since the last
     /// flush. A slow-client policy looks at this, not `queuedBytes`, so a burst written within one
     /// loop iteration (a replay, a batch) never counts against a client that reads promptly.
     public var backlogBytes: Int { queuedBytes - unflushedBytes }
 
-    var stream: UnsafeMutablePointer<uv_stream_t> { raw.assumingMemoryBound(to: uv_stream_t.self) }
-    var tcp: UnsafeMutablePointer<uv_tcp_t> { raw.assumingMemoryBound(to: uv_tcp_t.self) }
+    var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
 
-    init(loop: EventLoop) {
-        super.init(loop: loop, type: UV_TCP)
-        uv_tcp_init(loop.raw, tcp)
+    /// Takes over `fd`, a connected non-blocking socket: from here on the connection closes it.
+    /// Nil (and `fd` closed) if libuv cannot watch it.
+    init?(loop: EventLoop, fd: Int32) {
+        super.init(loop: loop, type: UV_POLL)
+        guard uv_poll_init_socket(loop.raw, poll, fd) == 0 else {
+            Socket.close(fd)
+            discard()
+            return nil
+        }
         adopt()
     }
 
     /// The peer's IP address as text, or nil if the socket has none.
     public lazy var peerAddress: String? = {
-        var storage = sockaddr_storage()
-        var length = Int32(MemoryLayout<sockaddr_storage>.size)
-        let status = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getpeername(tcp, $0, &length) }
-        }
-        guard status == 0 else { return nil }
+        guard var storage = Socket.peerAddress(fileDescriptor) else { return nil }
         return SocketAddress.text(of: &storage)
     }()
+
+    // MARK: Watching the descriptor
+
+    /// Tells the poll what to watch for: readability while the owner reads, writability while
+    /// the kernel holds back part of the queue. Called only when one of the two changes, since
+    /// each change is an epoll call.
+    private func watch() {
+        var events: Int32 = 0
+        if flags.contains(.reading) { events |= Int32(UV_READABLE.rawValue) }
+        if flags.contains(.awaitingWritable) { events |= Int32(UV_WRITABLE.rawValue) }
+        if events == 0 {
+            uv_poll_stop(poll)
+        } else if uv_poll_start(poll, events, Self.pollCallback) < 0 {
+            close()
+        }
+    }
+
+    private static let pollCallback: uv_poll_cb = { handle, status, events in
+        guard let connection = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: TCPConnection.self) else { return }
+        connection.didPoll(status: status, events: events)
+    }
+
+    private func didPoll(status: Int32, events: Int32) {
+        guard status >= 0 else {
+            close()
+            return
+        }
+        if events & Int32(UV_READABLE.rawValue) != 0 {
+            readAvailable()
+        }
+        if events & Int32(UV_WRITABLE.rawValue) != 0 && flags.contains(.awaitingWritable) && state == .open {
+            writePending()
+            if pending.isEmpty { didEmptyQueue() }
+        }
+    }
 
     // MARK: Reading
 
     public func startReading() {
-        guard state == .open || state == .lingering else { return }
-        uv_read_start(
-            stream,
-            { handle, _, buffer in
-                let loop = EventLoop.from(handle?.pointee.loop)!
-                buffer!.pointee = uv_buf_init(
-                    loop.readBuffer.assumingMemoryBound(to: CChar.self), UInt32(EventLoop.readBufferSize))
-            },
-            { handle, count, buffer in
-                guard let connection = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: TCPConnection.self)
-                else { return }
-                connection.didRead(count: count, base: buffer?.pointee.base)
-            })
+        guard state == .open || state == .lingering, !isClosing, !flags.contains(.reading) else { return }
+        flags.insert(.reading)
+        watch()
     }
 
     public func stopReading() {
-        guard state == .open else { return }
-        uv_read_stop(stream)
+        guard state == .open, flags.contains(.reading) else { return }
+        flags.remove(.reading)
+        watch()
     }
 
-    private func didRead(count: Int, base: UnsafeMutablePointer<CChar>?) {
-        if count > 0 {
-            loop.bytesRead &+= UInt64(count)
-            guard state == .open else { return }  // lingering: discard until EOF
-            delegate?.connection(self, didRead: UnsafeRawBufferPointer(start: base, count: count))
-        } else if count == Int(UV_EOF.rawValue) {
-            if state == .lingering {
-                close()
+    /// As many reads as the socket has ready, up to a bound so one busy peer cannot hold the loop;
+    /// the poll is level-triggered, so what is left is read in the next iteration.
+    private func readAvailable() {
+        let buffer = loop.readBuffer
+        for _ in 0..<Self.readsPerWake {
+            guard flags.contains(.reading), state == .open || state == .lingering else { return }
+            let count = Socket.receive(fileDescriptor, into: buffer, count: EventLoop.readBufferSize)
+            if count > 0 {
+                loop.bytesRead &+= UInt64(count)
+                // Lingering: discard until EOF.
+                if state == .open {
+                    delegate?.connection(self, didRead: UnsafeRawBufferPointer(start: buffer, count: count))
+                }
+                guard count == EventLoop.readBufferSize else { return }
+            } else if count == 0 {
+                didReadEOF()
+                return
             } else {
-                uv_read_stop(stream)
-                peerFinished = true
-                delegate?.connectionDidReadEOF(self)
+                if count != -Int(EAGAIN) && count != -Int(EWOULDBLOCK) { close() }
+                return
             }
-        } else if count < 0 {
+        }
+    }
+
+    /// libuv's own bound for a stream.
+    private static let readsPerWake = 32
+
+    private func didReadEOF() {
+        if state == .lingering {
             close()
+        } else {
+            flags.remove(.reading)
+            watch()
+            flags.insert(.peerFinished)
+            delegate?.connectionDidReadEOF(self)
         }
     }
 
@@ -142,7 +209,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// leave in one writev.
     @discardableResult
     public func write(_ bytes: SharedBytes) -> WriteResult {
-        guard state == .open, !closeWhenFlushed else { return .dropped }
+        guard state == .open, !flags.contains(.closeWhenFlushed) else { return .dropped }
         let count = bytes.count
         guard count > 0 else { return .queued }
         pending.append((bytes, 0))
@@ -150,7 +217,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         unflushedBytes += count
         scheduleFlush()
         if queuedBytes > highWaterBytes {
-            overHighWater = true
+            flags.insert(.overHighWater)
             return .backpressure
         }
         return .queued
@@ -167,8 +234,8 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     @discardableResult
     public func writeNow(_ bytes: [UInt8]) -> WriteResult {
         let result = write(SharedBytes(bytes))
-        if delayedFlushScheduled && !flushScheduled && state == .open {
-            flushScheduled = true
+        if flags.contains(.delayedFlushScheduled) && !flags.contains(.flushScheduled) && state == .open {
+            flags.insert(.flushScheduled)
             loop.scheduleFlush(self)
         }
         return result
@@ -177,107 +244,82 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// Sends what is queued, then shuts down our side and lingers briefly to read out the peer, so
     /// a final response is not lost to a reset. The owner closes a connection that lingers too long.
     public func closeAfterFlush() {
-        guard state == .open, !closeWhenFlushed else { return }
-        closeWhenFlushed = true
+        guard state == .open, !flags.contains(.closeWhenFlushed) else { return }
+        flags.insert(.closeWhenFlushed)
         scheduleFlush()
     }
 
     private func scheduleFlush() {
-        guard !flushScheduled else { return }
-        if delaysWrites && !closeWhenFlushed && loop.writeDelay.isActive {
-            guard !delayedFlushScheduled else { return }
-            delayedFlushScheduled = true
+        guard !flags.contains(.flushScheduled) else { return }
+        if flags.contains(.delaysWrites) && !flags.contains(.closeWhenFlushed) && loop.writeDelay.isActive {
+            guard !flags.contains(.delayedFlushScheduled) else { return }
+            flags.insert(.delayedFlushScheduled)
             loop.scheduleDelayedFlush(self)
         } else {
-            flushScheduled = true
+            flags.insert(.flushScheduled)
             loop.scheduleFlush(self)
         }
     }
 
     func flush() {
-        flushScheduled = false
-        delayedFlushScheduled = false
+        flags.remove([.flushScheduled, .delayedFlushScheduled])
         unflushedBytes = 0
         guard state == .open else { return }
-        if inFlight == nil && !pending.isEmpty {
+        // A socket the kernel is holding back is written when the poll says it is writable.
+        if !flags.contains(.awaitingWritable) && !pending.isEmpty {
             writePending()
         }
-        if inFlight == nil && pending.isEmpty {
+        if state == .open && pending.isEmpty {
             didEmptyQueue()
         }
     }
 
     private func didEmptyQueue() {
-        if closeWhenFlushed {
-            if peerFinished { close() } else { shutDownWrites() }
-        } else if overHighWater {
-            overHighWater = false
+        if flags.contains(.closeWhenFlushed) {
+            if flags.contains(.peerFinished) { close() } else { shutDownWrites() }
+        } else if flags.contains(.overHighWater) {
+            flags.remove(.overHighWater)
             delegate?.connectionDidDrain(self)
         }
     }
 
-    /// Tries the kernel directly with every queued buffer; whatever it does not take goes to `uv_write`.
+    /// Offers the kernel every queued buffer, up to a writev's worth at a time, until it takes
+    /// them all or holds some back; then watches for writability if it held some back, and stops
+    /// watching if it took everything.
     private func writePending() {
-        let buffers = loop.writeScratch
-        var index = 0
-        let count = pending.forEachUnwritten(upTo: EventLoop.maxWriteBuffers) { base, length in
-            buffers[index] = uv_buf_init(
-                UnsafeMutableRawPointer(mutating: base).assumingMemoryBound(to: CChar.self), UInt32(length))
-            index += 1
+        let vectors = loop.writeScratch
+        let fd = fileDescriptor
+        while !pending.isEmpty {
+            var count = 0
+            var offered = 0
+            _ = pending.forEachUnwritten(upTo: EventLoop.maxWriteBuffers) { base, length in
+                vectors[count] = iovec(iov_base: UnsafeMutableRawPointer(mutating: base), iov_len: length)
+                count += 1
+                offered += length
+            }
+            let written = Socket.send(fd, vectors, count: count)
+            loop.writeDelay.noteWrite()
+            if written < 0 && written != -Int(EAGAIN) && written != -Int(EWOULDBLOCK) {
+                close()
+                return
+            }
+            let taken = max(0, written)
+            pendingBytes -= taken
+            pending.consume(taken)
+            loop.bytesWritten &+= UInt64(taken)
+            guard taken == offered else { break }
         }
-        let written = uv_try_write(stream, buffers, UInt32(count))
-        loop.writeDelay.noteWrite()
-        if written < 0 && written != UV_EAGAIN.rawValue {
-            close()
-            return
-        }
-        consume(max(0, Int(written)))
-        loop.bytesWritten &+= UInt64(max(0, Int(written)))
-        guard !pending.isEmpty else { return }
-
-        let request = WriteRequest(chunks: pending.prefix(EventLoop.maxWriteBuffers))
-        pending.removeFirst(request.chunks.count)
-        pendingBytes -= request.byteCount
-        inFlight = request
-        let status = request.submit(on: stream)
-        if status < 0 {
-            inFlight = nil
-            close()
-        }
-    }
-
-    private func consume(_ written: Int) {
-        pendingBytes -= written
-        pending.consume(written)
-    }
-
-    fileprivate func writeCompleted(status: Int32) {
-        let request = inFlight
-        inFlight = nil
-        guard state == .open else { return }
-        if status < 0 {
-            close()
-            return
-        }
-        loop.bytesWritten &+= UInt64(request?.byteCount ?? 0)
-        // What was queued meanwhile leaves with the loop's flush, joined by whatever else this
-        // iteration queues, rather than in a write of its own now.
-        if pending.isEmpty {
-            didEmptyQueue()
-        } else {
-            scheduleFlush()
+        let blocked = !pending.isEmpty
+        if blocked != flags.contains(.awaitingWritable) {
+            if blocked { flags.insert(.awaitingWritable) } else { flags.remove(.awaitingWritable) }
+            watch()
         }
     }
 
     private func shutDownWrites() {
         state = .lingering
-        lingeringStart = loop.nowMilliseconds
-        let request = UnsafeMutablePointer<uv_shutdown_t>.allocate(capacity: 1)
-        let status = uv_shutdown(request, stream) { request, _ in
-            request?.deallocate()
-        }
-        if status < 0 {
-            request.deallocate()
+        lingeringStart = UInt32(truncatingIfNeeded: loop.nowMilliseconds)
+        if Socket.shutDownWrites(fileDescriptor) < 0 {
             close()
         }
     }
@@ -289,6 +331,10 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         pending.removeAll()
         pendingBytes = 0
         unflushedBytes = 0
+        // The poll stops watching before the descriptor goes, as libuv asks; `uv_close` follows.
+        let fd = fileDescriptor
+        uv_poll_stop(poll)
+        if fd >= 0 { Socket.close(fd) }
     }
 
     override func didClose() {
@@ -296,48 +342,5 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         let delegate = self.delegate
         self.delegate = nil
         delegate?.connectionDidClose(self)
-    }
-}
-
-/// One `uv_write` in flight: it keeps its buffers alive until libuv's callback.
-private final class WriteRequest {
-    let chunks: [(bytes: SharedBytes, offset: Int)]
-    let byteCount: Int
-    private let request = UnsafeMutablePointer<uv_write_t>.allocate(capacity: 1)
-    private let buffers: UnsafeMutablePointer<uv_buf_t>
-
-    init(chunks: [(bytes: SharedBytes, offset: Int)]) {
-        self.chunks = chunks
-        byteCount = chunks.reduce(0) { $0 + $1.bytes.count - $1.offset }
-        buffers = .allocate(capacity: chunks.count)
-        for (i, chunk) in chunks.enumerated() {
-            buffers[i] = uv_buf_init(
-                (chunk.bytes.base + chunk.offset).assumingMemoryBound(to: CChar.self),
-                UInt32(chunk.bytes.count - chunk.offset))
-        }
-    }
-
-    deinit {
-        request.deallocate()
-        buffers.deallocate()
-    }
-
-    func submit(on stream: UnsafeMutablePointer<uv_stream_t>) -> Int32 {
-        request.pointee.data = Unmanaged.passRetained(self).toOpaque()
-        let status = uv_write(request, stream, buffers, UInt32(chunks.count)) { request, status in
-            guard let request, let data = request.pointee.data else { return }
-            // Release the request (and its buffers) only after telling the connection.
-            let write = Unmanaged<WriteRequest>.fromOpaque(data).takeRetainedValue()
-            request.pointee.data = nil
-            if let connection = LoopHandle.owner(UnsafeMutableRawPointer(request.pointee.handle), as: TCPConnection.self) {
-                connection.writeCompleted(status: status)
-            }
-            _ = write
-        }
-        if status < 0 {
-            Unmanaged<WriteRequest>.fromOpaque(request.pointee.data!).release()
-            request.pointee.data = nil
-        }
-        return status
     }
 }

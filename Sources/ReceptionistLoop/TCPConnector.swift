@@ -1,4 +1,5 @@
 import CLibUV
+import Glibc
 
 /// Opens outbound TCP connections, for load generators that play the client.
 ///
@@ -10,77 +11,111 @@ public enum TCPConnector {
     /// Connects to `host:port`, first binding the socket to `sourceHost` (port chosen by the kernel)
     /// when one is given, so that many clients can spread over several loopback addresses.
     ///
-    /// `completion` runs once on the loop thread: later from libuv's connect callback, or at once
-    /// when the addresses cannot be parsed or the bind or connect is refused outright. On failure the
-    /// connection is already closing and must not be used.
+    /// `completion` runs once on the loop thread: later, when the connect is answered, or at once
+    /// when the addresses cannot be parsed or the bind or connect is refused outright.
     public static func connect(
         loop: EventLoop, host: String, port: Int, sourceHost: String? = nil,
         completion: @escaping (Result<TCPConnection, LoopError>) -> Void
     ) {
         precondition(loop.isCurrent, "connect on the loop thread")
-        let connection = TCPConnection(loop: loop)
+        var fd: Int32 = -1
         do {
+            var remote = try SocketAddress.make(host: host, port: port)
+            fd = Socket.open(family: remote.ss_family)
+            try LoopError.check(fd, "socket")
             if let sourceHost {
                 var local = try SocketAddress.make(host: sourceHost, port: 0)
-                let bound = withUnsafePointer(to: &local) {
-                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_bind(connection.tcp, $0, 0) }
-                }
-                try LoopError.check(bound, "bind to \(sourceHost)")
+                try LoopError.check(Socket.bind(fd, to: &local), "bind to \(sourceHost)")
             }
-            var remote = try SocketAddress.make(host: host, port: port)
-            let request = PendingConnect(connection: connection, completion: completion)
-            try LoopError.check(request.submit(to: &remote), "connect to \(host):\(port)")
+            let status = Socket.connect(fd, to: &remote)
+            if status == -EINPROGRESS {
+                let attempt = PendingConnect(loop: loop, fd: fd, completion: completion)
+                fd = -1  // the attempt has it now
+                try LoopError.check(attempt?.start() ?? UV_EEXIST.rawValue, "connect to \(host):\(port)")
+                return
+            }
+            try LoopError.check(status, "connect to \(host):\(port)")
+            let connected = fd
+            fd = -1
+            completion(Self.connection(loop: loop, fd: connected))
         } catch {
-            connection.close()
+            if fd >= 0 { Socket.close(fd) }
             completion(.failure(error))
         }
     }
 
-    /// One `uv_connect_t` in flight. It retains itself through the request's `data` until libuv's
-    /// callback, which libuv always calls (with `UV_ECANCELED` if the handle is closed first), and
-    /// always before the handle's close callback, so the connection is still valid there.
-    private final class PendingConnect {
-        let connection: TCPConnection
-        let completion: (Result<TCPConnection, LoopError>) -> Void
-        private let request = UnsafeMutablePointer<uv_connect_t>.allocate(capacity: 1)
+    private static func connection(loop: EventLoop, fd: Int32) -> Result<TCPConnection, LoopError> {
+        // Small frames and requests go out at once, as on accepted sockets.
+        Socket.setNoDelay(fd)
+        guard let connection = TCPConnection(loop: loop, fd: fd) else {
+            return .failure(LoopError(code: UV_EEXIST.rawValue, operation: "uv_poll_init_socket"))
+        }
+        return .success(connection)
+    }
 
-        init(connection: TCPConnection, completion: @escaping (Result<TCPConnection, LoopError>) -> Void) {
-            self.connection = connection
+    /// A connect in progress: a poll on the socket until it turns writable, which is when the
+    /// kernel has the answer. The socket then passes to a new `TCPConnection` and this handle
+    /// closes without closing it.
+    private final class PendingConnect: LoopHandle {
+        private var completion: ((Result<TCPConnection, LoopError>) -> Void)?
+        private var fd: Int32
+
+        var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
+
+        /// Nil (and `fd` closed) if libuv cannot watch the socket.
+        init?(loop: EventLoop, fd: Int32, completion: @escaping (Result<TCPConnection, LoopError>) -> Void) {
+            self.fd = fd
             self.completion = completion
+            super.init(loop: loop, type: UV_POLL)
+            guard uv_poll_init_socket(loop.raw, poll, fd) == 0 else {
+                Socket.close(fd)
+                discard()
+                return nil
+            }
+            adopt()
         }
 
-        deinit {
-            request.deallocate()
-        }
-
-        func submit(to address: inout sockaddr_storage) -> Int32 {
-            request.pointee.data = Unmanaged.passRetained(self).toOpaque()
-            let status = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { remote in
-                    uv_tcp_connect(request, connection.tcp, remote) { request, status in
-                        guard let request, let data = request.pointee.data else { return }
-                        let pending = Unmanaged<PendingConnect>.fromOpaque(data).takeRetainedValue()
-                        request.pointee.data = nil
-                        pending.finish(status: status)
-                    }
-                }
+        /// Starts watching; on failure the attempt is closed and `completion` is left to the caller.
+        func start() -> Int32 {
+            let status = uv_poll_start(poll, Int32(UV_WRITABLE.rawValue)) { handle, status, _ in
+                guard let attempt = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: PendingConnect.self)
+                else { return }
+                attempt.finish(status: status)
             }
             if status < 0 {
-                Unmanaged<PendingConnect>.fromOpaque(request.pointee.data!).release()
-                request.pointee.data = nil
+                completion = nil
+                close()
             }
             return status
         }
 
         private func finish(status: Int32) {
-            guard status == 0, connection.state == .open else {
-                connection.close()
-                completion(.failure(LoopError(code: status == 0 ? UV_ECANCELED.rawValue : status, operation: "connect")))
+            guard let completion else { return }
+            self.completion = nil
+            let error = status < 0 ? status : Socket.pendingError(fd)
+            guard error == 0 else {
+                close()
+                completion(.failure(LoopError(code: error, operation: "connect")))
                 return
             }
-            // Small frames and requests go out at once, as on accepted sockets.
-            uv_tcp_nodelay(connection.tcp, 1)
-            completion(.success(connection))
+            // The poll stops watching before the socket is watched again, by the connection.
+            uv_poll_stop(poll)
+            let connected = fd
+            fd = -1
+            close()
+            completion(TCPConnector.connection(loop: loop, fd: connected))
+        }
+
+        override func willClose() {
+            uv_poll_stop(poll)
+            if fd >= 0 {
+                Socket.close(fd)
+                fd = -1
+            }
+            if let completion {
+                self.completion = nil
+                completion(.failure(LoopError(code: UV_ECANCELED.rawValue, operation: "connect")))
+            }
         }
     }
 }

@@ -1,68 +1,147 @@
 import CLibUV
+import Glibc
 
 /// A listening TCP socket that hands each accepted connection to `onConnection`.
 ///
-/// Accept errors (such as running out of descriptors) are reported to `onAcceptError` and never
-/// retried in a tight loop: libuv keeps a reserve descriptor to shed the pending connection.
+/// Accept errors are reported to `onAcceptError` and never retried in a tight loop. Out of
+/// descriptors, the listener gives back a reserve descriptor it holds, accepts and closes every
+/// pending connection (so their peers learn at once rather than wait in the backlog), and takes
+/// the reserve again; the loop then sleeps until the next connection arrives.
 ///
 /// Loop thread only.
 public final class TCPListener: LoopHandle {
     public var onConnection: ((TCPConnection) -> Void)?
     public var onAcceptError: ((LoopError) -> Void)?
     public private(set) var localPort = 0
+    /// The descriptor given back to shed connections when the process has none left.
+    private var reserve: Int32 = -1
 
-    var stream: UnsafeMutablePointer<uv_stream_t> { raw.assumingMemoryBound(to: uv_stream_t.self) }
-    var tcp: UnsafeMutablePointer<uv_tcp_t> { raw.assumingMemoryBound(to: uv_tcp_t.self) }
+    var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
 
     public init(loop: EventLoop, host: String, port: Int, backlog: Int32 = 1024) throws(LoopError) {
-        super.init(loop: loop, type: UV_TCP)
-        let status = uv_tcp_init(loop.raw, tcp)
-        guard status == 0 else {
+        super.init(loop: loop, type: UV_POLL)
+        var address: sockaddr_storage
+        do {
+            address = try SocketAddress.make(host: host, port: port)
+        } catch {
             discard()
-            throw LoopError(code: status, operation: "uv_tcp_init")
+            throw error
+        }
+        let fd = Socket.open(family: address.ss_family)
+        guard fd >= 0 else {
+            discard()
+            throw LoopError(code: fd, operation: "socket")
+        }
+        let status = uv_poll_init_socket(loop.raw, poll, fd)
+        guard status == 0 else {
+            Socket.close(fd)
+            discard()
+            throw LoopError(code: status, operation: "uv_poll_init_socket")
         }
         adopt()
         do {
-            var address = try SocketAddress.make(host: host, port: port)
-            let bound = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_bind(tcp, $0, 0) }
+            // As libuv's own listeners do: a restarted server can bind while old connections linger.
+            Socket.setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, to: 1)
+            try LoopError.check(Socket.bind(fd, to: &address), "bind \(host):\(port)")
+            try LoopError.check(Socket.listen(fd, backlog: backlog), "listen on \(host):\(port)")
+            if var local = Socket.localAddress(fd) {
+                localPort = SocketAddress.port(of: &local)
             }
-            try LoopError.check(bound, "bind \(host):\(port)")
+            reserve = Self.openReserve()
             try LoopError.check(
-                uv_listen(stream, backlog) { server, status in
-                    guard let listener = LoopHandle.owner(UnsafeMutableRawPointer(server), as: TCPListener.self)
+                uv_poll_start(poll, Int32(UV_READABLE.rawValue)) { handle, status, _ in
+                    guard let listener = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: TCPListener.self)
                     else { return }
-                    listener.accept(status: status)
-                }, "listen on \(host):\(port)")
-            var local = sockaddr_storage()
-            var length = Int32(MemoryLayout<sockaddr_storage>.size)
-            _ = withUnsafeMutablePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { uv_tcp_getsockname(tcp, $0, &length) }
-            }
-            localPort = SocketAddress.port(of: &local)
+                    listener.acceptPending(status: status)
+                }, "watch \(host):\(port)")
         } catch {
             close()
             throw error
         }
     }
 
-    private func accept(status: Int32) {
+    /// At most this many connections are taken per wake-up, so that a burst of connections shares
+    /// the loop with the traffic of those already open; the poll is level-triggered and brings the
+    /// rest in the next iteration.
+    static let acceptsPerWake = 128
+
+    private func acceptPending(status: Int32) {
         guard status == 0 else {
             onAcceptError?(LoopError(code: status, operation: "accept"))
             return
         }
-        let connection = TCPConnection(loop: loop)
-        let accepted = uv_accept(stream, connection.stream)
-        guard accepted == 0 else {
-            connection.close()
-            onAcceptError?(LoopError(code: accepted, operation: "uv_accept"))
+        let listening = fileDescriptor
+        for _ in 0..<Self.acceptsPerWake {
+            guard !isClosing else { return }
+            let fd = Socket.accept(listening)
+            if fd >= 0 {
+                hand(fd)
+                continue
+            }
+            switch -fd {
+            case EAGAIN, EWOULDBLOCK:
+                return
+            case ECONNABORTED:
+                continue
+            case EMFILE, ENFILE:
+                // Shed what is pending; report only if that could not empty the backlog.
+                let shed = shedPending(listening)
+                if shed != -EAGAIN && shed != -EWOULDBLOCK {
+                    onAcceptError?(LoopError(code: fd, operation: "accept"))
+                }
+                return
+            default:
+                onAcceptError?(LoopError(code: fd, operation: "accept"))
+                return
+            }
+        }
+    }
+
+    private func hand(_ fd: Int32) {
+        Socket.setNoDelay(fd)
+        guard let connection = TCPConnection(loop: loop, fd: fd) else {
+            onAcceptError?(LoopError(code: UV_EEXIST.rawValue, operation: "uv_poll_init_socket"))
             return
         }
-        uv_tcp_nodelay(connection.tcp, 1)
         if let onConnection {
             onConnection(connection)
         } else {
             connection.close()
+        }
+    }
+
+    /// Gives back the reserve descriptor, accepts and closes every pending connection, and takes
+    /// the reserve again. Answers the error that ended the accepting (`-EAGAIN` once the backlog is
+    /// empty), or `-EMFILE` if there was no reserve to give.
+    private func shedPending(_ listening: Int32) -> Int32 {
+        guard reserve >= 0 else { return -EMFILE }
+        Socket.close(reserve)
+        reserve = -1
+        var error: Int32
+        while true {
+            let fd = Socket.accept(listening)
+            guard fd >= 0 else {
+                error = fd
+                if fd == -ECONNABORTED { continue }
+                break
+            }
+            Socket.close(fd)
+        }
+        reserve = Self.openReserve()
+        return error
+    }
+
+    private static func openReserve() -> Int32 {
+        open("/", O_RDONLY | O_CLOEXEC)
+    }
+
+    override func willClose() {
+        let fd = fileDescriptor
+        uv_poll_stop(poll)
+        if fd >= 0 { Socket.close(fd) }
+        if reserve >= 0 {
+            Socket.close(reserve)
+            reserve = -1
         }
     }
 

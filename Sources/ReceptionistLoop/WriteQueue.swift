@@ -30,17 +30,6 @@ struct WriteQueue {
         }
     }
 
-    /// The oldest `n` buffers, in order.
-    func prefix(_ n: Int) -> [Chunk] {
-        let taken = min(n, count)
-        guard taken > 0 else { return [] }
-        var chunks: [Chunk] = []
-        chunks.reserveCapacity(taken)
-        chunks.append(first!)
-        chunks.append(contentsOf: rest.prefix(taken - 1))
-        return chunks
-    }
-
     /// Drops the oldest `n` buffers.
     mutating func removeFirst(_ n: Int) {
         guard n > 0 else { return }

@@ -112,7 +112,7 @@ final class ConnectionTable: SessionTable {
             case .open:
                 session.sweep(now: now)
             case .lingering:
-                if let since = connection.lingeringSince, now &- since >= linger { connection.close() }
+                if let lingered = connection.lingeredMilliseconds(now: now), lingered >= linger { connection.close() }
             case .closing, .closed:
                 break
             }
