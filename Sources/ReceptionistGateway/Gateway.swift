@@ -62,6 +62,7 @@ public final class Gateway {
             operations: operations)
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
+        loop.context = streams
         let services = HTTPServices(
             config: config, router: router, jobs: jobs, mailbox: loop.mailbox, dateCache: DateCache(), streams: streams)
 

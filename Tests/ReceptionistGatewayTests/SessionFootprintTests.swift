@@ -10,7 +10,7 @@ import Testing
         #expect(MemoryLayout<WebSocketDecoder>.size <= 62)
         // Three instants; the timeouts are the gateway's, not each connection's.
         #expect(MemoryLayout<WebSocketSessionState>.size == 24)
-        #expect(MemoryLayout<StreamCore>.size <= 40)
-        #expect(MemoryLayout<TokenBucket>.size <= 16)
+        #expect(MemoryLayout<StreamCore>.size <= 32)
+        #expect(MemoryLayout<TokenBucket>.size == 8)
     }
 }

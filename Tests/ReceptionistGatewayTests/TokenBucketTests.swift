@@ -7,13 +7,35 @@ import Testing
         var bucket = limit.bucket(now: 0)
         #expect((0..<3).allSatisfy { _ in limit.take(&bucket, now: 0) })
         #expect(!limit.take(&bucket, now: 0))
-        #expect(bucket.secondsUntilNext(rate: 10) == 1)
+        #expect(bucket.secondsUntilNext(rate: 10, burst: 3, now: 0) == 1)
         #expect(!limit.take(&bucket, now: 99), "a tenth of a second has not passed")
         #expect(limit.take(&bucket, now: 100))
         #expect(!limit.take(&bucket, now: 100))
         // A long pause refills no further than the burst.
         #expect((0..<3).allSatisfy { _ in limit.take(&bucket, now: 60_000) })
         #expect(!limit.take(&bucket, now: 60_000))
+    }
+
+    @Test func aSlowRateOwesWholeSecondsAndRefillsToTheTop() {
+        let limit = RateLimit(perSecond: 0.25, burst: 2)
+        var bucket = limit.bucket(now: 1_000)
+        #expect(bucket.isFull(now: 1_000))
+        #expect(limit.take(&bucket, now: 1_000))
+        #expect(!bucket.isFull(now: 1_000))
+        #expect(limit.take(&bucket, now: 1_000))
+        #expect(!limit.take(&bucket, now: 1_000))
+        // The next token is four seconds away.
+        #expect(bucket.secondsUntilNext(rate: 0.25, burst: 2, now: 1_000) == 4)
+        #expect(bucket.secondsUntilNext(rate: 0.25, burst: 2, now: 4_500) == 1)
+        #expect(!limit.take(&bucket, now: 4_999))
+        #expect(limit.take(&bucket, now: 5_000))
+        #expect(!bucket.isFull(now: 12_999))
+        #expect(bucket.isFull(now: 13_000))
+    }
+
+    @Test func aTokenBucketIsOneWord() {
+        // Every WebSocket connection holds one (docs/PERFORMANCE.md, "An idle connection").
+        #expect(MemoryLayout<TokenBucket>.size == 8)
     }
 
     @Test func zeroRateIsUnlimited() {

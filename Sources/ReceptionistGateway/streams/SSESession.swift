@@ -52,7 +52,7 @@ final class SSESession: StreamSession {
     var isWritable: Bool { connection.state == .open && !state.ended }
 
     func write(_ event: PushEvent) {
-        core.services.counters.sseMessagesOut += 1
+        services.counters.sseMessagesOut += 1
         connection.write(event.sseEvent)
         state.wrote(now: connection.loop.nowMilliseconds)
     }
@@ -77,7 +77,7 @@ final class SSESession: StreamSession {
     /// (`EventSource` honours it), then closes once everything queued is written.
     func drain() {
         guard connection.state == .open, state.ending() else { return }
-        let delay = core.services.reconnectJitterMilliseconds()
+        let delay = services.reconnectJitterMilliseconds()
         connection.write(SSEEncoder.retry(milliseconds: delay))
         connection.write(SSEEncoder.event("draining", id: nil, data: PushEncoder.draining(reconnectAfterMilliseconds: delay)))
         connection.closeAfterFlush()

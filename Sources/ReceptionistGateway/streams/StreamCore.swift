@@ -7,7 +7,6 @@ import ReceptionistWire
 ///
 /// Loop thread only.
 struct StreamCore {
-    let services: StreamServices
     /// A connection holds a handful of subscriptions: searched linearly, the first inline, they
     /// cost an idle connection far less memory than a dictionary, or an array, would.
     var subscriptions = InlineFirstList<Subscription>()
@@ -35,7 +34,6 @@ struct StreamCore {
     }
 
     init(services: StreamServices, claims: TokenClaims?) {
-        self.services = services
         clientID = services.nextClientID()
         self.claims = claims
     }
@@ -71,7 +69,9 @@ struct StreamCore {
     /// Why this stream may not subscribe to `target` (following its presence too, with
     /// `presence`), or nil if it may: the token, then the per-connection limit. Each refusal is
     /// counted.
-    func permission(for target: StreamTarget, presence: Bool = false) -> ClientMessage.Problem? {
+    func permission(
+        for target: StreamTarget, presence: Bool = false, services: StreamServices
+    ) -> ClientMessage.Problem? {
         let counters = services.counters
         if services.access.requiresToken {
             guard let claims else {

@@ -1,4 +1,5 @@
 import Logging
+import ReceptionistLoop
 import ReceptionistPush
 
 /// What every WebSocket and SSE session is handed when it starts: the push hub, the trust checks,
@@ -36,6 +37,15 @@ final class StreamServices {
             pingIntervalMilliseconds: UInt64(config.pingIntervalSeconds * 1000),
             pingTimeoutMilliseconds: UInt64(config.pingTimeoutSeconds * 1000),
             closeTimeoutMilliseconds: UInt64(config.lingerSeconds * 1000))
+    }
+
+    /// The services of the gateway that runs `loop`.
+    ///
+    /// Unchecked: every session reaches its services through here. Safe because the gateway sets
+    /// the loop's context to its services before it listens, and never changes it, and one
+    /// gateway runs per loop.
+    static func of(_ loop: EventLoop) -> StreamServices {
+        unsafeDowncast(loop.context.unsafelyUnwrapped, to: StreamServices.self)
     }
 
     /// The next connection's presence id. A Weyl sequence from a random start: an odd step visits

@@ -33,6 +33,9 @@ private let owedLimitFactor = 4
 extension StreamSession {
     static var owedFactor: Int { owedLimitFactor }
 
+    /// The gateway's services: kept once by the loop, not by each session.
+    var services: StreamServices { StreamServices.of(connection.loop) }
+
     // MARK: PushSink
 
     /// Invariant 20: past `--max-queued-bytes` of what the kernel has refused, a live event is
@@ -60,13 +63,13 @@ extension StreamSession {
 
     /// Counts the refusal and ends the stream with its documented code.
     func closeSlowConsumer() {
-        core.services.counters.refused(.slowConsumer)
+        services.counters.refused(.slowConsumer)
         end(.slowConsumer)
     }
 
     /// Whether the bytes the kernel has refused on this connection are past `--max-queued-bytes`:
     /// the live stream's test, which a broadcast burst within one iteration does not trip.
-    var isOverLimit: Bool { connection.backlogBytes > core.services.config.maxQueuedBytes }
+    var isOverLimit: Bool { connection.backlogBytes > services.config.maxQueuedBytes }
 
     /// The test for what the client itself asked for (snapshots, replies): the kernel's share
     /// past `--max-queued-bytes`, or everything queued, this iteration's writes too, past four
@@ -74,12 +77,12 @@ extension StreamSession {
     /// one read queue without end; the factor lets a client that reads subscribe to a few stores
     /// larger than the limit at once.
     var isOverOwedLimit: Bool {
-        let limit = core.services.config.maxQueuedBytes
+        let limit = services.config.maxQueuedBytes
         return connection.backlogBytes > limit || connection.queuedBytes > limit * Self.owedFactor
     }
 
     func endSlowConsumer(_ subscription: Subscription) {
-        core.services.logger.debug(
+        services.logger.debug(
             "slow consumer closed", metadata: ["target": "\(subscription.target)", "queued": "\(connection.queuedBytes)"])
         closeSlowConsumer()
     }
@@ -94,8 +97,8 @@ extension StreamSession {
         guard !core.subscriptions.contains(where: { $0.target == target }) else {
             return ClientMessage.Problem(.alreadySubscribed, "this connection already subscribes to \(target)")
         }
-        if let problem = core.permission(for: target, presence: presence) { return problem }
-        let subscribed = core.services.hub.subscribe(
+        if let problem = core.permission(for: target, presence: presence, services: services) { return problem }
+        let subscribed = services.hub.subscribe(
             self, to: target, since: since, epoch: epoch, options: options, presence: presence,
             joinedAt: Clock.microsecondsSinceEpoch())
         switch subscribed {
@@ -111,14 +114,14 @@ extension StreamSession {
         guard let subscription = core.subscriptions.remove(where: { $0.target == target }) else {
             return ClientMessage.Problem(.notSubscribed, "this connection does not subscribe to \(target)")
         }
-        core.services.hub.unsubscribe(subscription)
+        services.hub.unsubscribe(subscription)
         return nil
     }
 
     /// Ends the stream if its token ran out; the sweep asks before anything else.
     func expireTokenIfDue() -> Bool {
         guard core.tokenExpired(nowSeconds: AccessControl.nowSeconds()) else { return false }
-        core.services.counters.refused(.tokenExpired)
+        services.counters.refused(.tokenExpired)
         end(.tokenExpired)
         return true
     }
@@ -134,7 +137,7 @@ extension StreamSession {
     /// follower that missed a frame the whole presence.
     func connectionDidDrain(_ connection: TCPConnection) {
         for subscription in core.subscriptions {
-            core.services.hub.counters.conflatedChangeSets += subscription.flushConflated()
+            services.hub.counters.conflatedChangeSets += subscription.flushConflated()
             subscription.flushPresence()
         }
     }
@@ -146,9 +149,9 @@ extension StreamSession {
 
     func connectionDidClose(_ connection: TCPConnection) {
         for subscription in core.subscriptions {
-            core.services.hub.unsubscribe(subscription)
+            services.hub.unsubscribe(subscription)
         }
         core.subscriptions.removeAll()
-        core.services.table.sessionDidClose(connection)
+        services.table.sessionDidClose(connection)
     }
 }

@@ -46,7 +46,6 @@ final class WebSocketSession: StreamSession {
         connection.delaysWrites = mode == .push
     }
 
-    private var services: StreamServices { core.services }
 
     /// Takes the connection over from HTTP; `remainder` is what the client sent after its upgrade request.
     func start(remainder: [UInt8]) {

@@ -22,12 +22,12 @@ final class KeyedRateLimiter {
         guard limit.perSecond > 0 else { return .allowed }
         if buckets[key] == nil {
             if buckets.count >= maxKeys {
-                buckets = buckets.filter { !$0.value.isFull(rate: limit.perSecond, burst: limit.burst, now: now) }
+                buckets = buckets.filter { !$0.value.isFull(now: now) }
             }
             guard buckets.count < maxKeys else { return .limited(retryAfterSeconds: 1) }
             buckets[key] = limit.bucket(now: now)
         }
         if limit.take(&buckets[key]!, now: now) { return .allowed }
-        return .limited(retryAfterSeconds: buckets[key]!.secondsUntilNext(rate: limit.perSecond))
+        return .limited(retryAfterSeconds: buckets[key]!.secondsUntilNext(rate: limit.perSecond, burst: limit.burst, now: now))
     }
 }

@@ -1,40 +1,46 @@
 /// A token bucket: `rate` tokens a second, holding at most `burst`. A pure value; time is given.
 ///
+/// Kept as one instant, as the generic cell rate algorithm keeps it: when the bucket will be full
+/// again. At `now` it holds `burst - (fullAt - now) × rate` tokens (all `burst` once `fullAt` has
+/// passed); a take moves `fullAt` one token's interval later, and is allowed while the bucket still
+/// holds a whole token, that is while `fullAt - now ≤ (burst - 1) / rate`. One word where a count
+/// and a time took two: every WebSocket connection holds a bucket.
+///
 /// A rate of zero or less means no limit.
 struct TokenBucket: Sendable {
-    private(set) var tokens: Double
-    private var lastMilliseconds: UInt64
+    /// When the bucket is full again, in nanoseconds of the loop's clock (its milliseconds × 10⁶,
+    /// which a `UInt64` holds for 584 years). At or before now: full.
+    private var fullAt: UInt64
 
+    /// A full bucket.
     init(burst: Double, now: UInt64) {
-        tokens = burst
-        lastMilliseconds = now
+        fullAt = Self.nanoseconds(now)
     }
 
-    /// Takes one token if there is one, refilling first for the time since the last take.
+    /// Takes one token if there is one.
     mutating func take(rate: Double, burst: Double, now: UInt64) -> Bool {
         guard rate > 0 else { return true }
-        refill(rate: rate, burst: burst, now: now)
-        guard tokens >= 1 else { return false }
-        tokens -= 1
+        let now = Self.nanoseconds(now)
+        let interval = 1e9 / rate
+        let start = max(fullAt, now)
+        guard Double(start - now) <= (burst - 1) * interval else { return false }
+        fullAt = start &+ UInt64(interval.rounded())
         return true
     }
 
     /// Seconds until a token is there again (for `Retry-After`), at least one.
-    func secondsUntilNext(rate: Double) -> Int {
+    func secondsUntilNext(rate: Double, burst: Double, now: UInt64) -> Int {
         guard rate > 0 else { return 0 }
-        return max(1, Int(((1 - tokens) / rate).rounded(.up)))
+        let owed = Double(fullAt) - Double(Self.nanoseconds(now)) - (burst - 1) * 1e9 / rate
+        return max(1, Int((owed / 1e9).rounded(.up)))
     }
 
     /// Whether the bucket has refilled to the top, so forgetting it changes nothing.
-    func isFull(rate: Double, burst: Double, now: UInt64) -> Bool {
-        var copy = self
-        copy.refill(rate: rate, burst: burst, now: now)
-        return copy.tokens >= burst
+    func isFull(now: UInt64) -> Bool {
+        fullAt <= Self.nanoseconds(now)
     }
 
-    private mutating func refill(rate: Double, burst: Double, now: UInt64) {
-        let elapsed = Double(now &- lastMilliseconds) / 1000
-        lastMilliseconds = now
-        tokens = min(burst, tokens + elapsed * rate)
+    private static func nanoseconds(_ milliseconds: UInt64) -> UInt64 {
+        milliseconds &* 1_000_000
     }
 }
