@@ -34,9 +34,9 @@ public struct WebSocketDecoder {
     private var wireLength: UInt64 = 0
 
     // The data message being assembled; `messageKind` is set from its first frame to its last.
+    // A control frame, which may arrive in the middle of a message, is read onto its end and
+    // taken off whole when the frame ends (`takeControlPayload`), so a decoder keeps one buffer.
     private var message: [UInt8] = []
-    // A control frame's payload, kept apart so it can arrive in the middle of a message.
-    private var control: [UInt8] = []
 
     // Half words: a payload is checked against the limit before its length is kept, and the
     // limit is at most `Int32.max`, so every length below fits.
@@ -127,7 +127,6 @@ public struct WebSocketDecoder {
     ) -> (messages: [WebSocketMessage], error: WebSocketError?) {
         stage = .failed
         message = []
-        control = []
         return (messages, error)
     }
 
@@ -214,9 +213,9 @@ public struct WebSocketDecoder {
 
     private mutating func readPayload(_ chunk: UnsafeRawBufferPointer, into messages: inout [WebSocketMessage]) -> WebSocketError? {
         if opcode.isControl {
-            let start = control.count
-            control.append(contentsOf: chunk)
-            Self.unmask(&control, from: start, key: masked ? maskKey : 0, offset: received)
+            let start = message.count
+            message.append(contentsOf: chunk)
+            Self.unmask(&message, from: start, key: masked ? maskKey : 0, offset: received)
         } else if fin && opcode != .continuation && chunk.count == payloadLength && !compressed {
             // A whole unfragmented message in hand: build the value straight from the input.
             if let error = deliverWhole(chunk, into: &messages) { return error }
@@ -290,14 +289,11 @@ public struct WebSocketDecoder {
         headerLength = 2
         switch opcode {
         case .ping:
-            messages.append(.ping(control))
-            control = []
+            messages.append(.ping(takeControlPayload()))
         case .pong:
-            messages.append(.pong(control))
-            control = []
+            messages.append(.pong(takeControlPayload()))
         case .close:
-            let payload = control
-            control = []
+            let payload = takeControlPayload()
             switch Self.closeMessage(payload) {
             case .success(let close):
                 messages.append(close)
@@ -325,6 +321,20 @@ public struct WebSocketDecoder {
             }
         }
         return nil
+    }
+
+    /// The payload of the control frame just ended: the last `payloadLength` bytes of `message`,
+    /// behind whatever of a data message came before it. With no data message in progress the
+    /// buffer goes too, so an idle connection that answers pings keeps none.
+    private mutating func takeControlPayload() -> [UInt8] {
+        let start = message.count - payloadLength
+        guard start > 0 else {
+            defer { message = [] }
+            return message
+        }
+        let payload = Array(message[start...])
+        message.removeSubrange(start...)
+        return payload
     }
 
     /// A whole compressed message: inflated within the limit, then checked as any message is.

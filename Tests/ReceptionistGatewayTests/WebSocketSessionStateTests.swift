@@ -50,4 +50,13 @@ import Testing
         #expect(tick(&state, 32_000) == .none)
         #expect(tick(&state, 32_500) == .abort)
     }
+
+    @Test func theCloseTimeoutIsNotCancelledByWhatThePeerSends() {
+        var state = fresh()
+        #expect(close(&state, 1_000))
+        state.heard(now: 2_000)
+        #expect(state.closeSent)
+        #expect(tick(&state, 2_999) == .none)
+        #expect(tick(&state, 3_000) == .abort)
+    }
 }
