@@ -63,6 +63,10 @@ public final class Gateway {
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
         loop.context = streams
+        // A topic's messages of one turn of the loop go to each subscriber together, in the
+        // flush that ends the turn (invariant 47).
+        let topicFanOut = IterationTask(loop: loop) { [unowned hub] in hub.fanOutDeferredTopics() }
+        hub.deferTopicFanOut { topicFanOut.schedule() }
         let services = HTTPServices(
             config: config, router: router, jobs: jobs, mailbox: loop.mailbox, dateCache: DateCache(), streams: streams)
 

@@ -31,6 +31,9 @@ public final class EventLoop {
     public internal(set) var bytesWritten: UInt64 = 0
 
     private var dirty: [any LoopFlushable] = []
+    /// Work that writes to connections (`IterationTask`): run before `dirty` is flushed, so that
+    /// what it writes leaves in the same flush.
+    private var beforeFlush: [any LoopFlushable] = []
     /// Where a flush lays out a connection's buffers for `sendmsg` (which copies them into the
     /// kernel before it returns), so that a flush allocates nothing.
     let writeScratch = UnsafeMutablePointer<iovec>.allocate(capacity: EventLoop.maxWriteBuffers)
@@ -90,6 +93,11 @@ public final class EventLoop {
         dirty.append(target)
     }
 
+    /// Queues `task` to run at the end of this iteration, before the connections flush.
+    func scheduleBeforeFlush(_ task: any LoopFlushable) {
+        beforeFlush.append(task)
+    }
+
     /// Queues `target` to be flushed when the write delay is over (`writeDelay.isActive`).
     func scheduleDelayedFlush(_ target: any LoopFlushable) {
         delayed.append(target)
@@ -114,7 +122,7 @@ public final class EventLoop {
     /// to end, so the poll is told not to block; they are flushed after it, with whatever the IO
     /// it finds adds (once per connection per iteration, not once before and once after).
     fileprivate func beforePoll() {
-        if dirty.isEmpty {
+        if dirty.isEmpty && beforeFlush.isEmpty {
             flushHooks?.pollMayBlock(true)
         } else {
             flushHooks?.pollMayBlock(false)
@@ -123,7 +131,16 @@ public final class EventLoop {
 
     fileprivate func flushDirty() {
         writeDelay.tick(now: nowMilliseconds)
-        while !dirty.isEmpty {
+        while !dirty.isEmpty || !beforeFlush.isEmpty {
+            // Work that writes first, then the connections it wrote to: each flushes once.
+            if !beforeFlush.isEmpty {
+                let tasks = beforeFlush
+                beforeFlush.removeAll(keepingCapacity: true)
+                for task in tasks {
+                    task.flush()
+                }
+                continue
+            }
             let batch = dirty
             dirty.removeAll(keepingCapacity: true)
             for target in batch {

@@ -39,6 +39,24 @@ public final class PushHub {
         presenceSettings = presence
     }
 
+    /// Set by `deferTopicFanOut`; nil while each message is handed out as it is published.
+    private var fanOutQueue: FanOutQueue?
+
+    /// From now on a topic hands its messages to its subscribers not as each is published but at
+    /// `schedule`'s call of `fanOutDeferredTopics` (the gateway's: the end of the loop's turn,
+    /// before its connections flush), all the messages of the turn together. `schedule` is called
+    /// once for each turn that has messages.
+    public func deferTopicFanOut(schedule: @escaping () -> Void) {
+        let queue = FanOutQueue(schedule: schedule)
+        fanOutQueue = queue
+        for topic in topics.values { topic.fanOutQueue = queue }
+    }
+
+    /// Hands every topic's messages of this turn to its subscribers.
+    public func fanOutDeferredTopics() {
+        fanOutQueue?.run()
+    }
+
     /// A cluster node: numbers ahead of it were given out elsewhere and are on their way.
     private var isReplica: Bool { topicSource != nil }
 
@@ -121,6 +139,7 @@ public final class PushHub {
         let topic = Topic(
             name: name, historyLimit: historyLimit, counters: counters, context: context, presence: presenceSettings,
             presenceRelay: presenceRelay)
+        topic.fanOutQueue = fanOutQueue
         topics[name] = topic
         if let topicSource {
             topic.isSynced = false

@@ -155,6 +155,24 @@ public final class Subscription {
         }
     }
 
+    /// Hands a topic's event to the sink, a run (`PushEvent.run`) whole when the subscriber has
+    /// none of it yet, else only the run's messages past its position, one by one. Returns how
+    /// many messages were delivered.
+    func deliver(messages event: PushEvent) -> Int {
+        guard let last = event.run.last else { return deliver(event) ? 1 : 0 }
+        guard let lastID = last.id, lastID > position else { return 0 }
+        if let firstID = event.run[0].id, firstID > position {
+            return deliver(event) ? event.run.count : 0
+        }
+        var delivered = 0
+        for message in event.run where message.id.map({ $0 > position }) ?? false {
+            // A message not delivered means the sink refused or ended the stream: none after it.
+            guard deliver(message) else { break }
+            delivered += 1
+        }
+        return delivered
+    }
+
     /// The sink drained: sends what was conflated, if anything, as one `changes` message.
     /// Returns how many change sets were folded into it.
     @discardableResult

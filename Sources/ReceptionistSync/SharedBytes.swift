@@ -41,6 +41,18 @@ public final class SharedBytes: @unchecked Sendable {
         }
     }
 
+    /// `parts` one after another, copied once into one buffer: several frames that leave
+    /// together, shared as one.
+    public init(joining parts: [SharedBytes]) {
+        count = parts.reduce(0) { $0 + $1.count }
+        base = .allocate(byteCount: max(count, 1), alignment: 8)
+        var at = 0
+        for part in parts {
+            (base + at).copyMemory(from: part.base, byteCount: part.count)
+            at += part.count
+        }
+    }
+
     public convenience init(_ string: String) {
         self.init(Array(string.utf8))
     }

@@ -58,8 +58,8 @@ final class FakeSink: PushSink {
     }
 
     var events: [PushEvent] { entries.map(\.event) }
-    /// Every event, in order, as `FakeSink.describe` writes it.
-    var trace: [String] { entries.map { Self.describe($0.event) } }
+    /// Every event, in order, as `FakeSink.describe` writes it; a run's messages one by one.
+    var trace: [String] { entries.flatMap { $0.event.run.isEmpty ? [Self.describe($0.event)] : $0.event.run.map(Self.describe) } }
     /// The events given through `sendOwed` only.
     var owed: [String] { entries.filter { $0.via == .owed }.map { Self.describe($0.event) } }
     /// The events given through `send` only.

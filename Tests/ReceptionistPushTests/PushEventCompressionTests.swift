@@ -38,6 +38,24 @@ private func receive(_ frame: [UInt8]) -> (messages: [WebSocketMessage], error: 
         #expect(event.webSocketFrame.array == WebSocketEncoder.frame(.text, payload: event.json))
     }
 
+    @Test func aRunIsItsMessagesFramesEachCompressedOrNot() throws {
+        let compressor = ZlibStream(.deflate(windowBits: 15, level: 6))
+        let messages = [
+            PushEvent(name: "message", id: 1, json: json(2000)),
+            PushEvent(name: "message", id: 2, json: json(100)),
+            PushEvent(name: "message", id: 3, json: json(3000)),
+        ]
+        let run = PushEvent(run: messages)
+        let (frame, compressed) = run.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256)
+        #expect(compressed == 2, "the short message stays plain")
+        #expect(run.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame === frame)
+        // The messages' own frames, shared with anyone given them one by one (a replay).
+        #expect(frame.array == messages.flatMap { $0.webSocketFrame(compressedBy: compressor, minBytes: 256).array })
+        let received = receive(frame.array)
+        #expect(received.error == nil)
+        #expect(received.messages == messages.map { .text(String(decoding: $0.json, as: UTF8.self)) })
+    }
+
     @Test func underTheThresholdTheFrameIsPlain() {
         let compressor = ZlibStream(.deflate(windowBits: 15, level: 6))
         let small = PushEvent(name: "message", id: 1, json: json(255))

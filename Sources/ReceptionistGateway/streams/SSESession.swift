@@ -52,7 +52,7 @@ final class SSESession: StreamSession {
     var isWritable: Bool { connection.state == .open && !state.ended }
 
     func write(_ event: PushEvent) {
-        services.counters.sseMessagesOut += 1
+        services.counters.sseMessagesOut += event.messageCount
         connection.write(event.sseEvent)
         state.wrote(now: connection.loop.nowMilliseconds)
     }

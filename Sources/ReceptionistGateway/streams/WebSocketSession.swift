@@ -259,11 +259,12 @@ final class WebSocketSession: StreamSession {
     var isWritable: Bool { !state.closeSent }
 
     func write(_ event: PushEvent) {
-        services.counters.webSocketMessagesOut += 1
+        services.counters.webSocketMessagesOut += event.messageCount
         if let compressor {
-            let frame = event.webSocketFrame(compressedBy: compressor, minBytes: services.compression!.minBytes)
-            // RSV1 in the first byte marks a compressed frame; a short or incompressible one is plain.
-            if frame.base.load(as: UInt8.self) & 0x40 != 0 { services.counters.webSocketCompressedOut += 1 }
+            // A short or incompressible message stays plain; a run may hold both kinds.
+            let (frame, compressed) = event.compressedWebSocketFrame(
+                compressedBy: compressor, minBytes: services.compression!.minBytes)
+            services.counters.webSocketCompressedOut += compressed
             connection.write(frame)
         } else {
             connection.write(event.webSocketFrame)

@@ -5,6 +5,11 @@ import ReceptionistWire
 /// One server message for many subscribers: its JSON is encoded once, and each transport's bytes
 /// are built once, on first use, then shared by every subscriber of that transport.
 ///
+/// Or a run: consecutive messages of one topic that leave together (`Topic`'s deferred fan-out).
+/// A run's bytes in each transport are its messages' bytes one after another, built once and
+/// written to each subscriber as one buffer; its `id` is its last message's, and it has no JSON
+/// of its own.
+///
 /// Loop thread only.
 public final class PushEvent {
     /// The SSE event name, which is also the message's `type`.
@@ -15,10 +20,13 @@ public final class PushEvent {
     public let json: [UInt8]
     /// The change set behind a `changes` event, kept so a slow subscriber can conflate it.
     public let changeSet: ChangeSet?
+    /// A run's messages, oldest first, numbered one after another; empty for a single event.
+    public let run: [PushEvent]
 
     private var webSocketBytes: SharedBytes?
-    /// The permessage-deflate frame per compressor window (nearly always one: 15 bits).
-    private var compressedFrames: [(windowBits: Int, frame: SharedBytes)] = []
+    /// The permessage-deflate frame per compressor window (nearly always one: 15 bits), and how
+    /// many of its messages are compressed in it (a message too short to gain stays plain).
+    private var compressedFrames: [(windowBits: Int, frame: SharedBytes, compressed: Int)] = []
     private var sseBytes: SharedBytes?
 
     public init(name: String, id: UInt64?, json: [UInt8], changeSet: ChangeSet? = nil) {
@@ -26,13 +34,29 @@ public final class PushEvent {
         self.id = id
         self.json = json
         self.changeSet = changeSet
+        run = []
     }
+
+    /// A run of `messages` (two or more, numbered one after another).
+    public init(run messages: [PushEvent]) {
+        precondition(messages.count > 1, "a run holds two messages or more")
+        name = messages[0].name
+        id = messages[messages.count - 1].id
+        json = []
+        changeSet = nil
+        run = messages
+    }
+
+    /// How many messages the event carries: a run's count, else one.
+    public var messageCount: Int { run.isEmpty ? 1 : run.count }
 
     /// The event as one unmasked WebSocket text frame.
     public var webSocketFrame: SharedBytes {
         if let webSocketBytes { return webSocketBytes }
         // The header and the JSON straight into the shared buffer: no frame array in between.
-        let bytes = SharedBytes(WebSocketEncoder.header(.text, length: json.count), json, EmptyCollection())
+        let bytes = run.isEmpty
+            ? SharedBytes(WebSocketEncoder.header(.text, length: json.count), json, EmptyCollection())
+            : SharedBytes(joining: run.map(\.webSocketFrame))
         webSocketBytes = bytes
         return bytes
     }
@@ -42,20 +66,37 @@ public final class PushEvent {
     /// plain frame is. A message shorter than `minBytes`, or one that would not shrink, is the
     /// plain frame instead.
     public func webSocketFrame(compressedBy compressor: ZlibStream, minBytes: Int) -> SharedBytes {
-        guard json.count >= minBytes, case .deflate(let windowBits, _) = compressor.mode else { return webSocketFrame }
-        for entry in compressedFrames where entry.windowBits == windowBits { return entry.frame }
-        let deflated = compressor.compress(json)
-        let frame = deflated.count < json.count
-            ? SharedBytes(WebSocketEncoder.header(.text, length: deflated.count, compressed: true), deflated, EmptyCollection())
-            : webSocketFrame
-        compressedFrames.append((windowBits, frame))
-        return frame
+        compressedWebSocketFrame(compressedBy: compressor, minBytes: minBytes).frame
+    }
+
+    /// `webSocketFrame(compressedBy:minBytes:)`, and how many of its messages it holds compressed.
+    public func compressedWebSocketFrame(compressedBy compressor: ZlibStream, minBytes: Int)
+        -> (frame: SharedBytes, compressed: Int)
+    {
+        guard case .deflate(let windowBits, _) = compressor.mode else { return (webSocketFrame, 0) }
+        for entry in compressedFrames where entry.windowBits == windowBits { return (entry.frame, entry.compressed) }
+        let made: (frame: SharedBytes, compressed: Int)
+        if !run.isEmpty {
+            let frames = run.map { $0.compressedWebSocketFrame(compressedBy: compressor, minBytes: minBytes) }
+            made = (SharedBytes(joining: frames.map(\.frame)), frames.reduce(0) { $0 + $1.compressed })
+        } else if json.count < minBytes {
+            return (webSocketFrame, 0)
+        } else {
+            let deflated = compressor.compress(json)
+            made = deflated.count < json.count
+                ? (SharedBytes(WebSocketEncoder.header(.text, length: deflated.count, compressed: true), deflated, EmptyCollection()), 1)
+                : (webSocketFrame, 0)
+        }
+        compressedFrames.append((windowBits, made.frame, made.compressed))
+        return made
     }
 
     /// The event in `text/event-stream` framing.
     public var sseEvent: SharedBytes {
         if let sseBytes { return sseBytes }
-        let bytes = SharedBytes(SSEEncoder.head(name, id: id), json, SSEEncoder.end)
+        let bytes = run.isEmpty
+            ? SharedBytes(SSEEncoder.head(name, id: id), json, SSEEncoder.end)
+            : SharedBytes(joining: run.map(\.sseEvent))
         sseBytes = bytes
         return bytes
     }

@@ -23,6 +23,12 @@ public final class Topic: PresenceMembers {
     var pending: [(subscription: Subscription, since: UInt64?, epoch: String?)] = []
     /// Cluster: resumes waiting for the shared log to fill in what left this node's history.
     var resuming: Set<ObjectIdentifier> = []
+    /// Where the topic waits for its deferred fan-out (the end of the loop's iteration), or nil
+    /// to hand each message to the subscribers as it is published.
+    var fanOutQueue: FanOutQueue?
+    /// Messages numbered and kept in the history but not yet handed to the subscribers: at most
+    /// what one turn of the loop published, since the queue runs at the end of every turn.
+    private var unsent: [PushEvent] = []
 
     private let counters: PushCounters
     private let context: any ExecutionContext
@@ -90,6 +96,7 @@ public final class Topic: PresenceMembers {
     /// Cluster: messages `from...to` left Redis before this node read them. The history restarts
     /// after them (so a replay reports them as a gap) and every subscriber is told now.
     public func skip(from: UInt64, to: UInt64) {
+        fanOutUnsent()
         history.removeAll()
         seq = to
         for subscription in subscriptions {
@@ -106,6 +113,7 @@ public final class Topic: PresenceMembers {
     /// The history is dropped, and every subscriber is told with a `reset` that the numbering
     /// starts over, never moved back silently; then the message follows.
     public func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8], epoch: String) {
+        fanOutUnsent()
         history.removeAll()
         self.epoch = epoch
         let base = max(seq, 1) - 1
@@ -120,12 +128,29 @@ public final class Topic: PresenceMembers {
 
     private func record(_ event: PushEvent) {
         history.append(event, number: seq)
+        counters.topicPublishes += 1
+        guard let fanOutQueue else { return fanOut(event) }
+        if unsent.isEmpty { fanOutQueue.add(self) }
+        unsent.append(event)
+    }
+
+    /// Hands what was published since the last fan-out to every subscriber, all of it at once: one
+    /// walk of the subscribers, and one buffer for each (`PushEvent.run`). Anything the topic
+    /// sends outside a fan-out (a gap, a reset) calls this first, so it follows what was published
+    /// before it (invariant 47).
+    func fanOutUnsent() {
+        guard !unsent.isEmpty else { return }
+        let event = unsent.count == 1 ? unsent[0] : PushEvent(run: unsent)
+        unsent = []
+        fanOut(event)
+    }
+
+    private func fanOut(_ event: PushEvent) {
         var delivered = 0
-        for subscription in subscriptions where subscription.deliver(event) {
-            delivered += 1
+        for subscription in subscriptions {
+            delivered += subscription.deliver(messages: event)
         }
         counters.deliveries += delivered
-        counters.topicPublishes += 1
     }
 
     /// A message read back from the shared log, for one resume: encoded as a live one is.
