@@ -7,12 +7,17 @@
 # RATE messages a second for SECONDS over 4 keep-alive connections, one request in flight each
 # (~100-byte JSON bodies); the server runs under valgrind --tool=callgrind and is stopped with
 # SIGTERM. Prints the server's total instructions, the messages delivered and their ratio.
-# Usage: bench/callgrind.sh BINARY [BINARY…]   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10)
+# PUBLISHER=ws publishes over one WebSocket instead (`{"type":"publish",…}`, at most 32
+# unanswered, as bench/ws.sh's wsfull does): under valgrind the server is the slower side, so the
+# window is always full and each read brings up to 32 messages.
+# Usage: bench/callgrind.sh BINARY [BINARY…]
+#   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 subscribers=${SUBSCRIBERS:-100}
 rate=${RATE:-100}
 seconds=${PUBLISH_SECONDS:-10}
+publisher=${PUBLISHER:-http}
 bench=.build/release/receptionist-bench
 [ -x "$bench" ] || { echo "build first: swift build -c release --product receptionist-bench" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "missing valgrind (apt-get install valgrind)" >&2; exit 1; }
@@ -34,7 +39,12 @@ for binary in "$@"; do
   client=$!
   pids+=("$client")
   for _ in $(seq 1 600); do grep -q holding "$work/ws.err" 2>/dev/null && break; sleep 0.1; done
-  "$bench" publish --port "$port" --rate "$rate" --duration "$seconds" > "$work/publish.json"
+  if [ "$publisher" = ws ]; then
+    timeout $((seconds + 60)) "$bench" publish-changes --url "ws://127.0.0.1:$port/ws" --format receptionist-topic \
+      --store bench --rate "$rate" --duration "$seconds" --connections 1 --window 32 > "$work/publish.json"
+  else
+    "$bench" publish --port "$port" --rate "$rate" --duration "$seconds" > "$work/publish.json"
+  fi
   sleep 2  # the last deliveries, at valgrind's pace
   kill -TERM "$client"; wait "$client" 2>/dev/null || true
   kill -TERM "$server"; wait "$server" 2>/dev/null || true
