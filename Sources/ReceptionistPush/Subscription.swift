@@ -155,12 +155,11 @@ public final class Subscription {
         }
     }
 
-    /// Hands a topic's event to the sink, a run (`PushEvent.run`) whole when the subscriber has
-    /// none of it yet, else only the run's messages past its position, one by one. Returns how
+    /// Hands a topic's run of messages (`PushEvent.run`) to the sink: whole when the subscriber
+    /// has none of it yet, else only the messages past its position, one by one. Returns how
     /// many messages were delivered.
-    func deliver(messages event: PushEvent) -> Int {
-        guard let last = event.run.last else { return deliver(event) ? 1 : 0 }
-        guard let lastID = last.id, lastID > position else { return 0 }
+    func deliver(run event: PushEvent) -> Int {
+        guard let lastID = event.id, lastID > position else { return 0 }
         if let firstID = event.run[0].id, firstID > position {
             return deliver(event) ? event.run.count : 0
         }

@@ -147,8 +147,15 @@ public final class Topic: PresenceMembers {
 
     private func fanOut(_ event: PushEvent) {
         var delivered = 0
-        for subscription in subscriptions {
-            delivered += subscription.deliver(messages: event)
+        // Whether it is a run is asked once, not of every subscriber.
+        if event.run.isEmpty {
+            for subscription in subscriptions where subscription.deliver(event) {
+                delivered += 1
+            }
+        } else {
+            for subscription in subscriptions {
+                delivered += subscription.deliver(run: event)
+            }
         }
         counters.deliveries += delivered
     }
