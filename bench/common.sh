@@ -9,7 +9,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A port that no socket holds on any address, below the kernel's ephemeral range: socketify listens
+# on every address, so a port the clients' closed connections still hold in TIME_WAIT (on their
+# 127.0.0.x source addresses) would refuse it, while a bind to 127.0.0.1 alone would not see them.
+free_port() {
+  python3 -c '
+import random, socket
+for _ in range(1000):
+    port = random.randint(20000, 32000)
+    probe = socket.socket()
+    try:
+        probe.bind(("0.0.0.0", port))
+    except OSError:
+        continue
+    finally:
+        probe.close()
+    print(port)
+    break
+'
+}
 
 # Waits, at most 5 s, for a URL to answer 2xx.
 wait_ready() {
