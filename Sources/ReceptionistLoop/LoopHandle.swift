@@ -39,6 +39,22 @@ public class LoopHandle {
         uvHandle.pointee.data = Unmanaged.passRetained(self).toOpaque()
     }
 
+    /// The handle as a `uv_poll_t`, for the handles made with `UV_POLL`.
+    var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
+
+    /// Makes this `UV_POLL` handle watch the socket `fd` and adopts it. If libuv cannot, `fd` is
+    /// closed and the handle's memory freed; returns libuv's error then, else 0.
+    func adoptPoll(of fd: Int32) -> Int32 {
+        let status = uv_poll_init_socket(loop.raw, poll, fd)
+        guard status == 0 else {
+            Socket.close(fd)
+            discard()
+            return status
+        }
+        adopt()
+        return 0
+    }
+
     /// For a handle whose libuv init failed: nothing to close, just free.
     func discard() {
         raw.deallocate()

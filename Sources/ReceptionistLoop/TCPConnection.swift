@@ -96,18 +96,11 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// loop iteration (a replay, a batch) never counts against a client that reads promptly.
     public var backlogBytes: Int { queuedBytes - unflushedBytes }
 
-    var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
-
     /// Takes over `fd`, a connected non-blocking socket: from here on the connection closes it.
     /// Nil (and `fd` closed) if libuv cannot watch it.
     init?(loop: EventLoop, fd: Int32) {
         super.init(loop: loop, type: UV_POLL)
-        guard uv_poll_init_socket(loop.raw, poll, fd) == 0 else {
-            Socket.close(fd)
-            discard()
-            return nil
-        }
-        adopt()
+        guard adoptPoll(of: fd) == 0 else { return nil }
     }
 
     /// The peer's IP address as text, or nil if the socket has none.

@@ -60,19 +60,12 @@ public enum TCPConnector {
         private var completion: ((Result<TCPConnection, LoopError>) -> Void)?
         private var fd: Int32
 
-        var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
-
         /// Nil (and `fd` closed) if libuv cannot watch the socket.
         init?(loop: EventLoop, fd: Int32, completion: @escaping (Result<TCPConnection, LoopError>) -> Void) {
             self.fd = fd
             self.completion = completion
             super.init(loop: loop, type: UV_POLL)
-            guard uv_poll_init_socket(loop.raw, poll, fd) == 0 else {
-                Socket.close(fd)
-                discard()
-                return nil
-            }
-            adopt()
+            guard adoptPoll(of: fd) == 0 else { return nil }
         }
 
         /// Starts watching; on failure the attempt is closed and `completion` is left to the caller.

@@ -16,8 +16,6 @@ public final class TCPListener: LoopHandle {
     /// The descriptor given back to shed connections when the process has none left.
     private var reserve: Int32 = -1
 
-    var poll: UnsafeMutablePointer<uv_poll_t> { raw.assumingMemoryBound(to: uv_poll_t.self) }
-
     public init(loop: EventLoop, host: String, port: Int, backlog: Int32 = 1024) throws(LoopError) {
         super.init(loop: loop, type: UV_POLL)
         var address: sockaddr_storage
@@ -32,13 +30,8 @@ public final class TCPListener: LoopHandle {
             discard()
             throw LoopError(code: fd, operation: "socket")
         }
-        let status = uv_poll_init_socket(loop.raw, poll, fd)
-        guard status == 0 else {
-            Socket.close(fd)
-            discard()
-            throw LoopError(code: status, operation: "uv_poll_init_socket")
-        }
-        adopt()
+        let status = adoptPoll(of: fd)
+        guard status == 0 else { throw LoopError(code: status, operation: "uv_poll_init_socket") }
         do {
             // As libuv's own listeners do: a restarted server can bind while old connections linger.
             Socket.setOption(fd, level: SOL_SOCKET, name: SO_REUSEADDR, to: 1)

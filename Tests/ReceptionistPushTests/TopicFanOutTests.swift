@@ -23,13 +23,18 @@ import Testing
         func turn() {
             push.hub.fanOutDeferredTopics()
         }
+
+        /// A new subscriber of the topic, from its latest message on.
+        func subscriber() throws -> FakeSink {
+            let sink = FakeSink()
+            try push.subscribe(sink, .topic("t"))
+            return sink
+        }
     }
 
     @Test func aTurnsMessagesReachEachSubscriberTogetherInOrder() throws {
         let deferred = Deferred()
-        let (a, b) = (FakeSink(), FakeSink())
-        try deferred.push.subscribe(a, .topic("t"))
-        try deferred.push.subscribe(b, .topic("t"))
+        let (a, b) = (try deferred.subscriber(), try deferred.subscriber())
         for n in 1...3 { deferred.publish(n) }
         #expect(a.sent.isEmpty && b.sent.isEmpty, "nothing leaves before the end of the turn")
         #expect(deferred.scheduled == 1)
@@ -52,8 +57,7 @@ import Testing
 
     @Test func aRunsBytesAreItsMessagesBytesInOrder() throws {
         let deferred = Deferred()
-        let sink = FakeSink()
-        try deferred.push.subscribe(sink, .topic("t"))
+        let sink = try deferred.subscriber()
         for n in 1...3 { deferred.publish(n) }
         deferred.turn()
         let run = try #require(sink.events.last)
@@ -64,13 +68,11 @@ import Testing
 
     @Test func aSubscriberThatJoinedDuringTheTurnGetsOnlyWhatFollowsIt() throws {
         let deferred = Deferred()
-        let early = FakeSink()
-        try deferred.push.subscribe(early, .topic("t"))
+        let early = try deferred.subscriber()
         deferred.publish(1)
         deferred.publish(2)
         // Joins at 2: its `subscribed` says so, and the turn's first two messages are not its own.
-        let late = FakeSink()
-        try deferred.push.subscribe(late, .topic("t"))
+        let late = try deferred.subscriber()
         deferred.publish(3)
         // Resumes from 1 within the turn: 2 and 3 come in the replay, at once.
         let resumed = FakeSink()
@@ -84,8 +86,7 @@ import Testing
 
     @Test func aGapFollowsWhatWasPublishedBeforeIt() throws {
         let deferred = Deferred()
-        let sink = FakeSink()
-        try deferred.push.subscribe(sink, .topic("t"))
+        let sink = try deferred.subscriber()
         deferred.publish(1)
         deferred.publish(2)
         deferred.push.hub.topic("t").skip(from: 3, to: 5)
@@ -96,8 +97,7 @@ import Testing
 
     @Test func aResetFollowsWhatWasPublishedBeforeIt() throws {
         let deferred = Deferred()
-        let sink = FakeSink()
-        try deferred.push.subscribe(sink, .topic("t"))
+        let sink = try deferred.subscriber()
         deferred.publish(1)
         deferred.push.hub.topic("t").restart(seq: 1, publishedAt: 0, data: json(9), epoch: "again")
         #expect(sink.trace.prefix(2) == ["subscribed t 0", "message t 1"])
@@ -109,9 +109,7 @@ import Testing
 
     @Test func aSlowSubscriberIsEndedOnceForTheWholeRun() throws {
         let deferred = Deferred()
-        let (slow, fine) = (FakeSink(), FakeSink())
-        try deferred.push.subscribe(slow, .topic("t"))
-        try deferred.push.subscribe(fine, .topic("t"))
+        let (slow, fine) = (try deferred.subscriber(), try deferred.subscriber())
         slow.limitReached = true
         for n in 1...4 { deferred.publish(n) }
         deferred.turn()
