@@ -140,7 +140,8 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         }
         if events & Int32(UV_WRITABLE.rawValue) != 0 && flags.contains(.awaitingWritable) && state == .open {
             writePending()
-            if pending.isEmpty { didEmptyQueue() }
+            // A write that failed closed the connection: nothing drained.
+            if state == .open && pending.isEmpty { didEmptyQueue() }
         }
     }
 

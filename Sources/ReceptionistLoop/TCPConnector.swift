@@ -12,7 +12,8 @@ public enum TCPConnector {
     /// when one is given, so that many clients can spread over several loopback addresses.
     ///
     /// `completion` runs once on the loop thread: later, when the connect is answered, or at once
-    /// when the addresses cannot be parsed or the bind or connect is refused outright.
+    /// when the kernel connects at once, the addresses cannot be parsed, or the bind or connect
+    /// is refused outright.
     public static func connect(
         loop: EventLoop, host: String, port: Int, sourceHost: String? = nil,
         completion: @escaping (Result<TCPConnection, LoopError>) -> Void
