@@ -101,6 +101,8 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     init?(loop: EventLoop, fd: Int32) {
         super.init(loop: loop, type: UV_POLL)
         guard adoptPoll(of: fd) == 0 else { return nil }
+        // Small frames, requests and replies go out at once, accepted or connected alike.
+        Socket.setNoDelay(fd)
     }
 
     /// The peer's IP address as text, or nil if the socket has none.
@@ -148,7 +150,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     // MARK: Reading
 
     public func startReading() {
-        guard state == .open || state == .lingering, !isClosing, !flags.contains(.reading) else { return }
+        guard state == .open || state == .lingering, !flags.contains(.reading) else { return }
         flags.insert(.reading)
         watch()
     }
@@ -163,9 +165,10 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// the poll is level-triggered, so what is left is read in the next iteration.
     private func readAvailable() {
         let buffer = loop.readBuffer
+        let fd = fileDescriptor
         for _ in 0..<Self.readsPerWake {
             guard flags.contains(.reading), state == .open || state == .lingering else { return }
-            let count = Socket.receive(fileDescriptor, into: buffer, count: EventLoop.readBufferSize)
+            let count = Socket.receive(fd, into: buffer, count: EventLoop.readBufferSize)
             if count > 0 {
                 loop.bytesRead &+= UInt64(count)
                 // Lingering: discard until EOF.

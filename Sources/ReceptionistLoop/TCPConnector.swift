@@ -46,8 +46,6 @@ public enum TCPConnector {
     }
 
     private static func connection(loop: EventLoop, fd: Int32) -> Result<TCPConnection, LoopError> {
-        // Small frames and requests go out at once, as on accepted sockets.
-        Socket.setNoDelay(fd)
         guard let connection = TCPConnection(loop: loop, fd: fd) else {
             return .failure(LoopError(code: UV_EEXIST.rawValue, operation: "uv_poll_init_socket"))
         }

@@ -91,7 +91,6 @@ public final class TCPListener: LoopHandle {
     }
 
     private func hand(_ fd: Int32) {
-        Socket.setNoDelay(fd)
         guard let connection = TCPConnection(loop: loop, fd: fd) else {
             onAcceptError?(LoopError(code: UV_EEXIST.rawValue, operation: "uv_poll_init_socket"))
             return
@@ -110,18 +109,13 @@ public final class TCPListener: LoopHandle {
         guard reserve >= 0 else { return -EMFILE }
         Socket.close(reserve)
         reserve = -1
-        var error: Int32
-        while true {
-            let fd = Socket.accept(listening)
-            guard fd >= 0 else {
-                error = fd
-                if fd == -ECONNABORTED { continue }
-                break
-            }
-            Socket.close(fd)
-        }
+        var fd: Int32
+        repeat {
+            fd = Socket.accept(listening)
+            if fd >= 0 { Socket.close(fd) }
+        } while fd >= 0 || fd == -ECONNABORTED
         reserve = Self.openReserve()
-        return error
+        return fd
     }
 
     private static func openReserve() -> Int32 {

@@ -23,10 +23,10 @@ private func receive(_ frame: [UInt8]) -> (messages: [WebSocketMessage], error: 
     @Test func oneCompressedFrameSharedByEverySubscriber() throws {
         let event = PushEvent(name: "message", id: 7, json: json(2000))
         let compressor = ZlibStream(.deflate(windowBits: 15, level: 6))
-        let first = event.webSocketFrame(compressedBy: compressor, minBytes: 256)
+        let first = event.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame
         // A thousand subscribers ask; each gets the same object, not an equal copy.
         for _ in 0..<1000 {
-            #expect(event.webSocketFrame(compressedBy: compressor, minBytes: 256) === first)
+            #expect(event.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame === first)
         }
         let bytes = first.array
         #expect(bytes[0] == 0xC1, "FIN, RSV1 and text")
@@ -50,7 +50,7 @@ private func receive(_ frame: [UInt8]) -> (messages: [WebSocketMessage], error: 
         #expect(compressed == 2, "the short message stays plain")
         #expect(run.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame === frame)
         // The messages' own frames, shared with anyone given them one by one (a replay).
-        #expect(frame.array == messages.flatMap { $0.webSocketFrame(compressedBy: compressor, minBytes: 256).array })
+        #expect(frame.array == messages.flatMap { $0.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame.array })
         let received = receive(frame.array)
         #expect(received.error == nil)
         #expect(received.messages == messages.map { .text(String(decoding: $0.json, as: UTF8.self)) })
@@ -59,12 +59,12 @@ private func receive(_ frame: [UInt8]) -> (messages: [WebSocketMessage], error: 
     @Test func underTheThresholdTheFrameIsPlain() {
         let compressor = ZlibStream(.deflate(windowBits: 15, level: 6))
         let small = PushEvent(name: "message", id: 1, json: json(255))
-        #expect(small.webSocketFrame(compressedBy: compressor, minBytes: 256) === small.webSocketFrame)
+        #expect(small.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame === small.webSocketFrame)
         #expect(small.webSocketFrame.array[0] == 0x81, "RSV1 clear")
         let atThreshold = PushEvent(name: "message", id: 1, json: json(256))
-        #expect(atThreshold.webSocketFrame(compressedBy: compressor, minBytes: 256).array[0] == 0xC1)
+        #expect(atThreshold.compressedWebSocketFrame(compressedBy: compressor, minBytes: 256).frame.array[0] == 0xC1)
         // The threshold is the caller's (--compression-min-bytes).
-        #expect(small.webSocketFrame(compressedBy: compressor, minBytes: 100).array[0] == 0xC1)
+        #expect(small.compressedWebSocketFrame(compressedBy: compressor, minBytes: 100).frame.array[0] == 0xC1)
     }
 
     @Test func aMessageThatWouldNotShrinkGoesPlain() {
@@ -75,7 +75,7 @@ private func receive(_ frame: [UInt8]) -> (messages: [WebSocketMessage], error: 
             return UInt8(truncatingIfNeeded: state >> 24)
         }
         let event = PushEvent(name: "message", id: 1, json: noise)
-        let frame = event.webSocketFrame(compressedBy: ZlibStream(.deflate(windowBits: 15, level: 6)), minBytes: 256)
+        let frame = event.compressedWebSocketFrame(compressedBy: ZlibStream(.deflate(windowBits: 15, level: 6)), minBytes: 256).frame
         #expect(frame === event.webSocketFrame)
     }
 
@@ -83,11 +83,11 @@ private func receive(_ frame: [UInt8]) -> (messages: [WebSocketMessage], error: 
         let event = PushEvent(name: "changes", id: 3, json: json(40_000))
         let wide = ZlibStream(.deflate(windowBits: 15, level: 6))
         let narrow = ZlibStream(.deflate(windowBits: 9, level: 6))
-        let wideFrame = event.webSocketFrame(compressedBy: wide, minBytes: 256)
-        let narrowFrame = event.webSocketFrame(compressedBy: narrow, minBytes: 256)
+        let wideFrame = event.compressedWebSocketFrame(compressedBy: wide, minBytes: 256).frame
+        let narrowFrame = event.compressedWebSocketFrame(compressedBy: narrow, minBytes: 256).frame
         #expect(wideFrame !== narrowFrame)
-        #expect(event.webSocketFrame(compressedBy: narrow, minBytes: 256) === narrowFrame)
-        #expect(event.webSocketFrame(compressedBy: wide, minBytes: 256) === wideFrame)
+        #expect(event.compressedWebSocketFrame(compressedBy: narrow, minBytes: 256).frame === narrowFrame)
+        #expect(event.compressedWebSocketFrame(compressedBy: wide, minBytes: 256).frame === wideFrame)
         for frame in [wideFrame, narrowFrame] {
             #expect(receive(frame.array).messages == [.text(String(decoding: event.json, as: UTF8.self))])
         }

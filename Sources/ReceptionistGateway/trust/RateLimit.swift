@@ -10,7 +10,7 @@ public struct RateLimit: Sendable, Equatable {
 
     public static let unlimited = RateLimit(perSecond: 0, burst: 1)
 
-    func bucket(now: UInt64) -> TokenBucket { TokenBucket(burst: burst, now: now) }
+    func bucket(now: UInt64) -> TokenBucket { TokenBucket(now: now) }
 
     func take(_ bucket: inout TokenBucket, now: UInt64) -> Bool {
         bucket.take(rate: perSecond, burst: burst, now: now)

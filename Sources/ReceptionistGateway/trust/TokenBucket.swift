@@ -13,7 +13,7 @@ struct TokenBucket: Sendable {
     private var fullAt: UInt64
 
     /// A full bucket.
-    init(burst: Double, now: UInt64) {
+    init(now: UInt64) {
         fullAt = Self.nanoseconds(now)
     }
 

@@ -65,11 +65,9 @@ public final class PushEvent {
     /// `compressor` and then shared by every subscriber that negotiated the same window, as the
     /// plain frame is. A message shorter than `minBytes`, or one that would not shrink, is the
     /// plain frame instead.
-    public func webSocketFrame(compressedBy compressor: ZlibStream, minBytes: Int) -> SharedBytes {
-        compressedWebSocketFrame(compressedBy: compressor, minBytes: minBytes).frame
-    }
-
-    /// `webSocketFrame(compressedBy:minBytes:)`, and how many of its messages it holds compressed.
+    ///
+    /// Returns the frame, and how many of its messages it holds compressed (a run may hold both
+    /// kinds).
     public func compressedWebSocketFrame(compressedBy compressor: ZlibStream, minBytes: Int)
         -> (frame: SharedBytes, compressed: Int)
     {
