@@ -104,9 +104,10 @@ let package = Package(
             name: "FuzzClientMessage", dependencies: ["FuzzSupport", "ReceptionistWire", "ReceptionistJSON"],
             path: "Fuzz/FuzzClientMessage", swiftSettings: strict),
 
-        // What the unit tests share: a hand-run execution context, and the heap size of an object.
+        // What the unit tests share: a hand-run execution context, a loop on its own thread, and the
+        // heap size of an object.
         .target(
-            name: "ReceptionistTestSupport", dependencies: ["ReceptionistModel", "ReceptionistSync"],
+            name: "ReceptionistTestSupport", dependencies: ["ReceptionistModel", "ReceptionistSync", "ReceptionistLoop"],
             path: "Tests/ReceptionistTestSupport", swiftSettings: strict),
         .testTarget(name: "ReceptionistWireTests", dependencies: ["ReceptionistWire", "ReceptionistJSON"], swiftSettings: strict),
         .testTarget(name: "ReceptionistJSONTests", dependencies: ["ReceptionistJSON"], swiftSettings: strict),
@@ -126,7 +127,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "ReceptionistGatewayTests",
-            dependencies: ["ReceptionistGateway", "ReceptionistWire", "ReceptionistLoop"],
+            dependencies: ["ReceptionistGateway", "ReceptionistWire", "ReceptionistLoop", "ReceptionistTestSupport"],
             swiftSettings: strict
         ),
     ],

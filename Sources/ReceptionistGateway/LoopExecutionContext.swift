@@ -21,17 +21,22 @@ public final class LoopExecutionContext: ExecutionContext {
 
     public func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void) {
         let loop = self.loop
-        // Rounded up: a timer that fired early would let a receptionist deliver above its rate.
-        // Clamped to a day: no caller waits longer, and a delay past UInt64 would trap.
-        let milliseconds = UInt64(min(86_400_000, max(1, (delaySeconds * 1000).rounded(.up))))
+        // The deadline is fixed here, on the calling thread: time the job waits in the mailbox
+        // is part of the delay, not added to it (a batch would otherwise be late by the loop's
+        // backlog). Clamped to a day: no caller waits longer, and a delay past UInt64 would trap.
+        let deadlineMilliseconds = (now + min(86_400, max(0, delaySeconds))) * 1000
         _ = mailbox.post {
+            let loop = loop.value
+            // Rounded up against the loop's own clock, which lags real time by the turn so far:
+            // the timer never fires before the deadline, so a receptionist never exceeds its rate.
+            let remaining = (deadlineMilliseconds - Double(loop.nowMilliseconds)).rounded(.up)
             var timer: LoopTimer?
-            timer = LoopTimer(loop: loop.value) {
+            timer = LoopTimer(loop: loop) {
                 timer?.close()
                 timer = nil
                 job()
             }
-            timer?.start(delayMilliseconds: milliseconds)
+            timer?.start(delayMilliseconds: UInt64(max(0, remaining)))
         }
     }
 }

@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistTestSupport
 import Synchronization
 import Testing
 

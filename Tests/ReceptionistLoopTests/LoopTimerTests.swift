@@ -1,5 +1,6 @@
 import Dispatch
 import ReceptionistLoop
+import ReceptionistTestSupport
 import Synchronization
 import Testing
 

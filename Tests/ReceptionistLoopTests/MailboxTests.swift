@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import Glibc
 import ReceptionistLoop
+import ReceptionistTestSupport
 import Synchronization
 import Testing
 

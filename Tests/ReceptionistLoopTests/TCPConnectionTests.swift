@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import ReceptionistSync
 @testable import ReceptionistLoop
+import ReceptionistTestSupport
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Dispatch
 import Glibc
 @testable import ReceptionistLoop
+import ReceptionistTestSupport
 import Synchronization
 import Testing
 

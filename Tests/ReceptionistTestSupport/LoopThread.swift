@@ -5,13 +5,13 @@ import ReceptionistLoop
 import Synchronization
 
 /// Runs an `EventLoop` on its own thread for a test, with a setup step on that thread.
-final class LoopThread: Sendable {
-    let mailbox: Mailbox
-    let threadID: pthread_t
+public final class LoopThread: Sendable {
+    public let mailbox: Mailbox
+    public let threadID: pthread_t
     private let finished = DispatchSemaphore(value: 0)
 
     /// `setup` runs on the loop thread before the loop starts; it returns the value handed back.
-    init(setup: @escaping @Sendable (EventLoop) -> Void = { _ in }) {
+    public init(setup: @escaping @Sendable (EventLoop) -> Void = { _ in }) {
         let handoff = Mutex<(Mailbox, pthread_t)?>(nil)
         let ready = DispatchSemaphore(value: 0)
         let finished = self.finished
@@ -28,10 +28,10 @@ final class LoopThread: Sendable {
         (mailbox, threadID) = handoff.withLock { $0! }
     }
 
-    var isLoopThread: Bool { pthread_equal(pthread_self(), threadID) != 0 }
+    public var isLoopThread: Bool { pthread_equal(pthread_self(), threadID) != 0 }
 
     /// Waits for the loop to return, at most `seconds`. Returns false on time-out.
-    func waitUntilStopped(seconds: Double) -> Bool {
+    public func waitUntilStopped(seconds: Double) -> Bool {
         finished.wait(timeout: .now() + seconds) == .success
     }
 }
