@@ -91,6 +91,7 @@ start_clients() {
     local a=$((first_address + 2 * i))
     taskset -c 1 "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$n" --dialect "$dialect" "${client_args[@]}" \
       --source-hosts "127.0.0.$a,127.0.0.$((a + 1))" --topic "${client_topic:-bench}" --duration 0 --connect-timeout 100 \
+      --progress-file "$work/$tag.$i.progress" \
       > "$work/$tag.$i.json" 2> "$work/$tag.$i.err" &
     clients+=($!)
     pids+=($!)
@@ -109,6 +110,17 @@ start_clients() {
     cat "$work/$tag".*.err >&2
     exit 1
   fi
+}
+
+# The publisher's pacing arguments for the subscribers of `tag` (started by start_clients): at most
+# 32 messages in front of the average subscriber, as a backend that watches its consumers would.
+# Sets the array `pace`; empty unless `paced` is 1.
+pace=()
+set_pace() {
+  local tag=$1
+  pace=()
+  [ "${paced:-0}" = 1 ] || return 0
+  pace=(--pace-files "$(ls "$work/$tag".[0-9]*.progress | paste -sd, -)" --pace-subscribers "$subscribed_count" --ahead 32)
 }
 
 stop_clients() {

@@ -36,6 +36,8 @@ struct ChangePublishBench: ParsableCommand {
     @Option(help: "What each message is: changes (a store's frame, for a relaying peer), receptionist-topic (a ~100-byte message in Receptionist's publish envelope, to the topic named by --store), raw-topic (the same message as it is), receptionist-dashboard or raw-dashboard (a dashboard's ~1 KiB message, the same two ways).")
     var format = "changes"
 
+    @OptionGroup var pace: PaceOptions
+
     func validate() throws {
         guard rate > 0, duration > 0 else { throw ValidationError("--rate and --duration must be positive") }
         guard models > 0, connections > 0, window > 0 else {
@@ -53,7 +55,7 @@ struct ChangePublishBench: ParsableCommand {
         let publisher = ChangePublisher(
             loop: loop, host: host, port: port, path: path, store: store, models: models, firstVersion: firstVersion,
             rate: rate, duration: duration, connections: connections, window: window,
-            format: ChangePublisher.Format(rawValue: format) ?? .changes)
+            format: ChangePublisher.Format(rawValue: format) ?? .changes, pace: try pace.make())
         let result = PublishResult()
         publisher.start { summary in
             result.summary = summary

@@ -37,6 +37,8 @@ final class ChangePublisher {
     private let connectionCount: Int
 
     private var pool: PublisherPool<ChangePublisherConnection>
+    /// With it, no message goes more than `pace.ahead` in front of the average subscriber.
+    private let pace: SubscriberPace?
     private var pending = 0
     private var failedConnections = 0
     private var timer: LoopTimer?
@@ -48,7 +50,9 @@ final class ChangePublisher {
     private var completion: ((Publisher.Summary) -> Void)?
 
     init(loop: EventLoop, host: String, port: Int, path: String, store: String, models: Int, firstVersion: UInt64,
-         rate: Double, duration: Double, connections: Int, window: Int, format: Format = .changes) {
+         rate: Double, duration: Double, connections: Int, window: Int, format: Format = .changes,
+         pace: SubscriberPace? = nil) {
+        self.pace = pace
         self.loop = loop
         self.format = format
         self.host = host
@@ -125,8 +129,8 @@ final class ChangePublisher {
 
     private func tick() {
         switch schedule.step(at: Clock.monotonicSeconds(), outstanding: pool.outstanding) {
-        case .send(let count):
-            for _ in 0..<count {
+        case .send(let due):
+            for _ in 0..<(pace?.allowance(due, sent: schedule.sent) ?? due) {
                 guard let connection = pool.available() else { break }
                 connection.send(frame())
                 schedule.didSend()

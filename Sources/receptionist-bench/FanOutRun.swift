@@ -38,6 +38,9 @@ final class FanOutRun {
     /// The store version every subscriber resumes after (`since`), whose answers it checks.
     let since: Int64?
 
+    /// Where the deliveries counted in `delivered` are also written for a pacing publisher to read.
+    var progress: SharedCounter?
+
     /// Called once every connection has subscribed or failed.
     var onSettled: (() -> Void)?
 
@@ -180,6 +183,7 @@ final class FanOutRun {
         lastDelivery = now
         groups[group].bytes += bytes
         if let stamp {
+            progress?.value += 1
             groups[group].timed += 1
             groups[group].histogram.record(now - stamp)
         } else {
@@ -193,6 +197,7 @@ final class FanOutRun {
         lastDelivery = now
         groups[group].bytes += bytes
         groups[group].uninflated += 1
+        progress?.value += 1
     }
 
     /// Deliveries over all groups: the timed ones, and the compressed ones counted uninflated.

@@ -33,6 +33,8 @@ struct PublishBench: ParsableCommand {
     @Option(help: "Most requests unanswered on one connection (1: request-response, as most backends publish; more: HTTP pipelining).")
     var window = 32
 
+    @OptionGroup var pace: PaceOptions
+
     func validate() throws {
         guard rate > 0, duration > 0 else { throw ValidationError("--rate and --duration must be positive") }
     }
@@ -41,7 +43,7 @@ struct PublishBench: ParsableCommand {
         let loop = try EventLoop()
         let publisher = Publisher(
             loop: loop, host: host, port: port, path: Publisher.path(path, topic: topic), rate: rate, duration: duration, connections: connections,
-            window: window)
+            window: window, pace: try pace.make())
         let result = PublishResult()
         publisher.start { summary in
             result.summary = summary

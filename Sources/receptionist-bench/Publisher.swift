@@ -34,6 +34,8 @@ final class Publisher {
     private let head: String
 
     private var pool: PublisherPool<PublisherConnection>
+    /// With it, no message goes more than `pace.ahead` in front of the average subscriber.
+    private let pace: SubscriberPace?
     private var pendingConnects = 0
     private var failedConnections = 0
     private var timer: LoopTimer?
@@ -42,7 +44,8 @@ final class Publisher {
     private var completion: ((Summary) -> Void)?
 
     init(loop: EventLoop, host: String, port: Int, path: String, rate: Double, duration: Double,
-         connections: Int, window: Int = 32) {
+         connections: Int, window: Int = 32, pace: SubscriberPace? = nil) {
+        self.pace = pace
         self.loop = loop
         self.host = host
         self.port = port
@@ -122,8 +125,8 @@ final class Publisher {
 
     private func tick() {
         switch schedule.step(at: Clock.monotonicSeconds(), outstanding: pool.outstanding) {
-        case .send(let count):
-            for _ in 0..<count {
+        case .send(let due):
+            for _ in 0..<(pace?.allowance(due, sent: schedule.sent) ?? due) {
                 guard let connection = pool.available() else { break }
                 connection.send(request())
                 schedule.didSend()

@@ -75,6 +75,9 @@ struct WebSocketBench: ParsableCommand {
     @Option(help: "Keep-alive connections the publisher uses.")
     var publishConnections = 4
 
+    @Option(help: "A file to keep this process's count of delivered messages in, for a publisher's --pace-files.")
+    var progressFile = ""
+
     @Option(help: "Seconds to run once all are subscribed (publishing, if asked); 0 runs until SIGINT or SIGTERM.")
     var duration = 10.0
 
@@ -123,6 +126,7 @@ struct WebSocketBench: ParsableCommand {
                 origin: originUs ?? Int64(Clock.microsecondsSinceEpoch()),
                 boundMicroseconds: Int64(connectTimeout * 1_000_000)),
             deflate: deflate, presence: presence, inflateEvery: inflateEvery)
+        if !progressFile.isEmpty { run.progress = try SharedCounter(path: progressFile, create: true) }
         let session = WebSocketBenchSession(loop: loop, run: run, options: self, host: host, port: port)
         try session.start()
         loop.run()
