@@ -125,6 +125,8 @@ let package = Package(
                 "ReceptionistTestSupport",
             ],
             swiftSettings: strict),
+        // The load generators' pure parts: the publish schedule and the pace.
+        .testTarget(name: "ReceptionistBenchTests", dependencies: ["receptionist-bench"], swiftSettings: strict),
         .testTarget(
             name: "ReceptionistGatewayTests",
             dependencies: ["ReceptionistGateway", "ReceptionistWire", "ReceptionistLoop", "ReceptionistTestSupport"],
