@@ -11,11 +11,9 @@ import Glibc
 /// One thread per process.
 final class SharedCounter {
     private let pointer: UnsafeMutableRawPointer
-    let path: String
 
     /// Maps `path`, creating it holding 0 when `create` (a subscriber process), or as it is.
     init(path: String, create: Bool) throws {
-        self.path = path
         let descriptor = open(path, create ? O_RDWR | O_CREAT | O_TRUNC : O_RDONLY, 0o644)
         guard descriptor >= 0 else { throw SharedCounterError(path: path, call: "open", code: errno) }
         defer { close(descriptor) }
