@@ -46,7 +46,8 @@ class RedisServer:
 
     def start(self) -> None:
         argv = [REDIS_SERVER, "--port", str(self.port), "--bind", HOST, "--dir", str(self.directory),
-                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no", *self.extra_args]
+                "--appendonly", "yes", "--appendfsync", "always", "--save", "", "--daemonize", "no",
+                "--logfile", str(self.directory / "redis.log"), "--loglevel", "verbose", *self.extra_args]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self.ping, 10, "redis-server did not start")
 
@@ -62,6 +63,11 @@ class RedisServer:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=10)
+        # Captured, so shown only beside a failure: why Redis closed a connection, if it did.
+        log = self.directory / "redis.log"
+        if log.exists():
+            print(f"--- redis-server on port {self.port}, log tail ---")
+            print("\n".join(log.read_text(errors="replace").splitlines()[-40:]))
 
     @property
     def url(self) -> str:
