@@ -6,8 +6,8 @@ public protocol ExecutionContext: Sendable {
 
     /// Runs `job` on the context once, `delaySeconds` from now: from the call, however long the
     /// context takes to get to it (never sooner by the context's own timers, though possibly a
-    /// little sooner by `now`). It cannot be cancelled: a job that is no
-    /// longer wanted checks for that itself. After the context shuts down nothing runs. Any thread.
+    /// little sooner by `now`). It cannot be cancelled: a job that is no longer wanted checks for
+    /// that itself. After the context shuts down nothing runs. Any thread.
     func after(_ delaySeconds: Double, _ job: @escaping @Sendable () -> Void)
 
     /// Monotonic seconds, the clock `after` counts by. Any thread.
