@@ -1,4 +1,5 @@
-/// A small table from model id to an `Int32`, for the coalescing buffer's per-change lookup.
+/// A table from model id to an `Int32`: the store's model slots and the coalescing buffer's
+/// pending changes, both looked up once per committed change.
 ///
 /// A `Dictionary<String, _>` hashes its key with SipHash through `Hasher` (seed, bytes, a
 /// terminator, finalisation), which for a short id costs several times what the rest of the
@@ -12,7 +13,8 @@
 /// `Dictionary`, which hashes as the store does. For ASCII, bytes equal is strings equal.
 ///
 /// Invariants: at most half the cells are used, so a probe always ends at an empty cell; a
-/// cell holds an index into `keys` and `values`, or `empty`.
+/// cell holds an index into `keys` and `values`, or `empty`; every key is reached from its home
+/// cell (its hash) through used cells only, which removal keeps by moving later cells back.
 struct ModelTable {
     private var cells: [Int32] = []
     private var keys: [String] = []
@@ -64,6 +66,48 @@ struct ModelTable {
             }
             cell = (cell + 1) & mask
         }
+    }
+
+    /// Removes `id`, returning its value if it was there.
+    @discardableResult
+    mutating func remove(_ id: String) -> Int32? {
+        guard let hash = Self.hash(id) else { return others.removeValue(forKey: id) }
+        guard !cells.isEmpty else { return nil }
+        let mask = cells.count - 1
+        var hole = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let entry = cells[hole]
+            if entry == Self.empty { return nil }
+            if keys[Int(entry)] == id { break }
+            hole = (hole + 1) & mask
+        }
+        let entry = Int(cells[hole])
+        let removed = values[entry]
+        // Backward shift: each later cell of the run whose home is not between the hole and
+        // itself moves into the hole, so no key is left behind an empty cell.
+        var next = (hole + 1) & mask
+        while cells[next] != Self.empty {
+            let home = Int(truncatingIfNeeded: Self.hash(keys[Int(cells[next])])!) & mask
+            let stays = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
+            if !stays {
+                cells[hole] = cells[next]
+                hole = next
+            }
+            next = (next + 1) & mask
+        }
+        cells[hole] = Self.empty
+        // `keys` and `values` stay dense: the last entry takes the removed one's place.
+        let last = keys.count - 1
+        if entry != last {
+            var cell = Int(truncatingIfNeeded: Self.hash(keys[last])!) & mask
+            while cells[cell] != Int32(last) { cell = (cell + 1) & mask }
+            cells[cell] = Int32(entry)
+            keys.swapAt(entry, last)
+            values.swapAt(entry, last)
+        }
+        keys.removeLast()
+        values.removeLast()
+        return removed
     }
 
     /// Empties the table; keeps its cells unless they are far more than its last use needed.

@@ -54,4 +54,38 @@ import Testing
         table.removeAll()
         #expect(table.isEmpty && table.value(for: "caf\u{E9}") == nil)
     }
+
+    /// Removal, checked against a `Dictionary` through thousands of random sets and removals on a
+    /// pool of ids small enough that probe runs collide and wrap: every id set and not removed is
+    /// found with its value, every other is not. Without moving later cells back into a removed
+    /// one, ids further along its probe run are lost.
+    @Test func removalKeepsEveryOtherIdFoundAsADictionaryWould() {
+        var generator = ChangeFilterTests.SeededGenerator(state: 0x5EED)
+        let pool = (0..<96).map { index -> String in
+            switch index % 4 {
+            case 0: "m\(index)"
+            case 1: "a-long-model-identifier-\(index)-of-some-length"
+            case 2: "tile-\(index)"
+            default: "caf\u{E9}-\(index)"  // not ASCII: kept apart, as the store compares it
+            }
+        }
+        var table = ModelTable()
+        var reference: [String: Int32] = [:]
+        for step in 0..<20_000 {
+            let id = pool[Int(generator.next() % UInt64(pool.count))]
+            if generator.next() % 3 == 0 {
+                #expect(table.remove(id) == reference.removeValue(forKey: id))
+            } else {
+                table.set(Int32(step), for: id)
+                reference[id] = Int32(step)
+            }
+            if step % 97 == 0 {
+                #expect(table.count == reference.count)
+                for candidate in pool { #expect(table.value(for: candidate) == reference[candidate]) }
+            }
+        }
+        for id in pool { table.remove(id) }
+        #expect(table.isEmpty)
+    }
 }
+
