@@ -89,8 +89,16 @@ public enum JSONValue: Sendable, Hashable {
         }
         let old: JSONValue?
         if path.count == 1 {
-            if let value {
-                old = members.updateValue(value, forKey: key)
+            if value != nil, let index = members.index(forKey: key) {
+                // Swapped in place: `updateValue` copies the old value out and then releases
+                // the member it leaves, a second retain and release for every change a job sets.
+                // (Unwrapped once, not bound and then copied: a binding is a copy of its own.)
+                var replaced = value.unsafelyUnwrapped
+                swap(&replaced, &members.values[index])
+                old = replaced
+            } else if let value {
+                members[key] = value
+                old = nil
             } else {
                 old = members.removeValue(forKey: key)
             }

@@ -14,8 +14,9 @@ import ReceptionistJSON
 /// on the way to a new path cannot be told from one that was there, so it stays in `old`.)
 ///
 /// Layout: the committing thread absorbs every change of a coalescing receptionist, so a change
-/// costs one lookup of its model (in a `ModelTable`, without `Hasher`) and no copy of the
-/// pending list. Pending changes sit in one flat array; each model's live entries are chained
+/// costs one lookup of its model and no copy of the pending list. The lookup is an array index
+/// when the change carries its store slot (`slotHint`) and the model was seen there since the
+/// last `take`; otherwise a `ModelTable` probe (a hash of the id, without `Hasher`). Pending changes sit in one flat array; each model's live entries are chained
 /// through `links` from `heads`. `take` hands the array over whole when no entry was replaced
 /// and each model's entries are already together (as when changes land on paths already
 /// pending), without copying an element.
@@ -25,6 +26,13 @@ public struct CoalescingBuffer: Sendable {
     private var links: [Int32] = []
     /// Per model with pending changes: its first live entry.
     private var heads = ModelTable()
+    /// Per store slot: the first live entry of the model last seen in that slot, or `end`. A
+    /// cache in front of `heads`, used only when the entry it names is live and of the change's
+    /// model (a slot is used again after a delete). A model's first entry changes only when that
+    /// entry is replaced, so a live entry found here is still the first.
+    private var slotHeads: [Int32] = []
+    /// The slots set in `slotHeads` since the last `take`, so that `take` clears only those.
+    private var slotsUsed: [Int32] = []
     private var replacedCount = 0
     /// Every model's live entries are adjacent in `pending`.
     private var grouped = true
@@ -61,8 +69,10 @@ public struct CoalescingBuffer: Sendable {
     /// release every field.
     private mutating func absorb(_ change: UnsafePointer<ModelChange>) {
         absorbed += 1
-        guard let head = heads.value(for: change.pointee.model) else {
-            heads.set(append(change.pointee), for: change.pointee.model)
+        guard let head = pendingHead(of: change) else {
+            let position = append(change.pointee)
+            heads.set(position, for: change.pointee.model)
+            remember(position, at: change.pointee.slotHint)
             return
         }
         // The common case: the same path again. Nothing can be above or beneath it, since a
@@ -128,6 +138,31 @@ public struct CoalescingBuffer: Sendable {
         let position = append(replacing)
         if last == Self.end { newHead = position } else { links[Int(last)] = position }
         heads.set(newHead, for: change.model)
+        remember(newHead, at: change.slotHint)
+    }
+
+    /// The first live entry of the change's model, if it has pending changes.
+    private mutating func pendingHead(of change: UnsafePointer<ModelChange>) -> Int32? {
+        let slot = Int(change.pointee.slotHint)
+        if slot >= 0, slot < slotHeads.count {
+            let entry = slotHeads[slot]
+            if entry != Self.end, links[Int(entry)] != Self.replaced, pending[Int(entry)].model == change.pointee.model {
+                return entry
+            }
+        }
+        guard let head = heads.value(for: change.pointee.model) else { return nil }
+        remember(head, at: change.pointee.slotHint)
+        return head
+    }
+
+    private mutating func remember(_ head: Int32, at slotHint: Int32) {
+        guard slotHint >= 0 else { return }
+        let slot = Int(slotHint)
+        if slot >= slotHeads.count {
+            slotHeads.append(contentsOf: repeatElement(Self.end, count: slot + 1 - slotHeads.count))
+        }
+        if slotHeads[slot] == Self.end { slotsUsed.append(slotHint) }
+        slotHeads[slot] = head
     }
 
     private mutating func append(_ change: ModelChange) -> Int32 {
@@ -160,6 +195,8 @@ public struct CoalescingBuffer: Sendable {
         }
         links.removeAll(keepingCapacity: true)
         heads.removeAll()
+        for slot in slotsUsed { slotHeads[Int(slot)] = Self.end }
+        slotsUsed.removeAll(keepingCapacity: true)
         replacedCount = 0
         grouped = true
         absorbed = 0

@@ -71,9 +71,9 @@ extension ModelStore {
         let pending = attempt
         let computed: Result<(UInt64, [ModelChange], [String: JSONValue?]), StoreError> = state.withLock { state in
             // Only the touched models are copied and edited; the replica is unchanged.
-            var touched: [String: JSONValue] = [:]
+            var touched = ModelSlots()
             for operation in pending.operations {
-                if let value = state.models[operation.model] { touched[operation.model] = value }
+                if let value = state.models[operation.model] { touched.updateValue(value, forKey: operation.model) }
             }
             do throws(StoreError) {
                 let changes = try Self.apply(pending.operations, to: &touched)
@@ -158,7 +158,7 @@ extension ModelStore {
             let changeSet: ChangeSet? = state.withLock { state in
                 guard version == state.version + 1 else { return nil }
                 var models = state.models
-                state.models = [:]  // keep `models` uniquely referenced while it is edited
+                state.models = ModelSlots()  // keep `models` uniquely referenced while it is edited
                 var originals: [String: JSONValue?] = [:]
                 var out: [ModelChange] = []
                 out.reserveCapacity(changes.count)
@@ -168,7 +168,7 @@ extension ModelStore {
                     if originals[id] == nil { originals[id] = .some(models[id]) }
                     if change.keyPath.components.isEmpty {
                         let old = models[id]
-                        if let value = change.value { models[id] = value } else { models.removeValue(forKey: id) }
+                        if let value = change.value { models.updateValue(value, forKey: id) } else { models.removeValue(forKey: id) }
                         out.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: change.value))
                     } else {
                         guard var model = models.removeValue(forKey: id) else {
@@ -177,12 +177,14 @@ extension ModelStore {
                         }
                         let old = model.value(at: change.keyPath.components)
                         model.setValue(change.value, at: change.keyPath.components[...])
-                        models[id] = model
+                        models.updateValue(model, forKey: id)
                         out.append(ModelChange(model: id, keyPath: change.keyPath, oldValue: old, newValue: change.value))
                     }
                 }
                 if !fits {
-                    for (id, original) in originals { models[id] = original }
+                    for (id, original) in originals {
+                        if let original { models.updateValue(original, forKey: id) } else { models.removeValue(forKey: id) }
+                    }
                     state.models = models
                     return nil
                 }
@@ -214,16 +216,17 @@ extension ModelStore {
         commitLock.withLock { notified in
             let changeSet: ChangeSet? = state.withLock { state in
                 let newEpoch = epoch ?? state.epoch
-                if state.version == version && state.models == newModels && state.epoch == newEpoch { return nil }
+                let oldModels = state.models.dictionary
+                if state.version == version && oldModels == newModels && state.epoch == newEpoch { return nil }
                 state.epoch = newEpoch
                 var changes: [ModelChange] = []
-                for (id, old) in state.models where newModels[id] != old {
+                for (id, old) in oldModels where newModels[id] != old {
                     changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: newModels[id]))
                 }
-                for (id, new) in newModels where state.models[id] == nil {
+                for (id, new) in newModels where oldModels[id] == nil {
                     changes.append(ModelChange(model: id, keyPath: .whole, oldValue: nil, newValue: new))
                 }
-                state.models = newModels
+                state.models = ModelSlots(newModels)
                 state.version = version
                 state.history.removeAll()
                 state.notifyingThread = pthread_self()

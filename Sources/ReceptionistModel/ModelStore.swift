@@ -15,7 +15,7 @@ public final class ModelStore: Sendable {
     public let name: String
 
     struct State {
-        var models: [String: JSONValue] = [:]
+        var models = ModelSlots()
         var version: UInt64 = 0
         var history: HistoryRing<ChangeSet>
         var epoch: String
@@ -60,7 +60,9 @@ public final class ModelStore: Sendable {
     public var version: UInt64 { state.withLock { $0.version } }
 
     public func snapshot() -> StoreSnapshot {
-        state.withLock { StoreSnapshot(store: name, version: $0.version, models: $0.models) }
+        // The slots are copied under the lock (a reference each), the dictionary built outside it.
+        let (models, version) = state.withLock { ($0.models, $0.version) }
+        return StoreSnapshot(store: name, version: version, models: models.dictionary)
     }
 
     /// One model and the version it was read at.
@@ -68,7 +70,7 @@ public final class ModelStore: Sendable {
         state.withLock { state in state.models[id].map { ($0, state.version) } }
     }
 
-    public var modelIDs: [String] { state.withLock { Array($0.models.keys) } }
+    public var modelIDs: [String] { state.withLock { $0.models.modelIDs } }
 
     /// The change sets after `version`, oldest first, or nil if the history no longer reaches back.
     public func changes(since version: UInt64) -> [ChangeSet]? {
@@ -117,12 +119,11 @@ public final class ModelStore: Sendable {
     private func commitLocally(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
         let result: Result<ChangeSet, StoreError> = commitLock.withLock { notified in
             let applied: Result<ChangeSet, StoreError> = state.withLock { state in
-                var models = state.models
-                state.models = [:]  // keep `models` uniquely referenced while it is edited
-                defer { state.models = models }
                 let changes: [ModelChange]
                 do throws(StoreError) {
-                    changes = try Self.apply(operations, to: &models)
+                    // Edited where it is: the lock's state is this closure's alone, so the slots
+                    // stay uniquely referenced (moving them out and back retained each array).
+                    changes = try Self.apply(operations, to: &state.models)
                 } catch {
                     return .failure(error)
                 }
@@ -149,9 +150,8 @@ public final class ModelStore: Sendable {
     /// What can fail (a bad id, a value that is not an object, a model that does not exist at
     /// that point of the commit) is found by a first pass that changes nothing, so the second
     /// pass cannot fail and keeps no copy of any model for a rollback. Each model is then reached
-    /// with one hash lookup per operation and edited in place: the dictionary's slot is mutated,
-    /// never copied out and back.
-    static func apply(_ operations: [StoreOperation], to models: inout [String: JSONValue]) throws(StoreError)
+    /// with one lookup per operation and edited in place, in its slot: never copied out and back.
+    static func apply(_ operations: [StoreOperation], to models: inout ModelSlots) throws(StoreError)
         -> [ModelChange]
     {
         // Where each operation's model is, when the commit only edits models in place (no put
@@ -163,77 +163,88 @@ public final class ModelStore: Sendable {
         operations.withUnsafeBufferPointer { operations in
             guard let base = operations.baseAddress else { return }
             for position in operations.indices {
-                apply(base[position], at: located?[position], to: &models, changes: &changes)
+                apply(base + position, at: located?[position], to: &models, changes: &changes)
             }
         }
         return changes
     }
 
     /// Applies one operation that `validate` passed; `located` is its model's index, if known.
+    /// The operation is read through its pointer, field by field, never copied whole.
+    ///
+    /// Changes are built with `ModelChange`'s memberwise initialiser inside the `append` (see
+    /// `ModelChange`): built elsewhere and appended, each was copied and destroyed once more.
     private static func apply(
-        _ operation: borrowing StoreOperation, at located: Dictionary<String, JSONValue>.Index?,
-        to models: inout [String: JSONValue], changes: inout [ModelChange]
+        _ operation: UnsafePointer<StoreOperation>, at located: Int?,
+        to models: inout ModelSlots, changes: inout [ModelChange]
     ) {
-        switch operation {
-        case .put(let id, let value):
+        let id = operation.pointee.model
+        switch operation.pointee.kind {
+        case .put:
+            // `validate` passed it: a put's value is an object.
+            guard let value = operation.pointee.value else { return }
             let old = models.updateValue(value, forKey: id)
-            changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: value))
-        case .patch(let id, let patch):
+            changes.append(ModelChange(
+                model: id, keyPath: .whole, kind: old == nil ? .created : .updated, oldValue: old, newValue: value))
+        case .patch:
+            guard let patch = operation.pointee.value else { return }
             func patched(_ model: inout JSONValue) {
                 let before = model
                 for effect in model.applyMergePatch(patch) {
+                    let old = before.value(at: effect.path)
                     changes.append(ModelChange(
-                        model: id, keyPath: ModelKeyPath(effect.path),
-                        oldValue: before.value(at: effect.path), newValue: effect.value))
+                        model: id, keyPath: ModelKeyPath(effect.path), kind: ModelChange.kind(old: old, new: effect.value),
+                        oldValue: old, newValue: effect.value))
                 }
             }
-            if let located { patched(&models.values[located]) } else { edit(&models[id], patched) }
-        case .set(let id, let keyPath, let value):
+            if let located { patched(&models.values[located]!) } else { models.modify(id, patched) }
+        case .set:
             if let located {
-                changes.append(set(value, at: keyPath, in: &models.values[located], of: id))
+                set(
+                    operation.pointee.value, at: operation.pointee.keyPath, in: &models.values[located]!, of: id,
+                    slot: Int32(truncatingIfNeeded: located), changes: &changes)
             } else {
-                edit(&models[id]) { changes.append(set(value, at: keyPath, in: &$0, of: id)) }
+                models.modify(id) {
+                    set(operation.pointee.value, at: operation.pointee.keyPath, in: &$0, of: id, slot: -1, changes: &changes)
+                }
             }
-        case .delete(let id):
+        case .delete:
             let old = models.removeValue(forKey: id)
-            changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: nil))
+            changes.append(ModelChange(model: id, keyPath: .whole, kind: .deleted, oldValue: old, newValue: nil))
         }
     }
 
-    /// Sets (or with nil removes) `value` at `keyPath` in `model`, in place, and returns the change.
-    private static func set(_ value: JSONValue?, at keyPath: ModelKeyPath, in model: inout JSONValue, of id: String)
-        -> ModelChange
-    {
+    /// Sets (or with nil removes) `value` at `keyPath` in `model`, in place, and appends the change.
+    private static func set(
+        _ value: JSONValue?, at keyPath: ModelKeyPath, in model: inout JSONValue, of id: String, slot: Int32,
+        changes: inout [ModelChange]
+    ) {
         // A set that must create (or turn into an object) an ancestor of its path is reported at
         // that ancestor, so that a change with no old value always means its parent was there,
         // and a receiver can undo or fold it exactly.
         if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
-            return setReshaping(value, at: keyPath, depth: depth, in: &model, of: id)
+            let ancestor = Array(keyPath.components[..<depth])
+            let before = model.value(at: ancestor)
+            model.setValue(value, at: keyPath.components[...])
+            changes.append(ModelChange(
+                model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
+            return
         }
         let old = model.replaceValue(value, at: keyPath.components[...])
-        return ModelChange(model: id, keyPath: keyPath, oldValue: old, newValue: value)
-    }
-
-    /// `set` where an ancestor of the path is created or turned into an object, at `depth`.
-    private static func setReshaping(
-        _ value: JSONValue?, at keyPath: ModelKeyPath, depth: Int, in model: inout JSONValue, of id: String
-    ) -> ModelChange {
-        let ancestor = Array(keyPath.components[..<depth])
-        let before = model.value(at: ancestor)
-        model.setValue(value, at: keyPath.components[...])
-        return ModelChange(model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor))
+        changes.append(ModelChange(
+            model: id, keyPath: keyPath, kind: ModelChange.kind(old: old, new: value), slotHint: slot, oldValue: old,
+            newValue: value))
     }
 
     /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
     /// put or deleted earlier in the same commit count as they will be by then.
     ///
-    /// Returns each operation's model's index in `models` when every operation edits a model in
-    /// place (`set` and `patch`), since the indices then stay valid while `apply` runs; else nil.
-    static func validate(_ operations: [StoreOperation], against models: [String: JSONValue]) throws(StoreError)
-        -> [Dictionary<String, JSONValue>.Index]?
+    /// Returns each operation's model's slot in `models` when every operation edits a model in
+    /// place (`set` and `patch`), since the slots then stay as they are while `apply` runs; else nil.
+    static func validate(_ operations: [StoreOperation], against models: ModelSlots) throws(StoreError) -> [Int]?
     {
         var existsNow: [String: Bool] = [:]
-        var located: [Dictionary<String, JSONValue>.Index]? = []
+        var located: [Int]? = []
         located?.reserveCapacity(operations.count)
         // Through the buffer: each operation is read in place, not copied out of the array
         // (a copy retains and releases every field of it).
@@ -242,16 +253,16 @@ public final class ModelStore: Sendable {
             for position in operations.indices {
                 let operation = base + position
                 let exists: Bool
-                if existsNow.isEmpty, let index = models.index(forKey: operation.pointee.model) {
+                if existsNow.isEmpty, let slot = models.slot(of: operation.pointee.model) {
                     // A model in the store has a valid id: it was checked when it was put.
                     exists = true
-                    located?.append(index)
+                    located?.append(slot)
                 } else {
                     let id = operation.pointee.model
                     guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
                     exists = existsNow[id] ?? (models[id] != nil)
                 }
-                try check(operation.pointee, exists: exists, existsNow: &existsNow, located: &located)
+                try check(operation, exists: exists, existsNow: &existsNow, located: &located)
             }
         }
         return located
@@ -259,23 +270,25 @@ public final class ModelStore: Sendable {
 
     /// `validate`'s check of one operation, whose model does or does not exist at that point.
     private static func check(
-        _ operation: borrowing StoreOperation, exists: Bool, existsNow: inout [String: Bool],
-        located: inout [Dictionary<String, JSONValue>.Index]?
+        _ operation: UnsafePointer<StoreOperation>, exists: Bool, existsNow: inout [String: Bool],
+        located: inout [Int]?
     ) throws(StoreError) {
-        switch operation {
-        case .put(let id, let value):
-            guard value.objectValue != nil else { throw StoreError.notAnObject("a model") }
-            existsNow[id] = true
+        switch operation.pointee.kind {
+        case .put:
+            guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a model") }
+            existsNow[operation.pointee.model] = true
             located = nil
-        case .patch(let id, let patch):
-            guard patch.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
-            guard exists else { throw StoreError.noSuchModel(id) }
-        case .set(let id, let keyPath, let value):
-            guard exists else { throw StoreError.noSuchModel(id) }
-            if keyPath.components.isEmpty, value?.objectValue == nil { throw StoreError.notAnObject("a model") }
-        case .delete(let id):
-            guard exists else { throw StoreError.noSuchModel(id) }
-            existsNow[id] = false
+        case .patch:
+            guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
+            guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
+        case .set:
+            guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
+            if operation.pointee.keyPath.components.isEmpty, operation.pointee.value?.objectValue == nil {
+                throw StoreError.notAnObject("a model")
+            }
+        case .delete:
+            guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
+            existsNow[operation.pointee.model] = false
             located = nil
         }
     }
@@ -291,13 +304,6 @@ public final class ModelStore: Sendable {
             current = next
         }
         return nil
-    }
-
-    /// Runs `body` on the model in `slot`, in place; `validate` has made sure there is one.
-    @inline(__always)
-    private static func edit(_ slot: inout JSONValue?, _ body: (inout JSONValue) -> Void) {
-        guard slot != nil else { return }
-        body(&slot!)
     }
 
     /// A model id is 1 to 128 bytes of UTF-8 with no `/` and no control character.

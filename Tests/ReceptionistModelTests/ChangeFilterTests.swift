@@ -283,10 +283,10 @@ import Testing
 
         /// One to three operations that apply in order.
         mutating func commit(on models: [String: JSONValue]) -> [StoreOperation] {
-            var state = models
+            var state = ModelSlots(models)
             var operations: [StoreOperation] = []
             for _ in 0..<Int.random(in: 1...3, using: &random) {
-                let operation = operation(on: state)
+                let operation = operation(on: state.dictionary)
                 if (try? ModelStore.apply([operation], to: &state)) != nil { operations.append(operation) }
             }
             return operations

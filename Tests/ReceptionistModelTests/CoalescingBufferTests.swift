@@ -38,6 +38,57 @@ import Testing
         #expect(takes > 0)
     }
 
+    /// A change's store slot is only a hint: the same random commits absorbed with the slots the
+    /// store gave them and with none give the same takes, though slots are freed by deletes and
+    /// given to other models, and a model put again may land in another slot.
+    @Test(arguments: 1...40 as ClosedRange<UInt64>)
+    func slotHintsChangeNothingButTheLookup(seed: UInt64) throws {
+        var source = ChangeFilterTests.OperationSource(random: ChangeFilterTests.SeededGenerator(state: seed))
+        let store = ModelStore(name: "s")
+        var hinted = CoalescingBuffer()
+        var plain = CoalescingBuffer()
+        var hints = 0
+        for round in 0..<80 {
+            let operations = source.commit(on: store.snapshot().models)
+            if !operations.isEmpty {
+                let changeSet = try store.commit(operations)
+                hints += changeSet.changes.filter { $0.slotHint >= 0 }.count
+                hinted.absorb(changeSet)
+                var unhinted = changeSet
+                for index in unhinted.changes.indices { unhinted.changes[index].slotHint = -1 }
+                plain.absorb(unhinted)
+            }
+            guard source.chance(20) || round == 79 else { continue }
+            #expect(hinted.take() == plain.take(), "seed \(seed), round \(round)")
+        }
+        #expect(hints > 0)
+    }
+
+    /// A slot freed by a delete and given to another model within one take: the new model's
+    /// changes are not folded into the old one's, and the old model, put again in another slot,
+    /// keeps one set of pending changes.
+    @Test func aSlotUsedAgainWithinATakeKeepsModelsApart() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "a", value: ["x": 0])])
+        var buffer = CoalescingBuffer()
+        let first = try store.commit([.set(model: "a", keyPath: "x", value: 1)])
+        #expect(first.changes[0].slotHint == 0)
+        buffer.absorb(first)
+        buffer.absorb(try store.commit([.delete(model: "a")]))
+        buffer.absorb(try store.commit([.put(model: "b", value: ["x": 0])]))
+        let reused = try store.commit([.set(model: "b", keyPath: "x", value: 2)])
+        #expect(reused.changes[0].slotHint == 0)  // a's slot, now b's
+        buffer.absorb(reused)
+        buffer.absorb(try store.commit([.put(model: "a", value: ["x": 3])]))
+        let moved = try store.commit([.set(model: "a", keyPath: "x", value: 4)])
+        #expect(moved.changes[0].slotHint == 1)
+        buffer.absorb(moved)
+        let changes = buffer.take()
+        #expect(changes.map(\.model) == ["a", "b"])
+        #expect(changes.first { $0.model == "a" }?.newValue == ["x": 4])
+        #expect(changes.first { $0.model == "b" }?.newValue == ["x": 2])
+    }
+
     /// Members in key order at every depth: a receiver that applies changes may add a member
     /// in a different place than the store did, and JSON objects have no order to keep.
     static func unordered(_ models: [String: JSONValue]) -> [String: JSONValue] {
