@@ -70,6 +70,16 @@ public enum JSONValue: Sendable, Hashable {
     /// `setValue`, returning the value that was at `path` before: one walk down the tree instead
     /// of a read and then a write (a commit does this for every change).
     public mutating func replaceValue(_ value: JSONValue?, at path: ArraySlice<String>) -> JSONValue? {
+        path.withUnsafeBufferPointer { replaceValue(value, along: $0) }
+    }
+
+    /// `replaceValue` along a whole path. The walk reads the path's keys in place: a slice of it,
+    /// at each step, retained and released the array (atomically) for every change a job sets.
+    public mutating func replaceValue(_ value: JSONValue?, at path: [String]) -> JSONValue? {
+        path.withUnsafeBufferPointer { replaceValue(value, along: $0) }
+    }
+
+    private mutating func replaceValue(_ value: JSONValue?, along path: UnsafeBufferPointer<String>) -> JSONValue? {
         guard let key = path.first else {
             let old = self
             self = value ?? .null
@@ -103,10 +113,10 @@ public enum JSONValue: Sendable, Hashable {
                 old = members.removeValue(forKey: key)
             }
         } else if let index = members.index(forKey: key) {
-            old = members.values[index].replaceValue(value, at: path.dropFirst())
+            old = members.values[index].replaceValue(value, along: UnsafeBufferPointer(rebasing: path.dropFirst()))
         } else if value != nil {
             var child = JSONValue.object([:])
-            child.setValue(value, at: path.dropFirst())
+            _ = child.replaceValue(value, along: UnsafeBufferPointer(rebasing: path.dropFirst()))
             members[key] = child
             old = nil
         } else {

@@ -230,7 +230,7 @@ public final class ModelStore: Sendable {
                 model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
             return
         }
-        let old = model.replaceValue(value, at: keyPath.components[...])
+        let old = model.replaceValue(value, at: keyPath.components)
         changes.append(ModelChange(
             model: id, keyPath: keyPath, kind: ModelChange.kind(old: old, new: value), slotHint: slot, oldValue: old,
             newValue: value))
