@@ -31,13 +31,19 @@ struct ModelTable {
     /// The value for `id`, if it is in the table.
     func value(for id: String) -> Int32? {
         guard let hash = Self.hash(id) else { return others[id] }
+        return cell(of: id, hash: hash).map { values[Int(cells[$0])] }
+    }
+
+    /// The cell that holds the ASCII `id`, whose hash is `hash`, if the table has it.
+    @inline(__always)
+    private func cell(of id: String, hash: UInt64) -> Int? {
         guard !cells.isEmpty else { return nil }
         let mask = cells.count - 1
         var cell = Int(truncatingIfNeeded: hash) & mask
         while true {
             let entry = cells[cell]
             if entry == Self.empty { return nil }
-            if keys[Int(entry)] == id { return values[Int(entry)] }
+            if keys[Int(entry)] == id { return cell }
             cell = (cell + 1) & mask
         }
     }
@@ -72,15 +78,8 @@ struct ModelTable {
     @discardableResult
     mutating func remove(_ id: String) -> Int32? {
         guard let hash = Self.hash(id) else { return others.removeValue(forKey: id) }
-        guard !cells.isEmpty else { return nil }
+        guard var hole = cell(of: id, hash: hash) else { return nil }
         let mask = cells.count - 1
-        var hole = Int(truncatingIfNeeded: hash) & mask
-        while true {
-            let entry = cells[hole]
-            if entry == Self.empty { return nil }
-            if keys[Int(entry)] == id { break }
-            hole = (hole + 1) & mask
-        }
         let entry = Int(cells[hole])
         let removed = values[entry]
         // Backward shift: each later cell of the run whose home is not between the hole and
