@@ -16,10 +16,11 @@ import ReceptionistJSON
 /// Layout: the committing thread absorbs every change of a coalescing receptionist, so a change
 /// costs one lookup of its model and no copy of the pending list. The lookup is an array index
 /// when the change carries its store slot (`slotHint`) and the model was seen there since the
-/// last `take`; otherwise a `ModelTable` probe (a hash of the id, without `Hasher`). Pending changes sit in one flat array; each model's live entries are chained
-/// through `links` from `heads`. `take` hands the array over whole when no entry was replaced
-/// and each model's entries are already together (as when changes land on paths already
-/// pending), without copying an element.
+/// last `take`; otherwise a `ModelTable` probe (a hash of the id, without `Hasher`). Pending
+/// changes sit in one flat array; each model's live entries are chained through `links` from
+/// `heads`. `take` hands the array over whole when no entry was replaced and each model's
+/// entries are already together (as when changes land on paths already pending), without
+/// copying an element.
 public struct CoalescingBuffer: Sendable {
     private var pending: [ModelChange] = []
     /// Per entry of `pending`: the next live entry of the same model, `end`, or `replaced`.

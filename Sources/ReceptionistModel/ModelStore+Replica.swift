@@ -157,38 +157,41 @@ extension ModelStore {
         let applied: ChangeSet? = commitLock.withLock { notified in
             let changeSet: ChangeSet? = state.withLock { state in
                 guard version == state.version + 1 else { return nil }
-                var models = state.models
-                state.models = ModelSlots()  // keep `models` uniquely referenced while it is edited
+                // Edited in place (the lock's state is this closure's alone); what was touched
+                // is kept to be put back if the change set does not fit.
                 var originals: [String: JSONValue?] = [:]
                 var out: [ModelChange] = []
                 out.reserveCapacity(changes.count)
                 var fits = true
                 for change in changes {
                     let id = change.model
-                    if originals[id] == nil { originals[id] = .some(models[id]) }
+                    if originals[id] == nil { originals[id] = .some(state.models[id]) }
                     if change.keyPath.components.isEmpty {
-                        let old = models[id]
-                        if let value = change.value { models.updateValue(value, forKey: id) } else { models.removeValue(forKey: id) }
+                        let old: JSONValue?
+                        if let value = change.value {
+                            old = state.models.updateValue(value, forKey: id)
+                        } else {
+                            old = state.models.removeValue(forKey: id)
+                        }
                         out.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: change.value))
                     } else {
-                        guard var model = models.removeValue(forKey: id) else {
+                        guard state.models[id] != nil else {
                             fits = false
                             break
                         }
-                        let old = model.value(at: change.keyPath.components)
-                        model.setValue(change.value, at: change.keyPath.components[...])
-                        models.updateValue(model, forKey: id)
+                        var old: JSONValue?
+                        state.models.modify(id) { model in
+                            old = model.replaceValue(change.value, at: change.keyPath.components)
+                        }
                         out.append(ModelChange(model: id, keyPath: change.keyPath, oldValue: old, newValue: change.value))
                     }
                 }
                 if !fits {
                     for (id, original) in originals {
-                        if let original { models.updateValue(original, forKey: id) } else { models.removeValue(forKey: id) }
+                        if let original { state.models.updateValue(original, forKey: id) } else { state.models.removeValue(forKey: id) }
                     }
-                    state.models = models
                     return nil
                 }
-                state.models = models
                 state.version = version
                 let changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
                 state.history.append(changeSet, number: version)
