@@ -5,7 +5,7 @@ import Synchronization
 import Testing
 
 @Suite struct LoopTimerTests {
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func repeatingTimerFiresThenClosesAndTheLoopEnds() {
         let fired = Mutex(0)
         let loop = LoopThread { loop in

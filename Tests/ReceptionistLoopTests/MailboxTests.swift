@@ -17,7 +17,7 @@ import Testing
         var outOfOrder = 0
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(10)))
     func everyPostRunsOnceInOrderOnTheLoop() async throws {
         let threads = 8, perThread = 100_000
         let loop = LoopThread()
@@ -57,7 +57,7 @@ import Testing
         #expect(stats.depth == 0)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func postsAfterShutdownAreRefusedAndEarlierOnesRun() async throws {
         let loop = LoopThread()
         let ran = Mutex(0)

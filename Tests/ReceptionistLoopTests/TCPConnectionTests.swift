@@ -106,7 +106,7 @@ struct TestClient {
         return (loop, port.withLock { $0 }, stop)
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func writesInOneCallbackLeaveInOrder() throws {
         let (_, port, stop) = serve({ Echo() })
         #expect(port > 0)
@@ -120,7 +120,7 @@ struct TestClient {
         #expect(stop())
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func aLargeWriteSurvivesPartialWrites() throws {
         let blob = SharedBytes((0..<(8 << 20)).map { UInt8(truncatingIfNeeded: $0 / 7) })
         let (_, port, stop) = serve({ Blaster() }, onConnection: { connection in

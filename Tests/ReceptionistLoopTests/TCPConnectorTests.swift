@@ -59,7 +59,7 @@ private final class AddressEcho: TCPConnectionDelegate {
         return arrived ? result.withLock { $0 } : nil
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func connectsFromTheGivenSourceAddressAndExchangesBytes() {
         let reply: [UInt8]? = onLoop { loop, finish in
             let listener = try! TCPListener(loop: loop, host: "127.0.0.1", port: 0)
@@ -81,7 +81,7 @@ private final class AddressEcho: TCPConnectionDelegate {
         #expect(reply.map { String(decoding: $0, as: UTF8.self) } == "127.0.0.2hello")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(10)))
     func aRefusedConnectReportsAnError() {
         // A port that was just free and has no listener.
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)

@@ -87,7 +87,7 @@ import Testing
         #expect(store.changes(since: 2) == nil)
     }
 
-    @Test(.timeLimit(.minutes(3)))
+    @Test(.timeLimit(.minutes(10)))
     func concurrentCommitsHaveGaplessVersionsAndAtomicSnapshots() throws {
         let threads = 8
         let perThread = Int(100_000 * stressScale)
