@@ -72,6 +72,10 @@ public final class ModelStore: Sendable {
 
     public var modelIDs: [String] { state.withLock { $0.models.modelIDs } }
 
+    /// How many models the store holds, at which version: what a listing shows, without building
+    /// a snapshot.
+    public var modelCount: (models: Int, version: UInt64) { state.withLock { ($0.models.count, $0.version) } }
+
     /// The change sets after `version`, oldest first, or nil if the history no longer reaches back.
     public func changes(since version: UInt64) -> [ChangeSet]? {
         state.withLock { state in
@@ -185,7 +189,7 @@ public final class ModelStore: Sendable {
             guard let value = operation.pointee.value else { return }
             let old = models.updateValue(value, forKey: id)
             changes.append(ModelChange(
-                model: id, keyPath: .whole, kind: old == nil ? .created : .updated, oldValue: old, newValue: value))
+                model: id, keyPath: .whole, kind: ModelChange.kind(old: old, new: value), oldValue: old, newValue: value))
         case .patch:
             guard let patch = operation.pointee.value else { return }
             func patched(_ model: inout JSONValue) {

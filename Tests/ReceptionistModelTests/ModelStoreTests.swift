@@ -24,10 +24,13 @@ import Testing
         ])
         #expect(store.model("m")?.value == ["color": "#ffffff"])
 
+        #expect(store.modelCount == (1, 3))
+
         let deletion = try store.commit([.delete(model: "m")])
         #expect(deletion.changes.first?.kind == .deleted)
         #expect(store.model("m") == nil)
         #expect(store.version == 4)
+        #expect(store.modelCount == (0, 4))
     }
 
     @Test func aSetThatCreatesAnAncestorIsReportedAtThatAncestor() throws {

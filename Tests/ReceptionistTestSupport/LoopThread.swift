@@ -10,7 +10,8 @@ public final class LoopThread: Sendable {
     public let threadID: pthread_t
     private let finished = DispatchSemaphore(value: 0)
 
-    /// `setup` runs on the loop thread before the loop starts; it returns the value handed back.
+    /// `setup` runs on the loop thread before the loop starts, and can hand what it makes back to
+    /// the test (through a lock of the test's own).
     public init(setup: @escaping @Sendable (EventLoop) -> Void = { _ in }) {
         let handoff = Mutex<(Mailbox, pthread_t)?>(nil)
         let ready = DispatchSemaphore(value: 0)

@@ -57,8 +57,8 @@ struct StoreAPI {
 
     private func list() -> Reply {
         let entries: [JSONValue] = stores.all.map { store in
-            let snapshot = store.snapshot()
-            return ["name": .string(store.name), "version": .number(JSONNumber(snapshot.version)), "models": .number(JSONNumber(snapshot.models.count))]
+            let (models, version) = store.modelCount
+            return ["name": .string(store.name), "version": .number(JSONNumber(version)), "models": .number(JSONNumber(models))]
         }
         return .json(.ok, ["stores": .array(entries)])
     }
