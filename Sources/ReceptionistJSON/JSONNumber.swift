@@ -5,33 +5,135 @@
 /// Two numbers are equal when their literals are: `1` and `1.0` are different values, as they are
 /// different text. Code that must compute with a number (a version, a rate) asks for
 /// `doubleValue` or `uint64Value` at that moment.
+///
+/// An integer is held as an `Int64`, not as text. Jobs write integers into models on every
+/// change: building a literal's string cost a committing thread more than the store's own work
+/// on a change, and every copy of the value then retained and released it.
+///
+/// Invariant: a literal that is the canonical decimal text of an `Int64` (no sign but `-`, no
+/// leading zero, not `-0`) is always held as `.integer`, and only such a literal is; every
+/// initialiser goes through `init(validLiteral:)`'s test or builds `.integer` from an integer.
+/// So equal literals are equal storage, and the synthesised `==` and `hash` compare literals.
+/// Checked by `JSONNumberTests.equalLiteralsAreEqualNumbersHoweverBuilt`.
 public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral {
-    /// The number's text, valid by the RFC 8259 grammar.
-    public let literal: String
+    private enum Storage: Sendable, Hashable {
+        case integer(Int64)
+        case text(String)
+    }
 
-    /// `literal` must already be valid number text (the parser's job).
-    init(validLiteral literal: String) {
-        self.literal = literal
+    private let storage: Storage
+
+    /// The number's text, valid by the RFC 8259 grammar.
+    public var literal: String {
+        switch storage {
+        case .integer(let value): Self.decimal(value)
+        case .text(let text): text
+        }
+    }
+
+    /// `bytes` must already be valid number text (the parser's job). An integer's builds no string.
+    init(validLiteral bytes: UnsafeBufferPointer<UInt8>) {
+        if let integer = Self.canonicalInteger(bytes) {
+            storage = .integer(integer)
+        } else {
+            storage = .text(String(decoding: bytes, as: UTF8.self))
+        }
     }
 
     /// An `Int`, the integer jobs write most: without the generic path, which a caller in
     /// another module runs unspecialised (a witness call for every test of the value's width).
     public init(_ value: Int) {
-        literal = Self.decimal(Int64(value))
+        storage = .integer(Int64(value))
     }
 
     /// An integer, written in full.
     public init<T: BinaryInteger>(_ value: T) {
         if let small = Int64(exactly: value) {
-            literal = Self.decimal(small)
+            storage = .integer(small)
         } else {
-            literal = String(value)
+            // Beyond `Int64`, so never the canonical text of one.
+            storage = .text(String(value))
         }
     }
 
-    /// The decimal text of `value`, built in a stack buffer: the generic `String(_:)` for
-    /// integers is several times slower, and jobs write numbers into models on every change.
+    /// A `Double`: integral values within ±2^53 without a fraction, others in Swift's shortest
+    /// round-tripping form. A non-finite value has no JSON form and is written as `null`.
+    public init(_ value: Double) {
+        if value.isFinite, value == value.rounded(), abs(value) <= 9_007_199_254_740_992 {
+            storage = .integer(Int64(value))
+        } else if value.isFinite {
+            // Has a fraction or an exponent (`1e+20`), so never an integer's canonical text.
+            storage = .text("\(value)")
+        } else {
+            storage = .text("null")
+        }
+    }
+
+    public init(integerLiteral value: Int) { self.init(value) }
+    public init(floatLiteral value: Double) { self.init(value) }
+
+    /// The nearest `Double` (infinite for a literal beyond its range, such as `1e400`).
+    public var doubleValue: Double {
+        switch storage {
+        case .integer(let value): Double(value)
+        case .text(let text): Double(text) ?? .nan
+        }
+    }
+
+    /// The value as an unsigned integer, when the literal is one (no fraction, no exponent, no sign).
+    public var uint64Value: UInt64? {
+        switch storage {
+        case .integer(let value): value >= 0 ? UInt64(value) : nil
+        case .text(let text): UInt64(text)
+        }
+    }
+
+    public var description: String { literal }
+
+    /// Appends the literal's UTF-8 bytes, an integer's without building its string.
+    public func write(to out: inout [UInt8]) {
+        switch storage {
+        case .integer(let value):
+            Self.withDecimal(value) { out.append(contentsOf: $0) }
+        case .text(let text):
+            out.append(contentsOf: text.utf8)
+        }
+    }
+
+    /// The integer whose canonical decimal text `bytes` is, or nil: a sign only as `-`, no
+    /// leading zero, not `-0`, and within `Int64`.
+    static func canonicalInteger(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+        var index = 0
+        let negative = bytes.first == UInt8(ascii: "-")
+        if negative { index = 1 }
+        let digits = bytes.count - index
+        // 19 digits hold every Int64; a leading zero is canonical only as `0` itself.
+        guard digits >= 1, digits <= 19 else { return nil }
+        if bytes[index] == UInt8(ascii: "0") && (digits > 1 || negative) { return nil }
+        var magnitude: UInt64 = 0
+        while index < bytes.count {
+            let digit = bytes[index] &- UInt8(ascii: "0")
+            guard digit <= 9 else { return nil }
+            magnitude = magnitude &* 10 &+ UInt64(digit)
+            index += 1
+        }
+        // 19 digits stay below 2^64, so the sum did not wrap.
+        if negative {
+            guard magnitude <= UInt64(Int64.max) + 1 else { return nil }
+            return magnitude == UInt64(Int64.max) + 1 ? Int64.min : -Int64(magnitude)
+        }
+        guard magnitude <= UInt64(Int64.max) else { return nil }
+        return Int64(magnitude)
+    }
+
+    /// The decimal text of `value`.
     private static func decimal(_ value: Int64) -> String {
+        withDecimal(value) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Runs `body` on the decimal digits of `value`, built in a stack buffer: the generic
+    /// `String(_:)` for integers is several times slower.
+    private static func withDecimal<R>(_ value: Int64, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
             var magnitude = value.magnitude
             var index = 20
@@ -44,30 +146,7 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
                 index -= 1
                 buffer[index] = UInt8(ascii: "-")
             }
-            return String(decoding: UnsafeBufferPointer(rebasing: buffer[index..<20]), as: UTF8.self)
+            return body(UnsafeBufferPointer(rebasing: buffer[index..<20]))
         }
     }
-
-    /// A `Double`: integral values within ±2^53 without a fraction, others in Swift's shortest
-    /// round-tripping form. A non-finite value has no JSON form and is written as `null`.
-    public init(_ value: Double) {
-        if value.isFinite, value == value.rounded(), abs(value) <= 9_007_199_254_740_992 {
-            literal = String(Int64(value))
-        } else if value.isFinite {
-            literal = "\(value)"
-        } else {
-            literal = "null"
-        }
-    }
-
-    public init(integerLiteral value: Int) { self.init(value) }
-    public init(floatLiteral value: Double) { self.init(value) }
-
-    /// The nearest `Double` (infinite for a literal beyond its range, such as `1e400`).
-    public var doubleValue: Double { Double(literal) ?? .nan }
-
-    /// The value as an unsigned integer, when the literal is one (no fraction, no exponent, no sign).
-    public var uint64Value: UInt64? { UInt64(literal) }
-
-    public var description: String { literal }
 }

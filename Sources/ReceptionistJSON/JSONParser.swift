@@ -172,7 +172,7 @@ public struct JSONParser {
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         // Kept as written: no range is imposed, and nothing is rounded.
-        return JSONNumber(validLiteral: String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+        return JSONNumber(validLiteral: UnsafeBufferPointer(rebasing: bytes[start..<index]))
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= 48 && byte <= 57 }

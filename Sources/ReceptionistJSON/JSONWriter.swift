@@ -15,7 +15,7 @@ public enum JSONWriter {
         switch value {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let flag): out.append(contentsOf: flag ? "true".utf8 : "false".utf8)
-        case .number(let number): out.append(contentsOf: number.literal.utf8)
+        case .number(let number): number.write(to: &out)
         case .string(let text): writeString(text, to: &out)
         case .array(let elements):
             out.append(UInt8(ascii: "["))
