@@ -80,7 +80,9 @@ public enum JSONValue: Sendable, Hashable {
     }
 
     private mutating func replaceValue(_ value: JSONValue?, along path: UnsafeBufferPointer<String>) -> JSONValue? {
-        guard let key = path.first else {
+        // The key is read where it is used, `path[0]`, never bound: a binding copies it (a
+        // retain and a release for every change a job sets).
+        guard !path.isEmpty else {
             let old = self
             self = value ?? .null
             return old
@@ -99,7 +101,7 @@ public enum JSONValue: Sendable, Hashable {
         }
         let old: JSONValue?
         if path.count == 1 {
-            if value != nil, let index = members.index(forKey: key) {
+            if value != nil, let index = members.index(forKey: path[0]) {
                 // Swapped in place: `updateValue` copies the old value out and then releases
                 // the member it leaves, a second retain and release for every change a job sets.
                 // (Unwrapped once, not bound and then copied: a binding is a copy of its own.)
@@ -107,17 +109,17 @@ public enum JSONValue: Sendable, Hashable {
                 swap(&replaced, &members.values[index])
                 old = replaced
             } else if let value {
-                members[key] = value
+                members[path[0]] = value
                 old = nil
             } else {
-                old = members.removeValue(forKey: key)
+                old = members.removeValue(forKey: path[0])
             }
-        } else if let index = members.index(forKey: key) {
+        } else if let index = members.index(forKey: path[0]) {
             old = members.values[index].replaceValue(value, along: UnsafeBufferPointer(rebasing: path.dropFirst()))
         } else if value != nil {
             var child = JSONValue.object([:])
             _ = child.replaceValue(value, along: UnsafeBufferPointer(rebasing: path.dropFirst()))
-            members[key] = child
+            members[path[0]] = child
             old = nil
         } else {
             old = nil

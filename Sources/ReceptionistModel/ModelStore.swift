@@ -219,9 +219,13 @@ public final class ModelStore: Sendable {
     }
 
     /// Sets (or with nil removes) `value` at `keyPath` in `model`, in place, and appends the change.
+    ///
+    /// `value` and `keyPath` are the caller's copies, taken (`consuming`) and moved into the
+    /// change: borrowed, each was copied once more for the change and the argument released after
+    /// it, a retain and release of the key path (atomic) for every change a job sets.
     private static func set(
-        _ value: JSONValue?, at keyPath: ModelKeyPath, in model: inout JSONValue, of id: String, slot: Int32,
-        changes: inout [ModelChange]
+        _ value: consuming JSONValue?, at keyPath: consuming ModelKeyPath, in model: inout JSONValue, of id: String,
+        slot: Int32, changes: inout [ModelChange]
     ) {
         // A set that must create (or turn into an object) an ancestor of its path is reported at
         // that ancestor, so that a change with no old value always means its parent was there,
@@ -235,9 +239,9 @@ public final class ModelStore: Sendable {
             return
         }
         let old = model.replaceValue(value, at: keyPath.components)
+        let kind = ModelChange.kind(old: old, new: value)
         changes.append(ModelChange(
-            model: id, keyPath: keyPath, kind: ModelChange.kind(old: old, new: value), slotHint: slot, oldValue: old,
-            newValue: value))
+            model: id, keyPath: keyPath, kind: kind, slotHint: slot, oldValue: old, newValue: value))
     }
 
     /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
@@ -273,6 +277,7 @@ public final class ModelStore: Sendable {
     }
 
     /// `validate`'s check of one operation, whose model does or does not exist at that point.
+    @inline(__always)
     private static func check(
         _ operation: UnsafePointer<StoreOperation>, exists: Bool, existsNow: inout [String: Bool],
         located: inout [Int]?

@@ -23,14 +23,17 @@ struct ModelTable {
 
     private static let empty: Int32 = -1
     /// Fixed for the process: a table is never shared between processes.
-    private static let basis: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64.random(in: .min ... .max)
+    private static let processBasis: UInt64 = 0xCBF2_9CE4_8422_2325 ^ UInt64.random(in: .min ... .max)
+    /// `processBasis`, read once per table: a global's every read goes through `swift_once`,
+    /// a call on each lookup.
+    private let basis = ModelTable.processBasis
 
     var isEmpty: Bool { keys.isEmpty && others.isEmpty }
     var count: Int { keys.count + others.count }
 
     /// The value for `id`, if it is in the table.
     func value(for id: String) -> Int32? {
-        guard let hash = Self.hash(id) else { return others[id] }
+        guard let hash = hashValue(of: id) else { return others[id] }
         return cell(of: id, hash: hash).map { values[Int(cells[$0])] }
     }
 
@@ -50,7 +53,7 @@ struct ModelTable {
 
     /// Sets the value for `id`, adding it if it is not there.
     mutating func set(_ value: Int32, for id: String) {
-        guard let hash = Self.hash(id) else {
+        guard let hash = hashValue(of: id) else {
             others[id] = value
             return
         }
@@ -77,7 +80,7 @@ struct ModelTable {
     /// Removes `id`, returning its value if it was there.
     @discardableResult
     mutating func remove(_ id: String) -> Int32? {
-        guard let hash = Self.hash(id) else { return others.removeValue(forKey: id) }
+        guard let hash = hashValue(of: id) else { return others.removeValue(forKey: id) }
         guard var hole = cell(of: id, hash: hash) else { return nil }
         let mask = cells.count - 1
         let entry = Int(cells[hole])
@@ -86,7 +89,7 @@ struct ModelTable {
         // itself moves into the hole, so no key is left behind an empty cell.
         var next = (hole + 1) & mask
         while cells[next] != Self.empty {
-            let home = Int(truncatingIfNeeded: Self.hash(keys[Int(cells[next])])!) & mask
+            let home = Int(truncatingIfNeeded: hashValue(of: keys[Int(cells[next])])!) & mask
             let stays = hole <= next ? (hole < home && home <= next) : (hole < home || home <= next)
             if !stays {
                 cells[hole] = cells[next]
@@ -98,7 +101,7 @@ struct ModelTable {
         // `keys` and `values` stay dense: the last entry takes the removed one's place.
         let last = keys.count - 1
         if entry != last {
-            var cell = Int(truncatingIfNeeded: Self.hash(keys[last])!) & mask
+            var cell = Int(truncatingIfNeeded: hashValue(of: keys[last])!) & mask
             while cells[cell] != Int32(last) { cell = (cell + 1) & mask }
             cells[cell] = Int32(entry)
             keys.swapAt(entry, last)
@@ -127,7 +130,7 @@ struct ModelTable {
         let mask = size - 1
         for (index, key) in keys.enumerated() {
             // Every key here is ASCII: it was hashed when it went in.
-            var cell = Int(truncatingIfNeeded: Self.hash(key)!) & mask
+            var cell = Int(truncatingIfNeeded: hashValue(of: key)!) & mask
             while cells[cell] != Self.empty { cell = (cell + 1) & mask }
             cells[cell] = Int32(index)
         }
@@ -135,7 +138,10 @@ struct ModelTable {
 
     /// FNV-1a over the id's UTF-8 bytes, then a final mix so that the low bits (the ones a
     /// cell index keeps) depend on every byte; nil if the id is not all ASCII.
-    static func hash(_ id: String) -> UInt64? {
+    // Inlined into each lookup: called, it took its argument as a copy, a retain and a release
+    // of every id a commit validates.
+    @inline(__always)
+    func hashValue(of id: String) -> UInt64? {
         let digest = id.utf8.withContiguousStorageIfAvailable { bytes -> UInt64? in
             var hash = basis
             var high: UInt8 = 0
@@ -149,7 +155,7 @@ struct ModelTable {
             // Only a bridged string keeps its bytes apart; a native copy has them together.
             var native = id
             native.makeContiguousUTF8()
-            return hash(native)
+            return hashValue(of: native)
         }
         guard var hash = digest else { return nil }
         hash ^= hash >> 32
