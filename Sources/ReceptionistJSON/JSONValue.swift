@@ -79,7 +79,8 @@ public enum JSONValue: Sendable, Hashable {
         path.withUnsafeBufferPointer { replaceValue(value, along: $0) }
     }
 
-    private mutating func replaceValue(_ value: JSONValue?, along path: UnsafeBufferPointer<String>) -> JSONValue? {
+    /// `replaceValue` along keys read where they are, for a caller that holds them in place.
+    public mutating func replaceValue(_ value: JSONValue?, along path: UnsafeBufferPointer<String>) -> JSONValue? {
         // The key is read where it is used, `path[0]`, never bound: a binding copies it (a
         // retain and a release for every change a job sets).
         guard !path.isEmpty else {

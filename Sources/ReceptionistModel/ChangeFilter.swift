@@ -87,7 +87,7 @@ public struct ChangeFilter: Sendable, Hashable {
                     oldValue: change.oldValue.map(project(model:)), newValue: change.newValue.map(project(model:))))
                 continue
             }
-            let depth = change.keyPath.components.count
+            let depth = change.keyPath.count
             for path in paths where change.keyPath.isPrefix(of: path) {
                 let below = path.components.dropFirst(depth)
                 let old = change.oldValue?.value(at: below)

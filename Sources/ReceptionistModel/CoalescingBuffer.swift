@@ -93,7 +93,7 @@ public struct CoalescingBuffer: Sendable {
         while entry != Self.end {
             let position = Int(entry)
             if pending[position].keyPath.isPrefix(of: change.pointee.keyPath) {
-                let relative = change.pointee.keyPath.components.dropFirst(pending[position].keyPath.components.count)
+                let relative = change.pointee.keyPath.components.dropFirst(pending[position].keyPath.count)
                 var value = pending[position].newValue ?? .object([:])
                 value.setValue(change.pointee.newValue, at: relative)
                 pending[position].newValue = value
@@ -109,7 +109,7 @@ public struct CoalescingBuffer: Sendable {
     /// last in the list, as the model's newest entry.
     private mutating func replace(beneath change: ModelChange, head: Int32) {
         var replacing = change
-        let depth = change.keyPath.components.count
+        let depth = change.keyPath.count
         var previous = Self.end
         var entry = head
         var newHead = head

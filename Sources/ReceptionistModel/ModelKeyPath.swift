@@ -1,20 +1,34 @@
 /// A dotted path into a model's JSON tree, such as `style.border.width`. Empty means the whole model.
+///
+/// A path of one key, what jobs set most (`color`), is held as that key's string, not as an
+/// array: an array is a heap object, so every copy of a change or an operation retained and
+/// released it atomically, four times for each change a job set. A key of up to 15 bytes is a
+/// string with no heap object at all.
+///
+/// Invariant: a path of exactly one component is always `.one`, any other `.many`; every
+/// initialiser goes through `init(_:)`. So the synthesised `==` and `hash` compare components.
+/// Checked by `ModelKeyPathTests.oneKeyIsOneFormHoweverMade`.
 public struct ModelKeyPath: Sendable, Hashable, CustomStringConvertible, ExpressibleByStringLiteral {
-    public let components: [String]
+    private enum Storage: Sendable, Hashable {
+        case one(String)
+        case many([String])
+    }
+
+    private let storage: Storage
 
     public init(_ components: [String]) {
-        self.components = components
+        storage = components.count == 1 ? .one(components[0]) : .many(components)
     }
 
     /// Parses `a.b.c`; an empty string is the whole model. Empty components are refused.
     public init?(parsing text: String) {
         if text.isEmpty {
-            components = []
+            self.init([])
             return
         }
         let parts = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
         guard !parts.contains(where: \.isEmpty) else { return nil }
-        components = parts
+        self.init(parts)
     }
 
     public init(stringLiteral value: String) {
@@ -23,11 +37,47 @@ public struct ModelKeyPath: Sendable, Hashable, CustomStringConvertible, Express
 
     public static let whole = ModelKeyPath([])
 
-    public var description: String { components.joined(separator: ".") }
+    /// The keys from the model down. A path of one key builds its array here: code on the commit
+    /// path reads `count` and `withComponents` instead.
+    public var components: [String] {
+        switch storage {
+        case .one(let key): [key]
+        case .many(let keys): keys
+        }
+    }
+
+    /// How many keys deep the path is; 0 for the whole model.
+    public var count: Int {
+        switch storage {
+        case .one: 1
+        case .many(let keys): keys.count
+        }
+    }
+
+    /// Runs `body` on the keys where they are, building nothing.
+    public func withComponents<Result>(_ body: (UnsafeBufferPointer<String>) throws -> Result) rethrows -> Result {
+        switch storage {
+        case .one(let key): try withUnsafePointer(to: key) { try body(UnsafeBufferPointer(start: $0, count: 1)) }
+        case .many(let keys): try keys.withUnsafeBufferPointer(body)
+        }
+    }
+
+    public var description: String {
+        switch storage {
+        case .one(let key): key
+        case .many(let keys): keys.joined(separator: ".")
+        }
+    }
 
     /// Whether `self` is `other` or one of its ancestors.
     public func isPrefix(of other: ModelKeyPath) -> Bool {
-        components.count <= other.components.count && zip(components, other.components).allSatisfy { $0 == $1 }
+        switch (storage, other.storage) {
+        case (.one(let key), .one(let otherKey)): key == otherKey
+        case (.one(let key), .many(let otherKeys)): otherKeys.first == key
+        case (.many(let keys), .one(let otherKey)): keys.isEmpty || (keys.count == 1 && keys[0] == otherKey)
+        case (.many(let keys), .many(let otherKeys)):
+            keys.count <= otherKeys.count && zip(keys, otherKeys).allSatisfy { $0 == $1 }
+        }
     }
 
     /// Whether a change at one path can affect the value at the other.

@@ -166,7 +166,7 @@ extension ModelStore {
                 for change in changes {
                     let id = change.model
                     if originals[id] == nil { originals[id] = .some(state.models[id]) }
-                    if change.keyPath.components.isEmpty {
+                    if change.keyPath.count == 0 {
                         let old: JSONValue?
                         if let value = change.value {
                             old = state.models.updateValue(value, forKey: id)
@@ -181,7 +181,7 @@ extension ModelStore {
                         }
                         var old: JSONValue?
                         state.models.modify(id) { model in
-                            old = model.replaceValue(change.value, at: change.keyPath.components)
+                            old = change.keyPath.withComponents { model.replaceValue(change.value, along: $0) }
                         }
                         out.append(ModelChange(model: id, keyPath: change.keyPath, oldValue: old, newValue: change.value))
                     }

@@ -230,7 +230,7 @@ public final class ModelStore: Sendable {
         // A set that must create (or turn into an object) an ancestor of its path is reported at
         // that ancestor, so that a change with no old value always means its parent was there,
         // and a receiver can undo or fold it exactly.
-        if value != nil, keyPath.components.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
+        if value != nil, keyPath.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
             let ancestor = Array(keyPath.components[..<depth])
             let before = model.value(at: ancestor)
             model.setValue(value, at: keyPath.components[...])
@@ -238,7 +238,7 @@ public final class ModelStore: Sendable {
                 model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
             return
         }
-        let old = model.replaceValue(value, at: keyPath.components)
+        let old = keyPath.withComponents { model.replaceValue(value, along: $0) }
         let kind = ModelChange.kind(old: old, new: value)
         changes.append(ModelChange(
             model: id, keyPath: keyPath, kind: kind, slotHint: slot, oldValue: old, newValue: value))
@@ -292,7 +292,7 @@ public final class ModelStore: Sendable {
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
         case .set:
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
-            if operation.pointee.keyPath.components.isEmpty, operation.pointee.value?.objectValue == nil {
+            if operation.pointee.keyPath.count == 0, operation.pointee.value?.objectValue == nil {
                 throw StoreError.notAnObject("a model")
             }
         case .delete:
