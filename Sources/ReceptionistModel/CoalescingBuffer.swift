@@ -71,8 +71,8 @@ public struct CoalescingBuffer: Sendable {
     private mutating func absorb(_ change: UnsafePointer<ModelChange>) {
         absorbed += 1
         guard let head = pendingHead(of: change) else {
+            // `pendingHead` entered the model in `heads` at this position.
             let position = append(change.pointee)
-            heads.set(position, for: change.pointee.model)
             remember(position, at: change.pointee.slotHint)
             return
         }
@@ -142,7 +142,9 @@ public struct CoalescingBuffer: Sendable {
         remember(newHead, at: change.slotHint)
     }
 
-    /// The first live entry of the change's model, if it has pending changes.
+    /// The first live entry of the change's model, if it has pending changes; if it has none,
+    /// nil, and the model is entered in `heads` with the entry `append` will give it next (one
+    /// hash of the id for a model's first change since `take`, not a lookup and then a `set`).
     private mutating func pendingHead(of change: UnsafePointer<ModelChange>) -> Int32? {
         let slot = Int(change.pointee.slotHint)
         if slot >= 0, slot < slotHeads.count {
@@ -151,7 +153,8 @@ public struct CoalescingBuffer: Sendable {
                 return entry
             }
         }
-        guard let head = heads.value(for: change.pointee.model) else { return nil }
+        let next = Int32(truncatingIfNeeded: pending.count)
+        guard let head = heads.value(for: change.pointee.model, orInsert: next) else { return nil }
         remember(head, at: change.pointee.slotHint)
         return head
     }

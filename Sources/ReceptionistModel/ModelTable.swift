@@ -77,6 +77,31 @@ struct ModelTable {
         }
     }
 
+    /// The value for `id` if it is in the table; if not, adds it with `value` and returns nil.
+    /// One hash where a lookup and then a `set` would take two.
+    mutating func value(for id: String, orInsert value: Int32) -> Int32? {
+        guard let hash = hashValue(of: id) else {
+            if let existing = others[id] { return existing }
+            others[id] = value
+            return nil
+        }
+        if (keys.count + 1) * 2 > cells.count { grow() }
+        let mask = cells.count - 1
+        var cell = Int(truncatingIfNeeded: hash) & mask
+        while true {
+            let entry = cells[cell]
+            if entry == Self.empty {
+                precondition(keys.count < Int(Int32.max), "a model table holds at most 2^31 ids")
+                cells[cell] = Int32(keys.count)
+                keys.append(id)
+                values.append(value)
+                return nil
+            }
+            if keys[Int(entry)] == id { return values[Int(entry)] }
+            cell = (cell + 1) & mask
+        }
+    }
+
     /// Removes `id`, returning its value if it was there.
     @discardableResult
     mutating func remove(_ id: String) -> Int32? {

@@ -55,7 +55,8 @@ import Testing
         #expect(table.isEmpty && table.value(for: "caf\u{E9}") == nil)
     }
 
-    /// Removal, checked against a `Dictionary` through thousands of random sets and removals on a
+    /// Removal, checked against a `Dictionary` through thousands of random sets, finds-or-inserts
+    /// and removals on a
     /// pool of ids small enough that probe runs collide and wrap: every id set and not removed is
     /// found with its value, every other is not. Without moving later cells back into a removed
     /// one, ids further along its probe run are lost.
@@ -73,8 +74,14 @@ import Testing
         var reference: [String: Int32] = [:]
         for step in 0..<20_000 {
             let id = pool[Int(generator.next() % UInt64(pool.count))]
-            if generator.next() % 3 == 0 {
+            let choice = generator.next() % 4
+            if choice == 0 {
                 #expect(table.remove(id) == reference.removeValue(forKey: id))
+            } else if choice == 1 {
+                // Found, or entered with this step's value: one probe for a buffer's first change.
+                let existing = reference[id]
+                #expect(table.value(for: id, orInsert: Int32(step)) == existing)
+                if existing == nil { reference[id] = Int32(step) }
             } else {
                 table.set(Int32(step), for: id)
                 reference[id] = Int32(step)
