@@ -76,7 +76,7 @@ extension ModelStore {
                 if let value = state.models[operation.model] { touched.updateValue(value, forKey: operation.model) }
             }
             do throws(StoreError) {
-                let changes = try Self.apply(pending.operations, to: &touched)
+                let changes = try Self.apply(pending.operations, to: &touched, located: &state.located)
                 var after: [String: JSONValue?] = [:]
                 for operation in pending.operations { after[operation.model] = .some(touched[operation.model]) }
                 return .success((state.version, changes, after))

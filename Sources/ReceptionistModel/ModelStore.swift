@@ -21,6 +21,9 @@ public final class ModelStore: Sendable {
         var epoch: String
         /// The thread notifying observers right now, to refuse a commit from inside an observer.
         var notifyingThread: pthread_t?
+        /// A commit's scratch: where each operation's model is (`validate`), kept between
+        /// commits so that a commit allocates nothing for it.
+        var located: [Int32] = []
     }
 
     private struct ObserverTable {
@@ -127,7 +130,7 @@ public final class ModelStore: Sendable {
                 do throws(StoreError) {
                     // Edited where it is: the lock's state is this closure's alone, so the slots
                     // stay uniquely referenced (moving them out and back retained each array).
-                    changes = try Self.apply(operations, to: &state.models)
+                    changes = try Self.apply(operations, to: &state.models, located: &state.located)
                 } catch {
                     return .failure(error)
                 }
@@ -155,19 +158,25 @@ public final class ModelStore: Sendable {
     /// that point of the commit) is found by a first pass that changes nothing, so the second
     /// pass cannot fail and keeps no copy of any model for a rollback. Each model is then reached
     /// with one lookup per operation and edited in place, in its slot: never copied out and back.
-    static func apply(_ operations: [StoreOperation], to models: inout ModelSlots) throws(StoreError)
-        -> [ModelChange]
-    {
+    ///
+    /// `located` is scratch space the caller keeps between commits (its contents are not read).
+    static func apply(
+        _ operations: [StoreOperation], to models: inout ModelSlots, located: inout [Int32]
+    ) throws(StoreError) -> [ModelChange] {
         // Where each operation's model is, when the commit only edits models in place (no put
         // or delete moves them): then no model is hashed twice.
-        let located = try validate(operations, against: models)
+        let inPlace = try validate(operations, against: models, located: &located)
+        defer {
+            // A commit far larger than most keeps no memory past its end.
+            if located.capacity > 4_096 { located = [] } else { located.removeAll(keepingCapacity: true) }
+        }
         var changes: [ModelChange] = []
         changes.reserveCapacity(operations.count)
         // Through the buffer, as in `validate`: no operation is copied out of the array.
         operations.withUnsafeBufferPointer { operations in
             guard let base = operations.baseAddress else { return }
             for position in operations.indices {
-                apply(base + position, at: located?[position], to: &models, changes: &changes)
+                apply(base + position, at: inPlace ? Int(located[position]) : nil, to: &models, changes: &changes)
             }
         }
         return changes
@@ -247,13 +256,15 @@ public final class ModelStore: Sendable {
     /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
     /// put or deleted earlier in the same commit count as they will be by then.
     ///
-    /// Returns each operation's model's slot in `models` when every operation edits a model in
-    /// place (`set` and `patch`), since the slots then stay as they are while `apply` runs; else nil.
-    static func validate(_ operations: [StoreOperation], against models: ModelSlots) throws(StoreError) -> [Int]?
-    {
+    /// Returns whether `located` (emptied first) holds each operation's model's slot in
+    /// `models`: it does when every operation edits a model in place (`set` and `patch`), since
+    /// the slots then stay as they are while `apply` runs.
+    static func validate(
+        _ operations: [StoreOperation], against models: ModelSlots, located: inout [Int32]
+    ) throws(StoreError) -> Bool {
         var existsNow: [String: Bool] = [:]
-        var located: [Int]? = []
-        located?.reserveCapacity(operations.count)
+        var inPlace = true
+        located.removeAll(keepingCapacity: true)
         // Through the buffer: each operation is read in place, not copied out of the array
         // (a copy retains and releases every field of it).
         try operations.withUnsafeBufferPointer { operations throws(StoreError) in
@@ -264,29 +275,29 @@ public final class ModelStore: Sendable {
                 if existsNow.isEmpty, let slot = models.slot(of: operation.pointee.model) {
                     // A model in the store has a valid id: it was checked when it was put.
                     exists = true
-                    located?.append(slot)
+                    if inPlace { located.append(Int32(truncatingIfNeeded: slot)) }
                 } else {
                     let id = operation.pointee.model
                     guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
                     exists = existsNow[id] ?? (models[id] != nil)
                 }
-                try check(operation, exists: exists, existsNow: &existsNow, located: &located)
+                try check(operation, exists: exists, existsNow: &existsNow, inPlace: &inPlace)
             }
         }
-        return located
+        return inPlace
     }
 
     /// `validate`'s check of one operation, whose model does or does not exist at that point.
     @inline(__always)
     private static func check(
         _ operation: UnsafePointer<StoreOperation>, exists: Bool, existsNow: inout [String: Bool],
-        located: inout [Int]?
+        inPlace: inout Bool
     ) throws(StoreError) {
         switch operation.pointee.kind {
         case .put:
             guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a model") }
             existsNow[operation.pointee.model] = true
-            located = nil
+            inPlace = false
         case .patch:
             guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
@@ -298,7 +309,7 @@ public final class ModelStore: Sendable {
         case .delete:
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
             existsNow[operation.pointee.model] = false
-            located = nil
+            inPlace = false
         }
     }
 

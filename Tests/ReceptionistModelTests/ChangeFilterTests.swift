@@ -285,9 +285,10 @@ import Testing
         mutating func commit(on models: [String: JSONValue]) -> [StoreOperation] {
             var state = ModelSlots(models)
             var operations: [StoreOperation] = []
+            var located: [Int32] = []
             for _ in 0..<Int.random(in: 1...3, using: &random) {
                 let operation = operation(on: state.dictionary)
-                if (try? ModelStore.apply([operation], to: &state)) != nil { operations.append(operation) }
+                if (try? ModelStore.apply([operation], to: &state, located: &located)) != nil { operations.append(operation) }
             }
             return operations
         }
