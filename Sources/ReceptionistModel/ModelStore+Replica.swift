@@ -195,13 +195,11 @@ extension ModelStore {
                 state.version = version
                 let changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
                 state.history.append(changeSet, number: version)
-                state.notifyingThread = pthread_self()
                 return changeSet
             }
             guard let changeSet else { return nil }
-            notify(changeSet)
+            notifyObservers(changeSet)
             notified = version
-            state.withLock { $0.notifyingThread = nil }
             return changeSet
         }
         guard applied != nil else { return false }
@@ -232,16 +230,14 @@ extension ModelStore {
                 state.models = ModelSlots(newModels)
                 state.version = version
                 state.history.removeAll()
-                state.notifyingThread = pthread_self()
                 var changeSet = ChangeSet(
                     store: name, version: version, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
                 changeSet.isReset = true
                 return changeSet
             }
             guard let changeSet else { return }
-            notify(changeSet)
+            notifyObservers(changeSet)
             notified = version
-            state.withLock { $0.notifyingThread = nil }
         }
         appliedVersion.withLock { $0 = version }
         appliedVersion.broadcast()

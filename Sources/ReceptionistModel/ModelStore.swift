@@ -1,6 +1,7 @@
 import Glibc
 import ReceptionistJSON
 import ReceptionistSync
+import Synchronization
 
 /// A named collection of models, each a tree of JSON values, that any thread may change.
 ///
@@ -19,8 +20,6 @@ public final class ModelStore: Sendable {
         var version: UInt64 = 0
         var history: HistoryRing<ChangeSet>
         var epoch: String
-        /// The thread notifying observers right now, to refuse a commit from inside an observer.
-        var notifyingThread: pthread_t?
         /// A commit's scratch: where each operation's model is (`validate`), kept between
         /// commits so that a commit allocates nothing for it.
         var located: [Int32] = []
@@ -32,6 +31,12 @@ public final class ModelStore: Sendable {
 
     // Internal (not private) so that `ModelStore+Replica.swift` can reach them.
     let state: PThreadLock<State>
+    /// The thread notifying observers right now (its `pthread_t`; 0 for none), so that a commit
+    /// from inside an observer is refused where it would wait for the commit lock forever.
+    /// Atomic, not under a lock (two lock round trips a commit): only the notifying thread writes
+    /// it, its own id and then 0, and a reader only asks whether it holds the reader's own id,
+    /// which no other thread ever writes; so no ordering with other memory is needed.
+    private let notifyingThread = Atomic<UInt>(0)
     /// Serialises commit-and-notify, so observers see versions in order. It guards the last
     /// version whose observers have been told (a real value: a lock around `Void` has no storage
     /// for ThreadSanitizer to pair with the mutex, and is reported as a race).
@@ -117,10 +122,7 @@ public final class ModelStore: Sendable {
 
     private func checkCommittable(_ operations: [StoreOperation]) throws(StoreError) {
         guard !operations.isEmpty else { throw .emptyCommit }
-        let reentrant = state.withLock { state in
-            state.notifyingThread.map { pthread_equal($0, pthread_self()) != 0 } ?? false
-        }
-        guard !reentrant else { throw .reentrantCommit }
+        guard notifyingThread.load(ordering: .relaxed) != UInt(pthread_self()) else { throw .reentrantCommit }
     }
 
     private func commitLocally(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
@@ -139,13 +141,11 @@ public final class ModelStore: Sendable {
                     store: name, version: state.version,
                     committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
                 state.history.append(changeSet, number: state.version)
-                state.notifyingThread = pthread_self()
                 return .success(changeSet)
             }
             if case .success(let changeSet) = applied {
-                notify(changeSet)
+                notifyObservers(changeSet)
                 notified = changeSet.version
-                state.withLock { $0.notifyingThread = nil }
             }
             return applied
         }
@@ -371,7 +371,14 @@ public final class ModelStore: Sendable {
         }, then: { _ in })
     }
 
-    func notify(_ changeSet: ChangeSet) {
+    /// `notify`, marked as this thread's, under the commit lock: a commit from inside is refused.
+    func notifyObservers(_ changeSet: ChangeSet) {
+        notifyingThread.store(UInt(pthread_self()), ordering: .relaxed)
+        notify(changeSet)
+        notifyingThread.store(0, ordering: .relaxed)
+    }
+
+    private func notify(_ changeSet: ChangeSet) {
         let entries = observers.withLock { $0.entries }
         for entry in entries {
             guard let filtered = entry.filter(changeSet) else { continue }
