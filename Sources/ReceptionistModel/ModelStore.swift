@@ -168,7 +168,7 @@ public final class ModelStore: Sendable {
         let inPlace = try validate(operations, against: models, located: &located)
         defer {
             // A commit far larger than most keeps no memory past its end.
-            if located.capacity > 4_096 { located = [] } else { located.removeAll(keepingCapacity: true) }
+            if located.count > 4_096 { located = [] }
         }
         var changes: [ModelChange] = []
         changes.reserveCapacity(operations.count)
@@ -256,32 +256,40 @@ public final class ModelStore: Sendable {
     /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
     /// put or deleted earlier in the same commit count as they will be by then.
     ///
-    /// Returns whether `located` (emptied first) holds each operation's model's slot in
-    /// `models`: it does when every operation edits a model in place (`set` and `patch`), since
-    /// the slots then stay as they are while `apply` runs.
+    /// Returns whether `located` holds each operation's model's slot in `models`, by position
+    /// (it grows to one per operation, and is only ever written): it does when every operation
+    /// edits a model in place (`set` and `patch`), since the slots then stay as they are while
+    /// `apply` runs.
     static func validate(
         _ operations: [StoreOperation], against models: ModelSlots, located: inout [Int32]
     ) throws(StoreError) -> Bool {
         var existsNow: [String: Bool] = [:]
         var inPlace = true
-        located.removeAll(keepingCapacity: true)
+        // Grown, never emptied: clearing an array runs the general `replaceSubrange`.
+        if located.count < operations.count {
+            located.append(contentsOf: repeatElement(0, count: operations.count - located.count))
+        }
         // Through the buffer: each operation is read in place, not copied out of the array
         // (a copy retains and releases every field of it).
-        try operations.withUnsafeBufferPointer { operations throws(StoreError) in
-            guard let base = operations.baseAddress else { return }
-            for position in operations.indices {
-                let operation = base + position
-                let exists: Bool
-                if existsNow.isEmpty, let slot = models.slot(of: operation.pointee.model) {
-                    // A model in the store has a valid id: it was checked when it was put.
-                    exists = true
-                    if inPlace { located.append(Int32(truncatingIfNeeded: slot)) }
-                } else {
-                    let id = operation.pointee.model
-                    guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
-                    exists = existsNow[id] ?? (models[id] != nil)
+        // `located` through its buffer too: written by subscript, it was checked for a unique
+        // reference on every operation.
+        try located.withUnsafeMutableBufferPointer { slots throws(StoreError) in
+            try operations.withUnsafeBufferPointer { operations throws(StoreError) in
+                guard let base = operations.baseAddress else { return }
+                for position in operations.indices {
+                    let operation = base + position
+                    let exists: Bool
+                    if existsNow.isEmpty, let slot = models.slot(of: operation.pointee.model) {
+                        // A model in the store has a valid id: it was checked when it was put.
+                        exists = true
+                        slots[position] = Int32(truncatingIfNeeded: slot)
+                    } else {
+                        let id = operation.pointee.model
+                        guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
+                        exists = existsNow[id] ?? (models[id] != nil)
+                    }
+                    try check(operation, exists: exists, existsNow: &existsNow, inPlace: &inPlace)
                 }
-                try check(operation, exists: exists, existsNow: &existsNow, inPlace: &inPlace)
             }
         }
         return inPlace
