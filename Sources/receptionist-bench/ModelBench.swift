@@ -31,6 +31,13 @@ struct ModelBench: ParsableCommand {
     @Option(parsing: .upToNextOption, help: "Receptionist policies to measure: coalesce, each.")
     var policies: [String] = ["coalesce", "each"]
 
+    @Option(help: "Change sets the store keeps for resumes (the gateway's --history).")
+    var history = 1000
+
+    func validate() throws {
+        guard history >= 1 else { throw ValidationError("--history must be at least 1") }
+    }
+
     func run() throws {
         let loop = LoopThread()
         print("| policy | threads | changes/set | change sets/s | changes/s | deliveries/s | sets/delivery | loop wake-ups/delivery |")
@@ -75,7 +82,7 @@ struct ModelBench: ParsableCommand {
     }
 
     func measure(policy: Receptionist.Policy, threads: Int, changesPerSet: Int, loop: LoopThread) throws -> Result {
-        let store = ModelStore(name: "bench", historyLimit: 1000)
+        let store = ModelStore(name: "bench", historyLimit: history)
         try store.commit((0..<models).map { .put(model: "m\($0)", value: ["color": "#000000", "label": .string("m\($0)")]) })
         let applied = Applied()
         let before = loop.mailbox.statistics
