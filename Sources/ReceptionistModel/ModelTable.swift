@@ -57,24 +57,8 @@ struct ModelTable {
             others[id] = value
             return
         }
-        if (keys.count + 1) * 2 > cells.count { grow() }
-        let mask = cells.count - 1
-        var cell = Int(truncatingIfNeeded: hash) & mask
-        while true {
-            let entry = cells[cell]
-            if entry == Self.empty {
-                precondition(keys.count < Int(Int32.max), "a model table holds at most 2^31 ids")
-                cells[cell] = Int32(keys.count)
-                keys.append(id)
-                values.append(value)
-                return
-            }
-            if keys[Int(entry)] == id {
-                values[Int(entry)] = value
-                return
-            }
-            cell = (cell + 1) & mask
-        }
+        let (index, inserted) = entry(of: id, hash: hash, orInsert: value)
+        if !inserted { values[index] = value }
     }
 
     /// The value for `id` if it is in the table; if not, adds it with `value` and returns nil.
@@ -85,6 +69,14 @@ struct ModelTable {
             others[id] = value
             return nil
         }
+        let (index, inserted) = entry(of: id, hash: hash, orInsert: value)
+        return inserted ? nil : values[index]
+    }
+
+    /// Where the ASCII `id`, whose hash is `hash`, sits in `keys` and `values`; added there with
+    /// `value` if it was not in the table.
+    @inline(__always)
+    private mutating func entry(of id: String, hash: UInt64, orInsert value: Int32) -> (index: Int, inserted: Bool) {
         if (keys.count + 1) * 2 > cells.count { grow() }
         let mask = cells.count - 1
         var cell = Int(truncatingIfNeeded: hash) & mask
@@ -95,9 +87,9 @@ struct ModelTable {
                 cells[cell] = Int32(keys.count)
                 keys.append(id)
                 values.append(value)
-                return nil
+                return (keys.count - 1, true)
             }
-            if keys[Int(entry)] == id { return values[Int(entry)] }
+            if keys[Int(entry)] == id { return (Int(entry), false) }
             cell = (cell + 1) & mask
         }
     }
