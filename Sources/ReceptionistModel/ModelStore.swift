@@ -44,6 +44,9 @@ public final class ModelStore: Sendable {
     private let observers = ConditionLock(ObserverTable())
     /// Where commits go when this store is a replica of a shared log; nil for a local store.
     public let replication: (any StoreReplication)?
+    /// `replication != nil`, asked first by every commit: binding `replication` copies the
+    /// existential (a retain and a release) even for a local store.
+    private let isReplica: Bool
     /// A replica's applied version, for committers waiting to see their own change set.
     let appliedVersion = ConditionLock<UInt64>(0)
     /// A replica's commits on this node: one at the log, the rest waiting their turn.
@@ -60,6 +63,7 @@ public final class ModelStore: Sendable {
     public init(name: String, historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, epoch: String? = nil) {
         self.name = name
         self.replication = replication
+        isReplica = replication != nil
         state = PThreadLock(State(history: HistoryRing(capacity: historyLimit), epoch: epoch ?? Self.newEpoch()))
     }
 
@@ -101,7 +105,7 @@ public final class ModelStore: Sendable {
     @discardableResult
     public func commit(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
         try checkCommittable(operations)
-        if let replication { return try commitReplicatedWaiting(operations, through: replication) }
+        if isReplica, let replication { return try commitReplicatedWaiting(operations, through: replication) }
         return try commitLocally(operations)
     }
 
@@ -113,7 +117,7 @@ public final class ModelStore: Sendable {
     ) {
         do throws(StoreError) {
             try checkCommittable(operations)
-            guard let replication else { return completion(.success(try commitLocally(operations))) }
+            guard isReplica, let replication else { return completion(.success(try commitLocally(operations))) }
             commitReplicated(operations, through: replication, completion: completion)
         } catch {
             completion(.failure(error))

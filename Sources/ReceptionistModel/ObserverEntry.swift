@@ -12,6 +12,9 @@ final class ObserverEntry: @unchecked Sendable {
     /// Which models and paths, with changes above the paths cut down to them.
     let changeFilter: ChangeFilter
     let callback: @Sendable (ChangeSet) -> Void
+    /// Every change set passes whole: decided once here, not read out of four fields (the
+    /// filter's copied, with its references) on every commit.
+    private let passesEverything: Bool
     var cancelled = false
     /// The thread running `callback` right now, if any.
     var callingThread: pthread_t?
@@ -23,12 +26,13 @@ final class ObserverEntry: @unchecked Sendable {
         self.options = options
         self.changeFilter = changeFilter
         self.callback = callback
+        passesEverything = model == nil && keyPathPrefix == nil && options == .both && changeFilter.isAll
     }
 
     /// The part of `changeSet` this observer asked for, or nil if none of it. A replica's reset
     /// always passes, even with nothing left in it: the observer must learn that it happened.
     func filter(_ changeSet: ChangeSet) -> ChangeSet? {
-        if model == nil && keyPathPrefix == nil && options == .both && changeFilter.isAll { return changeSet }
+        if passesEverything { return changeSet }
         var filtered = changeSet
         filtered.changes = changeFilter.apply(changeSet.changes)
         // A receptionist's observer asks for both values and no single model or prefix: one
