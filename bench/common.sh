@@ -5,6 +5,8 @@ pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # BENCH_KEEP=DIR keeps the run's scratch (every client's JSON summary and log) there.
+  if [ -n "${BENCH_KEEP:-}" ]; then rm -rf "$BENCH_KEEP"; cp -r "$work" "$BENCH_KEEP"; fi
   rm -rf "$work"
 }
 trap cleanup EXIT

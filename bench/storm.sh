@@ -3,14 +3,20 @@
 # `count` subscribers hold a store of 64 models that an `animate` job commits to at `rate` change
 # sets a second, on a gateway keeping `--history $storm_history`. Every subscriber process is
 # killed at once; the job keeps committing, and `count` new subscribers connect straight away and
-# resume with `since` and `epoch`: half from the version at the drop minus 100 (in the history:
-# `subscribed`, then the missed change sets), half from version 1 (too old: a reset snapshot).
+# resume with `since` and `epoch`: half from the version at the drop minus $storm_behind (in the
+# history: `subscribed`, then the change sets committed since), half from version 1 (too old: a
+# reset snapshot).
 # Each storm process counts its clients' first frames from the same start and checks every resume
 # (bench/storm_report.py merges them into one row). A client without a first frame within
 # $storm_bound seconds is a failure.
 
-storm_history=${STORM_HISTORY:-1000}
+# Short enough that version 1 leaves it within a minute at one change set a second.
+storm_history=${STORM_HISTORY:-30}
 storm_bound=${STORM_BOUND:-10}
+# How far before the drop the resuming half resumes. 0 is what a client that was connected until
+# the drop does: it resumes from the last version it saw. More stands for clients that were
+# already behind, and each gets that many change sets replayed (on the one client core too).
+storm_behind=${STORM_BEHIND:-0}
 # Seconds the storm's clients keep reading after all have their first frame: the replays and the
 # live change sets that follow them are checked for gaps meanwhile.
 storm_tail=${STORM_TAIL:-3}
@@ -36,6 +42,10 @@ storm_clients() {
 storm() {
   local count=$1 rate=$2 first_address=$3 tag="storm.$1.$2"
   local api job version epoch origin steady_before steady_after before after ended processes=4
+  if [ "$storm_behind" -ge "$storm_history" ]; then
+    echo "STORM_BEHIND ($storm_behind) must be less than STORM_HISTORY ($storm_history): that half resumes from inside the history" >&2
+    exit 2
+  fi
   server_args=(--history "$storm_history")
   start_server receptionist
   server_args=()
@@ -91,7 +101,7 @@ storm() {
     local n=$per
     [ "$i" -lt $((processes - 1)) ] || n=$((count - per * (processes - 1)))
     if [ "$i" -lt $((processes / 2)) ]; then
-      storm_clients "$work/$tag.resume.$i" "$n" $((version - 100)) "$epoch" "$origin" $((address + 2 * i))
+      storm_clients "$work/$tag.resume.$i" "$n" $((version - storm_behind)) "$epoch" "$origin" $((address + 2 * i))
     else
       storm_clients "$work/$tag.reset.$i" "$n" 1 "$epoch" "$origin" $((address + 2 * i))
     fi
@@ -110,7 +120,7 @@ storm() {
   storm_api -o /dev/null -X DELETE "$api/jobs/$job"
   stop_process "$server_pid"
   python3 bench/storm_report.py --work "$work" --tag "$tag" --count "$count" --rate "$rate" \
-    --history "$storm_history" --bound "$storm_bound" --version "$version" \
+    --history "$storm_history" --bound "$storm_bound" --version "$version" --behind "$storm_behind" \
     --drop-us "$(( origin - dropped ))" --storm-cpu "$(( after - before ))" --storm-us "$(( ended - origin ))" \
     --client-core $core_before $core_after --steady-cpu "$(( steady_after - steady_before ))" --steady-s 2 --clock-ticks "$clock_ticks"
 }

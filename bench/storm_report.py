@@ -32,7 +32,7 @@ def main():
     parser = argparse.ArgumentParser()
     for name in ("work", "tag"):
         parser.add_argument(f"--{name}", required=True)
-    for name in ("count", "rate", "history", "bound", "version", "drop-us", "storm-cpu", "storm-us", "steady-cpu", "clock-ticks"):
+    for name in ("count", "rate", "history", "bound", "version", "behind", "drop-us", "storm-cpu", "storm-us", "steady-cpu", "clock-ticks"):
         parser.add_argument(f"--{name}", type=int, required=True)
     parser.add_argument("--steady-s", type=float, required=True)
     parser.add_argument("--client-core", nargs=4, type=int, required=True,
@@ -107,7 +107,7 @@ def main():
           f"The clients' CPU was {client_busy:.0%} busy over the storm.")
     print(f"Aim: every client has its first frame within 2 s of the reconnect, nothing lost: "
           f"{'met' if met else 'not met'} (the drop at version {args.version:,}, the new clients started {args.drop_us / 1000:.0f} ms after it; "
-          f"resumes from {args.version - 100:,})."
+          f"resumes from {args.version - args.behind:,})."
           + (" " + ". ".join(notes) + "." if notes else ""))
 
 

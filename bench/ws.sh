@@ -26,11 +26,11 @@
 # two topics, each published at that rate) on one node, on one node through one redis-server, and
 # on three nodes over two redis-servers (a topic on each), everything on one core.
 # storm is a reconnect storm (bench/storm.sh): STORM_SUBSCRIBERS (10,000) store subscribers, with
-# an `animate` job committing STORM_RATE (20) change sets a second and --history STORM_HISTORY
-# (1,000), are dropped at once, and as many new ones connect at once and resume, half from inside
-# the history and half from too far back; it reports when every client had its first frame, the
-# server's CPU over the storm, and any change set lost (STORM_PERF=FILE: a `perf record` of the
-# server's core over the storm).
+# an `animate` job committing STORM_RATE change sets a second (a list: one storm per rate; "1 2 5")
+# and --history STORM_HISTORY (30), are dropped at once, and as many new ones connect at once and
+# resume, half from the last version they saw (STORM_BEHIND versions before it; 0) and half from
+# too far back; it reports when every client had its first frame, the server's CPU over the storm,
+# and any change set lost (STORM_PERF=FILE: a `perf record` of the server's core over the storm).
 # BENCH_BASELINE=<path to another receptionist binary> adds the server `baseline`: that build run
 # exactly as `receptionist` is, for a before-and-after comparison in one run
 # (BENCH_SERVERS="receptionist baseline"); BASELINE_ARGS adds serve options to it alone (for one
@@ -53,7 +53,7 @@ servers=${BENCH_SERVERS:-receptionist nchan socketify}
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-32}
 scenarios=${BENCH_SCENARIOS:-small large store full wsfull wslarge compression presence idle cluster storm}
-storm_rate=${STORM_RATE:-20}
+storm_rates=${STORM_RATE:-1 2 5}
 storm_subscribers=${STORM_SUBSCRIBERS:-10000}
 socketify_python=${SOCKETIFY_PYTHON:-.venv-bench/bin/python}
 receptionist=.build/release/receptionist
@@ -419,7 +419,7 @@ if has storm; then
     echo
     echo "| server | reconnecting subscribers | change sets/s | history | first frame p50 ms | p99 ms | max ms | no first frame within ${storm_bound} s | server CPU-s over the storm | resumed, first change = since + 1 | reset snapshots | lost |"
     echo "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
-    storm "$storm_subscribers" "$storm_rate" 40 ;;
+    for rate in $storm_rates; do storm "$storm_subscribers" "$rate" 40; done ;;
   esac
 fi
 if has idle; then
