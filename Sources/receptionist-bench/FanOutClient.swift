@@ -157,12 +157,12 @@ final class FanOutClient: TCPConnectionDelegate {
     private static let snapshotPrefix = Array(#"{"type":"snapshot""#.utf8)
     private static let errorPrefix = Array(#"{"type":"error""#.utf8)
     private static let presencePrefix = Array(#"{"type":"presence""#.utf8)
-    private static let versionKey = Array(#""version":"#.utf8)
-    private static let fromKey = Array(#""from":"#.utf8)
-    private static let resetKey = Array(#""reset":"#.utf8)
-    private static let sentAtKey = Array(#""sentAt":"#.utf8)
-    private static let committedAtKey = Array(#""committedAt":"#.utf8)
-    private static let firstCommittedAtKey = Array(#""firstCommittedAt":"#.utf8)
+    private static let versionKey = FrameScan.Key(#""version":"#)
+    private static let fromKey = FrameScan.Key(#""from":"#)
+    private static let resetKey = FrameScan.Key(#""reset":"#)
+    private static let sentAtKey = FrameScan.Key(#""sentAt":"#)
+    private static let committedAtKey = FrameScan.Key(#""committedAt":"#)
+    private static let firstCommittedAtKey = FrameScan.Key(#""firstCommittedAt":"#)
 
     /// A store's `changes` frame is a delivery, timed from the oldest commit it holds: its
     /// `firstCommittedAt` when it folds several change sets (`maxRate`), else its `committedAt`
