@@ -61,21 +61,11 @@ final class PublisherConnection: TCPConnectionDelegate, PoolConnection {
 
     /// The length of the complete response starting at `start`, and whether it was a 2xx, if it is all here.
     private static func response(in bytes: [UInt8], from start: Int) -> (Int, Bool)? {
-        guard bytes.count - start >= 4 else { return nil }
-        var end: Int?
-        for i in start...(bytes.count - 4)
-        where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
-            end = i
-            break
-        }
-        guard let end else { return nil }
-        let head = String(decoding: bytes[start..<end], as: UTF8.self).lowercased()
-        var bodyLength = 0
-        for line in head.split(separator: "\r\n") where line.hasPrefix("content-length:") {
-            bodyLength = Int(line.dropFirst("content-length:".count).drop { $0 == " " }.prefix { $0.isNumber }) ?? 0
-        }
+        guard let end = ResponseHead.end(in: bytes, from: start) else { return nil }
+        let lines = ResponseHead.lines(in: bytes, from: start, to: end)
+        let bodyLength = ResponseHead.value(of: "content-length:", in: bytes, lines: lines.dropFirst()).flatMap { Int($0) } ?? 0
         let total = end + 4 - start + bodyLength
         guard bytes.count - start >= total else { return nil }
-        return (total, head.hasPrefix("http/1.1 2"))
+        return (total, ResponseHead.line(lines[0], of: bytes, startsWith: "http/1.1 2"))
     }
 }

@@ -1,0 +1,54 @@
+/// An HTTP/1.1 response head read as bytes, for the bench's clients: where it ends, its lines,
+/// and a field's value. Nothing becomes a string but the values asked for: a run's clients read
+/// every response (an upgrade per subscriber, an answer per publish) on one core.
+enum ResponseHead {
+    /// Where the head that starts at `start` ends (its closing CRLF CRLF begins there), if it is
+    /// all here.
+    static func end(in bytes: [UInt8], from start: Int) -> Int? {
+        guard bytes.count - start >= 4 else { return nil }
+        for i in start...(bytes.count - 4)
+        where bytes[i] == 13 && bytes[i + 1] == 10 && bytes[i + 2] == 13 && bytes[i + 3] == 10 {
+            return i
+        }
+        return nil
+    }
+
+    /// The lines of the head from `start` to `end`, split at CRLF; the first is the status line.
+    static func lines(in bytes: [UInt8], from start: Int, to end: Int) -> [Range<Int>] {
+        var lines: [Range<Int>] = []
+        var lineStart = start
+        var index = start
+        while index + 1 < end {
+            if bytes[index] == 13 && bytes[index + 1] == 10 {
+                lines.append(lineStart..<index)
+                lineStart = index + 2
+                index += 2
+            } else {
+                index += 1
+            }
+        }
+        lines.append(lineStart..<end)
+        return lines
+    }
+
+    /// Whether `line` starts with `prefix`, given in lower case, in any case.
+    static func line(_ line: Range<Int>, of bytes: [UInt8], startsWith prefix: String) -> Bool {
+        guard line.count >= prefix.utf8.count else { return false }
+        for (offset, byte) in prefix.utf8.enumerated() {
+            let found = bytes[line.lowerBound + offset]
+            // ASCII lower case: a capital differs from its lower case only in the 0x20 bit.
+            if found != byte && !(found >= 65 && found <= 90 && found | 0x20 == byte) { return false }
+        }
+        return true
+    }
+
+    /// The value, spaces trimmed, of the first of `lines` that starts with `name` (lower case,
+    /// colon included) in any case.
+    static func value(of name: String, in bytes: [UInt8], lines: ArraySlice<Range<Int>>) -> String? {
+        guard let line = lines.first(where: { Self.line($0, of: bytes, startsWith: name) }) else { return nil }
+        var value = (line.lowerBound + name.utf8.count)..<line.upperBound
+        while let first = value.first, bytes[first] == 32 { value = (first + 1)..<value.upperBound }
+        while let last = value.last, bytes[last] == 32 { value = value.lowerBound..<last }
+        return String(decoding: bytes[value], as: UTF8.self)
+    }
+}
