@@ -18,9 +18,7 @@ final class FanOutClient: TCPConnectionDelegate {
     private let group: Int
     private var stage = Stage.handshaking
     private var handshake: ClientHandshake
-    private var decoder: WebSocketDecoder
-    /// Set for a subscriber that counts compressed frames without inflating them.
-    private var skipper: FrameSkipper?
+    private var reader: FrameReader
     /// When the subscribe was sent, in microseconds since the Unix epoch.
     private var subscribeSentAt: Int64 = 0
     /// With `since`: the version this subscriber holds, which the next `changes` frame must follow.
@@ -32,9 +30,14 @@ final class FanOutClient: TCPConnectionDelegate {
         self.connection = connection
         self.run = run
         self.group = group
-        // A resuming subscriber's answer is checked, so it always inflates.
-        if run.inflater != nil && !inflates && run.since == nil { skipper = FrameSkipper() }
-        decoder = WebSocketDecoder(role: .client, maxMessageBytes: run.maxMessageBytes, inflater: run.inflater)
+        let compression: FrameReader.Compression
+        if let inflater = run.inflater {
+            // A resuming subscriber's answer is checked, so it always inflates.
+            compression = inflates || run.since != nil ? .inflate(inflater) : .skip
+        } else {
+            compression = .none
+        }
+        reader = FrameReader(compression: compression, maxFrameBytes: run.maxMessageBytes)
         handshake = ClientHandshake(
             host: run.host, port: run.port, path: run.path, subprotocol: run.subprotocol, offerDeflate: run.inflater != nil)
         connection.delegate = self
@@ -104,34 +107,13 @@ final class FanOutClient: TCPConnectionDelegate {
 
     private func readFrames(_ bytes: UnsafeRawBufferPointer) {
         run.wireBytes += bytes.count
-        if skipper != nil { return skipFrames(bytes) }
-        let (messages, error) = decoder.decode(bytes)
         // One clock read per socket read: every frame in it arrived at the same moment.
         let now = Int64(Clock.microsecondsSinceEpoch())
-        for message in messages {
-            switch message {
-            case .text(var text):
-                text.withUTF8 { handle($0, now: now) }
-            case .ping(let payload):
-                connection.write(WebSocketEncoder.frame(.pong, payload: payload, maskKey: .random(in: .min ... .max)))
-            case .close:
-                fail("the server sent close")
-                return
-            case .binary, .pong:
-                break
-            }
-        }
-        if let error {
-            fail("bad frame from the server: \(error)")
-        }
-    }
-
-    /// Counts compressed frames unread, and reads the plain ones (`subscribed`, pings, short
-    /// messages) as `readFrames` does.
-    private func skipFrames(_ bytes: UnsafeRawBufferPointer) {
-        let now = Int64(Clock.microsecondsSinceEpoch())
-        skipper!.read(bytes) { frame in
+        let fault = reader.read(bytes) { frame in
+            guard stage != .done else { return }
             switch frame {
+            case .text(let text):
+                handle(text, now: now)
             case .compressed(let wireBytes):
                 // A store's snapshot is large enough to come compressed: before the subscription
                 // is answered, a compressed frame can only be that answer.
@@ -141,14 +123,14 @@ final class FanOutClient: TCPConnectionDelegate {
                 } else {
                     run.recordUninflated(group: group, bytes: wireBytes, at: now)
                 }
-            case .plain(let opcode, let payload):
-                switch WebSocketOpcode(rawValue: opcode) {
-                case .text: payload.withUnsafeBufferPointer { handle($0, now: now) }
-                case .ping: connection.write(WebSocketEncoder.frame(.pong, payload: payload, maskKey: .random(in: .min ... .max)))
-                case .close: fail("the server sent close")
-                default: break
-                }
+            case .ping(let payload):
+                connection.write(WebSocketEncoder.frame(.pong, payload: payload, maskKey: .random(in: .min ... .max)))
+            case .close:
+                fail("the server sent close")
             }
+        }
+        if let fault {
+            fail("bad frame from the server: \(fault)")
         }
     }
 

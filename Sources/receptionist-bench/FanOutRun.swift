@@ -25,7 +25,7 @@ final class FanOutRun {
     /// (a subscriber whose server would keep one fails rather than misread).
     let inflater: ZlibStream?
     /// With `inflater`, one subscriber in this many inflates and times what it gets; the others
-    /// count the compressed frames and their bytes (`FrameSkipper`).
+    /// count the compressed frames and their bytes (`FrameReader.Compression.skip`).
     let inflateEvery: Int
     /// Every byte read from every subscriber's socket: what the wire carried, compressed or not.
     var wireBytes = 0
