@@ -35,8 +35,9 @@ public struct GatewayConfig: Sendable {
     public var pingTimeoutSeconds = 10.0
     /// An SSE stream with nothing to send gets a heartbeat comment this often.
     public var sseHeartbeatSeconds = 15.0
-    /// Most milliseconds subscribers' writes wait to leave together while the loop is busy writing.
-    public var writeDelayMilliseconds: UInt64 = 2
+    /// Most milliseconds subscribers' writes wait to leave together while the loop is busy writing
+    /// (they wait as long as the last such flush took, within 1 ms and this).
+    public var writeDelayMilliseconds: UInt64 = 10
     /// Offer permessage-deflate (RFC 7692) to WebSocket clients that ask for it.
     public var compression = true
     /// Server frames shorter than this go uncompressed even to a client that negotiated compression.

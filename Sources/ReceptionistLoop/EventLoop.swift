@@ -110,12 +110,17 @@ public final class EventLoop {
     }
 
     private func flushDelayed() {
+        // A connection that waits again while these flush (a drained one that queues more)
+        // sets the next flush, with the delay as it was.
         writeDelay.flushed()
+        let start = uv_hrtime()
         let batch = delayed
         delayed.removeAll(keepingCapacity: true)
         for target in batch {
             target.flush()
         }
+        // The next wait lasts as long as these writes took (`WriteDelay`).
+        writeDelay.flushTook(nanoseconds: uv_hrtime() - start)
     }
 
     /// Before polling: writes queued since the last flush (by timers) must not wait for the poll

@@ -65,8 +65,8 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds between heartbeat comments on an idle SSE stream.")
     var sseHeartbeat = 15.0
 
-    @Option(help: "Most milliseconds a subscriber's frames wait to leave together while the gateway is busy writing (20,000 writes a second or more); 0 sends at once always.")
-    var writeDelay: UInt64 = 2
+    @Option(help: "Most milliseconds a subscriber's frames wait to leave together while the gateway is busy writing (20,000 writes a second or more): as long as the last such flush took, 1 at least; 0 sends at once always.")
+    var writeDelay: UInt64 = 10
 
     @Flag(help: "Do not offer permessage-deflate; every WebSocket frame goes uncompressed.")
     var noCompression = false

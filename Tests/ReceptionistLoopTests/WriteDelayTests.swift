@@ -34,10 +34,29 @@ import Testing
         #expect(!delay.isActive)
     }
 
-    /// However writes come, on the test's clock: each connection that starts to wait is flushed
-    /// by a flush due no later than its own start plus the delay, and one flush is set at a time.
+    @Test func theDelayIsAsLongAsTheLastFlushTookWithinOneMillisecondAndTheBound() {
+        var delay = WriteDelay(maxDelayMilliseconds: 10)
+        #expect(delay.delayMilliseconds == 1, "before any flush")
+        for (took, expected): (UInt64, UInt64) in [
+            (0, 1), (300_000, 1), (1_000_000, 1), (1_000_001, 2), (6_400_000, 7), (10_000_000, 10), (250_000_000, 10),
+            (2_000_000, 2),
+        ] {
+            delay.flushed()
+            delay.flushTook(nanoseconds: took)
+            #expect(delay.delayMilliseconds == expected, "a flush of \(took) ns")
+            #expect(delay.wait(now: 5_000) == 5_000 + expected)
+        }
+        var none = WriteDelay(maxDelayMilliseconds: 0)
+        none.flushTook(nanoseconds: 50_000_000)
+        #expect(none.delayMilliseconds == 0)
+    }
+
+    /// However writes come and however long flushes take, on the test's clock: each connection
+    /// that starts to wait is flushed by a flush due no later than its own start plus the bound,
+    /// and one flush is set at a time.
     @Test func noConnectionWaitsPastTheDelay() {
-        var delay = WriteDelay(maxDelayMilliseconds: 2)
+        let bound: UInt64 = 10
+        var delay = WriteDelay(maxDelayMilliseconds: bound)
         var generator = SystemRandomNumberGenerator()
         var now: UInt64 = 10_000
         var armed: UInt64?
@@ -46,8 +65,9 @@ import Testing
             now += UInt64.random(in: 0...1, using: &generator)
             if let due = armed, now >= due {
                 // The loop's timer fires: every waiting connection is flushed, within its bound.
-                for start in waitingSince { #expect(due - start <= 2, "waited \(due - start) ms") }
+                for start in waitingSince { #expect(due - start <= bound, "waited \(due - start) ms") }
                 delay.flushed()
+                delay.flushTook(nanoseconds: UInt64.random(in: 0...30_000_000, using: &generator))
                 armed = nil
                 waitingSince = []
             }
@@ -55,10 +75,10 @@ import Testing
                 waitingSince.append(now)
                 if let due = delay.wait(now: now) {
                     #expect(armed == nil, "one flush is set at a time")
-                    #expect(due == now + 2)
+                    #expect(due == now + delay.delayMilliseconds && due <= now + bound)
                     armed = due
                 } else {
-                    #expect(armed != nil && armed! <= now + 2, "a later wait joins a flush due sooner")
+                    #expect(armed != nil && armed! <= now + bound, "a later wait joins a flush due sooner")
                 }
             }
         }
