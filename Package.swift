@@ -51,7 +51,10 @@ let package = Package(
             dependencies: ["ReceptionistJSON", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
             swiftSettings: strict),
         // The only module that imports libuv (and hiredis, whose adapter drives the same loop).
-        .target(name: "ReceptionistLoop", dependencies: ["CLibUV", "CHiredis", "ReceptionistSync"], swiftSettings: strict),
+        .target(
+            name: "ReceptionistLoop",
+            dependencies: ["CLibUV", "CHiredis", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         // The push core: store feeds, topics, subscriptions, histories and the encoder. No IO: it
         // speaks to connections through `PushSink`, and never imports the loop.
         .target(

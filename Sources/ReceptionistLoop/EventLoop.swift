@@ -1,4 +1,5 @@
 import CLibUV
+import DequeModule
 import Glibc
 
 /// The single IO execution context: one libuv loop on one thread.
@@ -45,6 +46,23 @@ public final class EventLoop {
     /// Connections whose flush waits for `delayTimer`.
     private var delayed: [any LoopFlushable] = []
     private var delayTimer: LoopTimer?
+    /// Connections whose delay is over, written a slice at a time, one slice per iteration after
+    /// its IO: at most `delayedFlushSlices` slices, each of `minimumDelayedSlice` connections at
+    /// least.
+    ///
+    /// A delayed flush to thousands of subscribers takes tens of milliseconds of writes; in one go
+    /// it kept the loop from accepting, reading and answering for all of that time. In slices,
+    /// what arrives meanwhile is read between them: a publisher's next messages join the queues
+    /// still to be written, and new clients are answered. No connection waits longer than it did
+    /// in one go, since the writes before it are the same ones. The slices are few, since each
+    /// turn between them hands its messages to every subscriber of a topic in a walk of its own
+    /// (invariant 47).
+    private var delayedDue = Deque<any LoopFlushable>()
+    private var delayedSlice = EventLoop.minimumDelayedSlice
+    /// Nanoseconds the slices of the flush under way have written for (`WriteDelay.flushTook`).
+    private var delayedWriting: UInt64 = 0
+    static let minimumDelayedSlice = 128
+    static let delayedFlushSlices = 8
 
     /// Creates a loop owned by the calling thread; `run` must be called on that same thread.
     public init() throws(LoopError) {
@@ -109,25 +127,36 @@ public final class EventLoop {
         delayTimer?.start(delayMilliseconds: due - now)
     }
 
+    /// The delay is over: its connections are due, and written from this iteration's check on.
+    /// A connection that waits again from now on (one written already that gets more frames)
+    /// sets the next flush, with the delay as it was.
     private func flushDelayed() {
-        // A connection that waits again while these flush (a drained one that queues more)
-        // sets the next flush, with the delay as it was.
         writeDelay.flushed()
-        let start = uv_hrtime()
-        let batch = delayed
+        delayedDue.append(contentsOf: delayed)
         delayed.removeAll(keepingCapacity: true)
-        for target in batch {
-            target.flush()
+        let slices = Self.delayedFlushSlices
+        delayedSlice = max(Self.minimumDelayedSlice, (delayedDue.count + slices - 1) / slices)
+    }
+
+    /// Writes the next slice of the connections due. Once none is left, the next wait lasts as
+    /// long as their writes took (`WriteDelay`).
+    private func flushDelayedSlice() {
+        let start = uv_hrtime()
+        for _ in 0..<min(delayedSlice, delayedDue.count) {
+            delayedDue.removeFirst().flush()
         }
-        // The next wait lasts as long as these writes took (`WriteDelay`).
-        writeDelay.flushTook(nanoseconds: uv_hrtime() - start)
+        delayedWriting += uv_hrtime() - start
+        if delayedDue.isEmpty {
+            writeDelay.flushTook(nanoseconds: delayedWriting)
+            delayedWriting = 0
+        }
     }
 
     /// Before polling: writes queued since the last flush (by timers) must not wait for the poll
     /// to end, so the poll is told not to block; they are flushed after it, with whatever the IO
     /// it finds adds (once per connection per iteration, not once before and once after).
     fileprivate func beforePoll() {
-        if dirty.isEmpty && beforeFlush.isEmpty {
+        if dirty.isEmpty && beforeFlush.isEmpty && delayedDue.isEmpty {
             flushHooks?.pollMayBlock(true)
         } else {
             flushHooks?.pollMayBlock(false)
@@ -151,6 +180,9 @@ public final class EventLoop {
             for target in batch {
                 target.flush()
             }
+        }
+        if !delayedDue.isEmpty {
+            flushDelayedSlice()
         }
     }
 
