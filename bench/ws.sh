@@ -20,7 +20,7 @@
 # BENCH_SCENARIOS="small large store full wsfull wslarge compression idle cluster storm" the scenarios (wsfull: full speed with each server's WebSocket publisher;
 # wslarge: 10,000 subscribers and [ws large rate] (default 100) messages a second on a fixed schedule, published over each server's
 # WebSocket (one connection, at most 32 unanswered), 1 million deliveries a second offered;
-# compression: the same with a dashboard's ~1 KiB messages, subscribers offering permessage-deflate or not;
+# compression: the same with a dashboard's ~1 KiB messages, subscribers offering permessage-deflate or not, paced as the full-speed runs are;
 # presence: 10,000 subscribers following one topic's presence while 1,000 others leave and join each second) (store, cluster, presence and storm are
 # Receptionist's alone). cluster runs 1,000 subscribers at 200 messages a second (half on each of
 # two topics, each published at that rate) on one node, on one node through one redis-server, and
@@ -155,10 +155,11 @@ compression_fanout() {
   [ "$deflate" = 1 ] && client_args=(--deflate --inflate-every 50)
   start_clients "$tag" "$count" 1 "$first_address"
   client_args=()
+  set_pace "$tag"
   local before after
   before=$(server_ticks)
   taskset -c 1 timeout $((seconds + 30)) "$bench" publish-changes --url "$url" --format "$format" --store bench \
-    --rate "$rate" --duration "$seconds" --connections 1 --window 32 > "$work/$tag.publish.json"
+    --rate "$rate" --duration "$seconds" --connections 1 --window 32 "${pace[@]}" > "$work/$tag.publish.json"
   sleep 1  # the last deliveries
   after=$(server_ticks)
   stop_clients
@@ -382,9 +383,10 @@ if has full; then for kind in $servers; do fanout "$kind" 1000 1 "$rate_full" 2;
 if has wsfull; then for kind in $servers; do [ "$kind" = nchan ] || ws_fanout "$kind" 1000 1 "$rate_full" 2; done; fi
 paced=0
 if has wslarge; then for kind in $servers; do [ "$kind" = nchan ] || ws_fanout "$kind" 10000 2 "$rate_ws_large" 10; done; fi
+paced=1
 if has compression; then
   echo
-  echo "permessage-deflate: a dashboard's ~1 KiB JSON messages at full speed, each server publishing over its own WebSocket (1 connection, 32 unanswered)"
+  echo "permessage-deflate: a dashboard's ~1 KiB JSON messages at full speed, each server publishing over its own WebSocket (1 connection, 32 unanswered, at most 32 messages ahead of the average subscriber)"
   echo
   echo "| server | subscribers offer deflate | subscribers | published msg/s | delivered msg/s | wire bytes per delivered message | server CPU-s per 1M delivered | p99 ms | delivered of expected |"
   echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
@@ -394,6 +396,7 @@ if has compression; then
     compression_fanout "$kind" 1000 1 "$rate_full" 2
   done
 fi
+paced=0
 if has presence; then
   case " $servers " in *" receptionist "*)
     echo
