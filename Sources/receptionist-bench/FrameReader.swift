@@ -56,11 +56,12 @@ struct FrameReader {
                     partial.append(contentsOf: rest)
                     return nil
                 }
-                if let fault = check(header) { return fault }
-                if header.compressed, case .skip = compression {
-                    each(.compressed(wireBytes: header.total))
-                    skipping = header.total
-                } else if rest.count >= header.total {
+                switch start(header, held: 0, each) {
+                case .fault(let fault): return fault
+                case .skipped: continue
+                case .read: break
+                }
+                if rest.count >= header.total {
                     // The usual case: the whole frame in this read.
                     let payload = UnsafeRawBufferPointer(rebasing: rest[header.size..<header.total])
                     if let fault = deliver(header, payload, each) { return fault }
@@ -71,19 +72,17 @@ struct FrameReader {
                 }
             } else {
                 // A frame begun in an earlier read: its header a byte at a time until whole (then
-                // checked as above), then as much of its payload as this read has.
+                // started as above), then as much of its payload as this read has.
                 var header = partial.withUnsafeBytes { FrameHeader($0) }
                 if header == nil {
                     partial.append(bytes[index])
                     index += 1
                     header = partial.withUnsafeBytes { FrameHeader($0) }
                     guard let header else { continue }
-                    if let fault = check(header) { return fault }
-                    if header.compressed, case .skip = compression {
-                        each(.compressed(wireBytes: header.total))
-                        skipping = header.total - partial.count
-                        partial = []
-                        continue
+                    switch start(header, held: partial.count, each) {
+                    case .fault(let fault): return fault
+                    case .skipped: partial = []; continue
+                    case .read: break
                     }
                 }
                 let frame = header!
@@ -101,15 +100,30 @@ struct FrameReader {
         return nil
     }
 
-    private func check(_ header: FrameHeader) -> String? {
-        if header.masked { return "a masked frame from the server" }
-        if header.reservedBits { return "reserved bits set" }
+    private enum Start {
+        case read, skipped
+        case fault(String)
+    }
+
+    /// A frame's header is whole, `held` of its bytes taken already: checks it, and passes over a
+    /// compressed frame that is only counted.
+    private mutating func start(_ header: FrameHeader, held: Int, _ each: (Frame) -> Void) -> Start {
+        if header.masked { return .fault("a masked frame from the server") }
+        if header.reservedBits { return .fault("reserved bits set") }
         if !header.fin || header.opcode == WebSocketOpcode.continuation.rawValue {
-            return "a fragmented message, which the bench client does not read"
+            return .fault("a fragmented message, which the bench client does not read")
         }
-        if header.compressed, case .none = compression { return "a compressed frame, not negotiated" }
-        if header.payload > maxFrameBytes { return "a frame over \(maxFrameBytes) bytes" }
-        return nil
+        if header.payload > maxFrameBytes { return .fault("a frame over \(maxFrameBytes) bytes") }
+        switch (header.compressed, compression) {
+        case (true, .none):
+            return .fault("a compressed frame, not negotiated")
+        case (true, .skip):
+            each(.compressed(wireBytes: header.total))
+            skipping = header.total - held
+            return .skipped
+        default:
+            return .read
+        }
     }
 
     private func deliver(_ header: FrameHeader, _ payload: UnsafeRawBufferPointer, _ each: (Frame) -> Void) -> String? {
