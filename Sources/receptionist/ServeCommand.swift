@@ -56,10 +56,10 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Largest WebSocket message a client may send, in bytes (all fragments together, at most 2 GiB); larger closes with 1009.")
     var maxMessageBytes = 65_536
 
-    @Option(help: "Seconds a WebSocket peer may stay quiet before it is pinged.")
+    @Option(help: "Seconds a WebSocket peer may stay quiet before it is pinged (at most a day).")
     var pingInterval = 30.0
 
-    @Option(help: "Seconds a pinged WebSocket peer has to answer before it is closed.")
+    @Option(help: "Seconds a pinged WebSocket peer has to answer before it is closed (at most a day).")
     var pingTimeout = 10.0
 
     @Option(help: "Seconds between heartbeat comments on an idle SSE stream.")
@@ -181,6 +181,10 @@ struct ServeCommand: ParsableCommand {
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
         guard maxMessageBytes <= Int(Int32.max) else { throw ValidationError("--max-message-bytes must be at most 2147483647") }
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
+        // A connection keeps its instants in half words (`WebSocketSessionState`), which measure up to 6 days.
+        guard pingInterval <= 86_400, pingTimeout <= 86_400 else {
+            throw ValidationError("--ping-interval and --ping-timeout are at most 86400 seconds (a day)")
+        }
         guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
         guard writeDelay <= 100 else { throw ValidationError("--write-delay is at most 100 milliseconds") }
         guard compressionMinBytes >= 0 else { throw ValidationError("--compression-min-bytes must not be negative") }

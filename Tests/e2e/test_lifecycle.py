@@ -54,6 +54,15 @@ def test_a_limit_past_two_gib_is_refused_at_start(option):
     assert f"{option} must be at most 2147483647" in result.stderr.decode("utf-8", "replace")
 
 
+@pytest.mark.parametrize("option", ["--ping-interval", "--ping-timeout"])
+def test_a_keepalive_span_past_a_day_is_refused_at_start(option):
+    # A connection keeps its instants in half words, which measure spans of up to 6 days.
+    result = subprocess.run([str(server_binary()), "serve", "--port", "0", option, "86401"],
+                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0
+    assert "--ping-interval and --ping-timeout are at most 86400 seconds" in result.stderr.decode("utf-8", "replace")
+
+
 def test_env_var_sets_max_body_bytes(start_server):
     server = start_server(env={"RECEPTIONIST_MAX_BODY_BYTES": "100"})
     with RawConnection(server.port) as conn:
