@@ -30,8 +30,9 @@ public struct WebSocketDecoder {
     /// RSV1 is a protocol error. Shared by every decoder of its thread: it is reset per message.
     private let inflater: ZlibStream?
 
-    // The frame being read.
-    private var wireLength: UInt64 = 0
+    // The frame being read: its lengths, in one word that serves each stage of the frame in
+    // turn (`wireLength`, then `payloadLength` and `received`).
+    private var lengths: UInt64 = 0
 
     // The data message being assembled; `messageKind` is set from its first frame to its last.
     // A control frame, which may arrive in the middle of a message, is read onto its end and
@@ -41,8 +42,6 @@ public struct WebSocketDecoder {
     // Half words: a payload is checked against the limit before its length is kept, and the
     // limit is at most `Int32.max`, so every length below fits.
     private let messageLimit: Int32
-    private var payloadLength32: Int32 = 0
-    private var received32: Int32 = 0
     private var maskKey: UInt32 = 0
     private var utf8 = UTF8Validator()
 
@@ -66,13 +65,23 @@ public struct WebSocketDecoder {
 
     /// The largest data message accepted, counting the payloads of all its fragments.
     public var maxMessageBytes: Int { Int(messageLimit) }
-    private var payloadLength: Int {
-        get { Int(payloadLength32) }
-        set { payloadLength32 = Int32(newValue) }
+
+    /// While the header is read: the payload length as the header's bytes give it, up to 63 bits.
+    /// Once `checkLength` has passed it, `payloadLength` and `received` take the word's halves:
+    /// nothing reads this after that, and nothing reads those before it.
+    private var wireLength: UInt64 {
+        get { lengths }
+        set { lengths = newValue }
     }
+    /// The low half word: the frame's payload length (at most `Int32.max`, by `checkLength`).
+    private var payloadLength: Int {
+        get { Int(UInt32(truncatingIfNeeded: lengths)) }
+        set { lengths = lengths & 0xFFFF_FFFF_0000_0000 | UInt64(UInt32(newValue)) }
+    }
+    /// The high half word: payload bytes of the frame read so far (at most `payloadLength`).
     private var received: Int {
-        get { Int(received32) }
-        set { received32 = Int32(newValue) }
+        get { Int(lengths >> 32) }
+        set { lengths = lengths & 0xFFFF_FFFF | UInt64(UInt32(newValue)) << 32 }
     }
 
     /// `maxMessageBytes` past `Int32.max` is taken as `Int32.max` (2 GiB).
@@ -195,7 +204,8 @@ public struct WebSocketDecoder {
         } else if wireLength > UInt64(maxMessageBytes - message.count) {
             return .messageTooBig("message over \(maxMessageBytes) bytes")
         }
-        payloadLength = Int(wireLength)
+        // Checked, the length fits in the word's low half, where `payloadLength` reads it; the
+        // high half, `received`, is 0.
         return nil
     }
 
