@@ -6,8 +6,9 @@
 ///
 /// Invariant: an instant is kept cut to its low bits and compared by wrapping subtraction, which
 /// is right for any span shorter than the bits can count (`lastHeard` 49 days, `waiting` 12
-/// days). `Timing` holds every span to `Timing.longestMilliseconds` (6 days), and `tick` runs
-/// every few seconds, so a span is always measured before it wraps.
+/// days). `Timing` holds every span to `Timing.longestMilliseconds` (6 days), and the
+/// connection table's sweep runs `tick` at least once a second, so a span is always measured
+/// before it wraps.
 struct WebSocketSessionState {
     enum Action: Equatable {
         case none
