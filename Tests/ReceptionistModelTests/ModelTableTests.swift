@@ -39,6 +39,33 @@ import Testing
         #expect(ModelTable().hashValue(of: "café") == nil)
     }
 
+    /// Every length, through the loads that overlap (under 4 bytes, 4 to 7, and past each word):
+    /// ids that differ in any one byte, or only in length, hash apart, and a byte that is not
+    /// ASCII anywhere makes the id go to `others`.
+    @Test func everyByteOfEveryLengthCounts() {
+        let table = ModelTable()
+        var seen: [UInt64: String] = [:]
+        for length in 0...40 {
+            let id = String((0..<length).map { Character(Unicode.Scalar(UInt8(97 + $0 % 26))) })
+            for candidate in [id, id + "a"] + (0..<length).map({ position -> String in
+                var bytes = Array(id.utf8)
+                bytes[position] = bytes[position] == 90 ? 89 : 90
+                return String(decoding: bytes, as: UTF8.self)
+            }) {
+                let hash = table.hashValue(of: candidate)
+                #expect(hash != nil)
+                if let hash, let other = seen[hash] { #expect(other == candidate, "\(other) and \(candidate) collide") }
+                if let hash { seen[hash] = candidate }
+            }
+            for position in 0..<length {
+                var bytes = Array(id.utf8)
+                bytes[position] = 0xC3
+                bytes.insert(0xA9, at: position + 1)
+                #expect(table.hashValue(of: String(decoding: bytes, as: UTF8.self)) == nil)
+            }
+        }
+    }
+
     /// Ids equal as Swift compares them (and as the store keys its models) are one entry, even
     /// when their bytes differ: an accented letter as one scalar or as a letter and a combining
     /// accent.
