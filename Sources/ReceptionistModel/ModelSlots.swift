@@ -5,7 +5,7 @@ import ReceptionistJSON
 ///
 /// A commit looks up the model of every operation it applies. In a `Dictionary` that lookup
 /// hashed the id with SipHash through `Hasher` and was a fifth of a committed change; here it is
-/// the table's FNV hash and probe, and the slot found is then edited in place.
+/// the table's word-at-a-time hash and probe, and the slot found is then edited in place.
 ///
 /// Invariants: `table` maps each live id to its slot; `ids[slot]` and `values[slot]` are that
 /// model's; a free slot holds nil and is listed in `free`, to be used again by the next new
