@@ -165,8 +165,9 @@ struct ModelTable {
     /// a multiply and a shift, then a final mix so that the low bits (the ones a cell index keeps)
     /// depend on every byte; nil if the id is not all ASCII. Byte by byte (FNV-1a) it took ~7
     /// instructions a byte, ~250 for a UUID.
-    // Inlined into each lookup: called, it took its argument as a copy, a retain and a release
-    // of every id a commit validates.
+    // Asked to be inlined into each lookup: called, it took its argument as a copy, a retain and
+    // a release of every id a commit validates. (`validate`'s loop still calls it; the id it
+    // passes is read in place, and an id of up to 15 bytes holds no heap object to count.)
     @inline(__always)
     func hashValue(of id: String) -> UInt64? {
         let digest = id.utf8.withContiguousStorageIfAvailable { bytes -> UInt64? in
