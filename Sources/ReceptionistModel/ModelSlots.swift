@@ -15,13 +15,36 @@ struct ModelSlots: Sendable {
     private var ids: [String] = []
     /// Per slot: the model, or nil when the slot is free. Edited in place through `slot(of:)`.
     var values: [JSONValue?] = []
+    /// Per slot: the store version of the model's last change, its entity tag (`ETag`). Stamped
+    /// by the store after each commit; 0 in a free slot.
+    private(set) var versions: [UInt64] = []
     private var free: [Int32] = []
     private(set) var count = 0
 
     init() {}
 
-    init(_ models: [String: JSONValue]) {
+    /// `models`, each stamped as last changed at `version` (a snapshot's, where nothing older is
+    /// known: a later `If-Match` with an older tag then fails safe, never passes wrongly).
+    init(_ models: [String: JSONValue], version: UInt64 = 0) {
         for (id, value) in models { updateValue(value, forKey: id) }
+        for index in versions.indices { versions[index] = version }
+    }
+
+    /// The version of the model `id`'s last change, if the store has it.
+    func version(of id: String) -> UInt64? {
+        slot(of: id).map { versions[$0] }
+    }
+
+    /// Records that the model in `slot` (or, with a slot of -1, the model `id`) last changed at `version`.
+    @inline(__always)
+    mutating func stamp(_ id: String, slot: Int32, version: UInt64) {
+        // A change's slot hint is exact within its own commit (it is set only where no put or
+        // delete moves a model), which is when the store stamps it.
+        if slot >= 0, Int(slot) < values.count {
+            versions[Int(slot)] = version
+        } else if let found = self.slot(of: id) {
+            versions[found] = version
+        }
     }
 
     /// The slot of the model `id`, if the store has it.
@@ -45,12 +68,14 @@ struct ModelSlots: Sendable {
         if let slot = free.popLast() {
             ids[Int(slot)] = id
             values[Int(slot)] = value
+            versions[Int(slot)] = 0
             table.set(slot, for: id)
         } else {
             precondition(values.count < Int(Int32.max), "a store holds at most 2^31 models")
             table.set(Int32(values.count), for: id)
             ids.append(id)
             values.append(value)
+            versions.append(0)
         }
         count += 1
         return nil
@@ -63,6 +88,7 @@ struct ModelSlots: Sendable {
         let index = Int(slot)
         let old = values[index]
         values[index] = nil
+        versions[index] = 0
         ids[index] = ""
         free.append(slot)
         count -= 1

@@ -30,11 +30,11 @@ extension ModelStore {
     /// The blocking `commit` of a replica: parks the calling thread until the log answers. Only
     /// for callers that have nothing else to do (start-up, tests); the gateway uses
     /// `commit(_:completion:)`.
-    func commitReplicatedWaiting(_ operations: [StoreOperation], through replication: any StoreReplication) throws(StoreError)
-        -> ChangeSet
-    {
+    func commitReplicatedWaiting(
+        _ operations: [StoreOperation], _ condition: CommitCondition, through replication: any StoreReplication
+    ) throws(StoreError) -> ChangeSet {
         let slot = ConditionLock<Result<ChangeSet, StoreError>?>(nil)
-        commitReplicated(operations, through: replication) { result in
+        commitReplicated(operations, condition, through: replication) { result in
             slot.withLock { $0 = result }
             slot.broadcast()
         }
@@ -44,10 +44,12 @@ extension ModelStore {
 
     /// Queues a commit for the log; `completion` gets its change set or why it failed.
     func commitReplicated(
-        _ operations: [StoreOperation], through replication: any StoreReplication,
+        _ operations: [StoreOperation], _ condition: CommitCondition, through replication: any StoreReplication,
         completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
     ) {
-        let admission = replicatedCommits.withLock { $0.submit(.init(operations: operations, completion: completion)) }
+        let admission = replicatedCommits.withLock {
+            $0.submit(.init(operations: operations, condition: condition, completion: completion))
+        }
         switch admission {
         case .start(let pending): run(pending, through: replication)
         case .queued: break
@@ -82,6 +84,13 @@ extension ModelStore {
                 if let value = state.models[operation.model] { touched.updateValue(value, forKey: operation.model) }
             }
             do throws(StoreError) {
+                // Checked against the replica at the version the log must still be at for the
+                // script to append: the check and the append are one atomic step in the log.
+                if !pending.condition.isNone,
+                   let failure = pending.condition.failure(version: state.version, modelVersion: state.models.version)
+                {
+                    throw failure
+                }
                 let changes = try Self.apply(pending.operations, to: &touched, located: &state.located)
                 var after: [String: JSONValue?] = [:]
                 for operation in pending.operations { after[operation.model] = .some(touched[operation.model]) }
@@ -199,6 +208,7 @@ extension ModelStore {
                     return nil
                 }
                 state.version = version
+                Self.stamp(out, version: version, in: &state.models)
                 let changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
                 state.history.append(changeSet, number: version)
                 return changeSet
@@ -233,7 +243,7 @@ extension ModelStore {
                 for (id, new) in newModels where oldModels[id] == nil {
                     changes.append(ModelChange(model: id, keyPath: .whole, oldValue: nil, newValue: new))
                 }
-                state.models = ModelSlots(newModels)
+                state.models = ModelSlots(newModels, version: version)
                 state.version = version
                 state.history.removeAll()
                 var changeSet = ChangeSet(

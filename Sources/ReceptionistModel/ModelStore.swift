@@ -8,8 +8,11 @@ import Synchronization
 /// Invariants:
 /// - Each commit applies all of its operations or none, and adds exactly one to `version`.
 /// - Observers are called synchronously on the committing thread, in version order: commits to
-///   one store, and their notifications, are serialised by the commit lock.
-/// - A snapshot's models and version always belong together (both are read under one lock).
+///   one store, and their notifications, are serialised by the commit lock. A journaled store's
+///   observers are called on its journal's thread instead, once the change set is stored, in
+///   version order (`ModelStore+Journal.swift`).
+/// - A snapshot's models and version always belong together (both are read under one lock), and
+///   show only what is settled: a journaled store's change sets not yet stored are not read.
 ///
 /// Any thread.
 public final class ModelStore: Sendable {
@@ -17,12 +20,23 @@ public final class ModelStore: Sendable {
 
     struct State {
         var models = ModelSlots()
+        /// The head: the version of the newest change set applied to `models`. Above the settled
+        /// version (`settled`) only in a journaled store, while change sets wait for storage.
         var version: UInt64 = 0
         var history: HistoryRing<ChangeSet>
         var epoch: String
         /// A commit's scratch: where each operation's model is (`validate`), kept between
         /// commits so that a commit allocates nothing for it.
         var located: [Int32] = []
+        /// A journaled store's change sets applied to `models` but not yet stored, oldest first:
+        /// the versions `settled + 1 ... version`. Always empty in any other store.
+        var unsettled: [Unsettled] = []
+        /// How many times the unsettled change sets were undone after storage failed: the journal
+        /// drops what it still holds from before (`ModelStore+Journal.swift`).
+        var generation: UInt64 = 0
+
+        /// The version readers see: every change set up to it is settled.
+        var settled: UInt64 { version - UInt64(unsettled.count) }
     }
 
     private struct ObserverTable {
@@ -47,78 +61,108 @@ public final class ModelStore: Sendable {
     /// `replication != nil`, asked first by every commit: binding `replication` copies the
     /// existential (a retain and a release) even for a local store.
     private let isReplica: Bool
-    /// A replica's applied version, for committers waiting to see their own change set.
+    /// Where a local store's change sets are stored before they settle; nil in memory.
+    public let journal: (any StoreJournal)?
+    /// A replica's applied version, or a journaled store's settled one, for those waiting on it.
     let appliedVersion = ConditionLock<UInt64>(0)
     /// A replica's commits on this node: one at the log, the rest waiting their turn.
     let replicatedCommits = PThreadLock(ReplicatedCommitQueue(limit: ModelStore.maxWaitingReplicatedCommits))
 
-    /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
     /// This store's life: versions count from zero again in a store created anew (a restarted
     /// gateway, a deleted and recreated store), so a version only means something with its epoch.
     /// Replicas of one cluster store share the epoch kept beside it in Redis, and take a new one
     /// with it (`resetReplica`) when the log was lost or the store created anew.
     public var epoch: String { state.withLock { $0.epoch } }
 
+    /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
     /// - Parameter replication: makes the store a replica whose commits go through this log.
-    public init(name: String, historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, epoch: String? = nil) {
+    /// - Parameter journal: makes the store durable: a change set settles once stored there.
+    public init(
+        name: String, historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, epoch: String? = nil,
+        journal: (any StoreJournal)? = nil
+    ) {
         self.name = name
         self.replication = replication
+        self.journal = journal
         isReplica = replication != nil
         state = PThreadLock(State(history: HistoryRing(capacity: historyLimit), epoch: epoch ?? Self.newEpoch()))
     }
 
     // MARK: Reading
 
-    public var version: UInt64 { state.withLock { $0.version } }
+    /// The settled version: what every read shows.
+    public var version: UInt64 { state.withLock { $0.settled } }
 
     public func snapshot() -> StoreSnapshot {
         // The slots are copied under the lock (a reference each), the dictionary built outside it.
-        let (models, version) = state.withLock { ($0.models, $0.version) }
-        return StoreSnapshot(store: name, version: version, models: models.dictionary)
+        let (models, version, unsettled) = state.withLock { ($0.models, $0.settled, $0.unsettled) }
+        var dictionary = models.dictionary
+        // What is not stored yet is undone, newest first: a reader never sees it.
+        for entry in unsettled.reversed() { Self.undo(entry.changeSet.changes, in: &dictionary) }
+        return StoreSnapshot(store: name, version: version, models: dictionary)
     }
 
-    /// One model and the version it was read at.
-    public func model(_ id: String) -> (value: JSONValue, version: UInt64)? {
-        state.withLock { state in state.models[id].map { ($0, state.version) } }
+    /// One model, the settled version it was read at, and the version of its last change (its
+    /// entity tag). A model that a journaled change set not yet stored touches is read once that
+    /// change set settled (the caller is a job thread; the wait is one write to disk), or
+    /// undone if storage takes longer than a second.
+    public func model(_ id: String) -> (value: JSONValue, version: UInt64, tag: UInt64)? {
+        for _ in 0..<3 {
+            let read = state.withLock { state -> (JSONValue?, UInt64, UInt64, waitFor: UInt64?) in
+                if let pending = state.unsettled.last(where: { $0.touches(id) }) {
+                    return (nil, 0, 0, pending.changeSet.version)
+                }
+                return (state.models[id], state.settled, state.models.version(of: id) ?? 0, nil)
+            }
+            guard let waitFor = read.waitFor else { return read.0.map { ($0, read.1, read.2) } }
+            _ = waitUntilApplied(waitFor, seconds: 1)
+        }
+        let snapshot = snapshot()
+        return snapshot.models[id].map { ($0, snapshot.version, snapshot.version) }
     }
 
-    public var modelIDs: [String] { state.withLock { $0.models.modelIDs } }
+    public var modelIDs: [String] { Array(snapshot().models.keys) }
 
     /// How many models the store holds, at which version: what a listing shows, without building
     /// a snapshot.
-    public var modelCount: (models: Int, version: UInt64) { state.withLock { ($0.models.count, $0.version) } }
+    public var modelCount: (models: Int, version: UInt64) { state.withLock { ($0.models.count, $0.settled) } }
 
     /// The change sets after `version`, oldest first, or nil if the history no longer reaches back.
     public func changes(since version: UInt64) -> [ChangeSet]? {
         state.withLock { state in
-            let (missing, changeSets) = state.history.after(version, latest: state.version)
+            let (missing, changeSets) = state.history.after(version, latest: state.settled)
             return missing == nil ? changeSets : nil
         }
     }
 
     // MARK: Committing
 
-    /// Applies `operations` atomically as one change set and notifies observers before returning.
+    /// Applies `operations` atomically as one change set, if `condition` holds, and notifies
+    /// observers before returning.
     ///
-    /// A replica's commit waits here for the shared log; code that must not park a thread on it
-    /// uses `commit(_:completion:)`.
+    /// A replica's or journaled store's commit waits here for the log or the disk; code that must
+    /// not park a thread on it uses `commit(_:completion:)`.
     @discardableResult
-    public func commit(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
+    public func commit(_ operations: [StoreOperation], if condition: CommitCondition = .none) throws(StoreError) -> ChangeSet {
         try checkCommittable(operations)
-        if isReplica, let replication { return try commitReplicatedWaiting(operations, through: replication) }
-        return try commitLocally(operations)
+        if isReplica, let replication { return try commitReplicatedWaiting(operations, condition, through: replication) }
+        if journal != nil { return try commitJournaledWaiting(operations, condition) }
+        return try commitLocally(operations, condition)
     }
 
     /// `commit` that never waits: `completion` gets the change set, or why there is none, once
-    /// this node has applied it. A local store commits and answers before returning; a replica
-    /// hands the change set to the shared log and answers on the thread that hears back.
+    /// this node has applied it (and, journaled, stored it). A local store in memory commits and
+    /// answers before returning; a replica hands the change set to the shared log and a journaled
+    /// store to its journal, and each answers on the thread that hears back.
     public func commit(
-        _ operations: [StoreOperation], completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
+        _ operations: [StoreOperation], if condition: CommitCondition = .none,
+        completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
     ) {
         do throws(StoreError) {
             try checkCommittable(operations)
-            guard isReplica, let replication else { return completion(.success(try commitLocally(operations))) }
-            commitReplicated(operations, through: replication, completion: completion)
+            if isReplica, let replication { return commitReplicated(operations, condition, through: replication, completion: completion) }
+            if let journal { return commitJournaled(operations, condition, journal, completion: completion) }
+            completion(.success(try commitLocally(operations, condition)))
         } catch {
             completion(.failure(error))
         }
@@ -129,11 +173,14 @@ public final class ModelStore: Sendable {
         guard notifyingThread.load(ordering: .relaxed) != UInt(pthread_self()) else { throw .reentrantCommit }
     }
 
-    private func commitLocally(_ operations: [StoreOperation]) throws(StoreError) -> ChangeSet {
+    private func commitLocally(_ operations: [StoreOperation], _ condition: CommitCondition) throws(StoreError) -> ChangeSet {
         let result: Result<ChangeSet, StoreError> = commitLock.withLock { notified in
             let applied: Result<ChangeSet, StoreError> = state.withLock { state in
                 let changes: [ModelChange]
                 do throws(StoreError) {
+                    if !condition.isNone, let failure = condition.failure(version: state.version, modelVersion: state.models.version) {
+                        throw failure
+                    }
                     // Edited where it is: the lock's state is this closure's alone, so the slots
                     // stay uniquely referenced (moving them out and back retained each array).
                     changes = try Self.apply(operations, to: &state.models, located: &state.located)
@@ -141,6 +188,7 @@ public final class ModelStore: Sendable {
                     return .failure(error)
                 }
                 state.version += 1
+                Self.stamp(changes, version: state.version, in: &state.models)
                 let changeSet = ChangeSet(
                     store: name, version: state.version,
                     committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
@@ -156,196 +204,9 @@ public final class ModelStore: Sendable {
         return try result.get()
     }
 
-    /// Applies every operation or, on the first failure, none, and throws.
-    ///
-    /// What can fail (a bad id, a value that is not an object, a model that does not exist at
-    /// that point of the commit) is found by a first pass that changes nothing, so the second
-    /// pass cannot fail and keeps no copy of any model for a rollback. Each model is then reached
-    /// with one lookup per operation and edited in place, in its slot: never copied out and back.
-    ///
-    /// `located` is scratch space the caller keeps between commits (its contents are not read).
-    static func apply(
-        _ operations: [StoreOperation], to models: inout ModelSlots, located: inout [Int32]
-    ) throws(StoreError) -> [ModelChange] {
-        // Where each operation's model is, when the commit only edits models in place (no put
-        // or delete moves them): then no model is hashed twice.
-        let inPlace = try validate(operations, against: models, located: &located)
-        defer {
-            // A commit far larger than most keeps no memory past its end.
-            if located.count > 4_096 { located = [] }
-        }
-        var changes: [ModelChange] = []
-        changes.reserveCapacity(operations.count)
-        // Through the buffer, as in `validate`: no operation is copied out of the array.
-        operations.withUnsafeBufferPointer { operations in
-            guard let base = operations.baseAddress else { return }
-            for position in operations.indices {
-                apply(base + position, at: inPlace ? Int(located[position]) : nil, to: &models, changes: &changes)
-            }
-        }
-        return changes
-    }
-
-    /// Applies one operation that `validate` passed; `located` is its model's index, if known.
-    /// The operation is read through its pointer, field by field, never copied whole.
-    ///
-    /// Changes are built with `ModelChange`'s memberwise initialiser inside the `append` (see
-    /// `ModelChange`): built elsewhere and appended, each was copied and destroyed once more.
-    private static func apply(
-        _ operation: UnsafePointer<StoreOperation>, at located: Int?,
-        to models: inout ModelSlots, changes: inout [ModelChange]
-    ) {
-        let id = operation.pointee.model
-        switch operation.pointee.kind {
-        case .put:
-            // `validate` passed it: a put's value is an object.
-            guard let value = operation.pointee.value else { return }
-            let old = models.updateValue(value, forKey: id)
-            changes.append(ModelChange(
-                model: id, keyPath: .whole, kind: ModelChange.kind(old: old, new: value), oldValue: old, newValue: value))
-        case .patch:
-            guard let patch = operation.pointee.value else { return }
-            func patched(_ model: inout JSONValue) {
-                let before = model
-                for effect in model.applyMergePatch(patch) {
-                    let old = before.value(at: effect.path)
-                    changes.append(ModelChange(
-                        model: id, keyPath: ModelKeyPath(effect.path), kind: ModelChange.kind(old: old, new: effect.value),
-                        oldValue: old, newValue: effect.value))
-                }
-            }
-            if let located { patched(&models.values[located]!) } else { models.modify(id, patched) }
-        case .set:
-            if let located {
-                set(
-                    operation.pointee.value, at: operation.pointee.keyPath, in: &models.values[located]!, of: id,
-                    slot: Int32(truncatingIfNeeded: located), changes: &changes)
-            } else {
-                models.modify(id) {
-                    set(operation.pointee.value, at: operation.pointee.keyPath, in: &$0, of: id, slot: -1, changes: &changes)
-                }
-            }
-        case .delete:
-            let old = models.removeValue(forKey: id)
-            changes.append(ModelChange(model: id, keyPath: .whole, kind: .deleted, oldValue: old, newValue: nil))
-        }
-    }
-
-    /// Sets (or with nil removes) `value` at `keyPath` in `model`, in place, and appends the change.
-    ///
-    /// `value` and `keyPath` are the caller's copies, taken (`consuming`) and moved into the
-    /// change: borrowed, each was copied once more for the change and the argument released after
-    /// it, a retain and release of the key path (atomic) for every change a job sets.
-    private static func set(
-        _ value: consuming JSONValue?, at keyPath: consuming ModelKeyPath, in model: inout JSONValue, of id: String,
-        slot: Int32, changes: inout [ModelChange]
-    ) {
-        // A set that must create (or turn into an object) an ancestor of its path is reported at
-        // that ancestor, so that a change with no old value always means its parent was there,
-        // and a receiver can undo or fold it exactly.
-        if value != nil, keyPath.count > 1, let depth = Self.firstReshaped(model, keyPath.components) {
-            let ancestor = Array(keyPath.components[..<depth])
-            let before = model.value(at: ancestor)
-            model.setValue(value, at: keyPath.components[...])
-            changes.append(ModelChange(
-                model: id, keyPath: ModelKeyPath(ancestor), oldValue: before, newValue: model.value(at: ancestor)))
-            return
-        }
-        let old = keyPath.withComponents { model.replaceValue(value, along: $0) }
-        let kind = ModelChange.kind(old: old, new: value)
-        changes.append(ModelChange(
-            model: id, keyPath: keyPath, kind: kind, slotHint: slot, oldValue: old, newValue: value))
-    }
-
-    /// Throws what `apply` would fail on, in the order it would meet it, changing nothing. Models
-    /// put or deleted earlier in the same commit count as they will be by then.
-    ///
-    /// Returns whether `located` holds each operation's model's slot in `models`, by position
-    /// (it grows to one per operation, and is only ever written): it does when every operation
-    /// edits a model in place (`set` and `patch`), since the slots then stay as they are while
-    /// `apply` runs.
-    static func validate(
-        _ operations: [StoreOperation], against models: ModelSlots, located: inout [Int32]
-    ) throws(StoreError) -> Bool {
-        var existsNow: [String: Bool] = [:]
-        var inPlace = true
-        // Grown, never emptied: clearing an array runs the general `replaceSubrange`.
-        if located.count < operations.count {
-            located.append(contentsOf: repeatElement(0, count: operations.count - located.count))
-        }
-        // Through the buffer: each operation is read in place, not copied out of the array
-        // (a copy retains and releases every field of it).
-        // `located` through its buffer too: written by subscript, it was checked for a unique
-        // reference on every operation.
-        try located.withUnsafeMutableBufferPointer { slots throws(StoreError) in
-            try operations.withUnsafeBufferPointer { operations throws(StoreError) in
-                guard let base = operations.baseAddress else { return }
-                for position in operations.indices {
-                    let operation = base + position
-                    let exists: Bool
-                    if existsNow.isEmpty, let slot = models.slot(of: operation.pointee.model) {
-                        // A model in the store has a valid id: it was checked when it was put.
-                        exists = true
-                        slots[position] = Int32(truncatingIfNeeded: slot)
-                    } else {
-                        let id = operation.pointee.model
-                        guard Self.isValidModelID(id) else { throw StoreError.invalidModelID(id) }
-                        exists = existsNow[id] ?? (models[id] != nil)
-                    }
-                    try check(operation, exists: exists, existsNow: &existsNow, inPlace: &inPlace)
-                }
-            }
-        }
-        return inPlace
-    }
-
-    /// `validate`'s check of one operation, whose model does or does not exist at that point.
-    @inline(__always)
-    private static func check(
-        _ operation: UnsafePointer<StoreOperation>, exists: Bool, existsNow: inout [String: Bool],
-        inPlace: inout Bool
-    ) throws(StoreError) {
-        switch operation.pointee.kind {
-        case .put:
-            guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a model") }
-            existsNow[operation.pointee.model] = true
-            inPlace = false
-        case .patch:
-            guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
-            guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
-        case .set:
-            guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
-            if operation.pointee.keyPath.count == 0, operation.pointee.value?.objectValue == nil {
-                throw StoreError.notAnObject("a model")
-            }
-        case .delete:
-            guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
-            existsNow[operation.pointee.model] = false
-            inPlace = false
-        }
-    }
-
-    /// The length of the shortest proper prefix of `path` at which `model` holds no object (a
-    /// setter creates or replaces it there), or nil if every ancestor of `path` is an object.
-    static func firstReshaped(_ model: JSONValue, _ path: [String]) -> Int? {
-        var current = model
-        for depth in 0..<(path.count - 1) {
-            guard case .object(let members) = current, let next = members[path[depth]], case .object = next else {
-                return depth == 0 && current.objectValue == nil ? 0 : depth + 1
-            }
-            current = next
-        }
-        return nil
-    }
-
-    /// A model id is 1 to 128 bytes of UTF-8 with no `/` and no control character.
-    static func isValidModelID(_ id: String) -> Bool {
-        let bytes = id.utf8
-        guard !bytes.isEmpty, bytes.count <= 128 else { return false }
-        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "/") {
-            return false
-        }
-        return true
+    /// Records `version` as the last change of every model `changes` touch (their entity tags).
+    static func stamp(_ changes: [ModelChange], version: UInt64, in models: inout ModelSlots) {
+        for change in changes { models.stamp(change.model, slot: change.slotHint, version: version) }
     }
 
     // MARK: Observing

@@ -9,6 +9,8 @@ struct ReplicatedCommitQueue {
     /// A commit not yet answered.
     struct Pending: Sendable {
         let operations: [StoreOperation]
+        /// What must hold, checked against the replica at the version the log is asked to be at.
+        var condition: CommitCondition = .none
         let completion: @Sendable (Result<ChangeSet, StoreError>) -> Void
         /// Times it has been sent to the log (it is sent again after a conflict).
         var attempts = 0

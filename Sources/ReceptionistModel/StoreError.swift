@@ -14,6 +14,16 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The write was sent, but whether it was applied is not known (the answer was lost, or
     /// came too late): it may reach every subscriber yet. Answered 503 like `unavailable`.
     case outcomeUnknown(String)
+    /// A conditional commit's condition did not hold (`CommitCondition`); nothing was applied.
+    /// `version` is the store's version it was checked against.
+    case preconditionFailed(String, version: UInt64)
+    /// A read of the past reached further back than the store keeps: `oldest` is the oldest
+    /// version that can still be read (`?at=`) or resumed after (`after=`).
+    case gone(String, oldest: UInt64)
+    /// A read of the past asked for what cannot be (a version the store has not reached).
+    case invalidRead(String)
+    /// Durable storage refused the write (the disk is full, or failed); nothing was applied.
+    case storageFailed(String)
 
     public var description: String {
         switch self {
@@ -27,6 +37,10 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"
         case .unavailable(let reason): "the cluster's store is unavailable: \(reason)"
         case .outcomeUnknown(let reason): "the cluster's store did not confirm the write: \(reason)"
+        case .preconditionFailed(let detail, _): "precondition failed: \(detail)"
+        case .gone(let detail, _): detail
+        case .invalidRead(let detail): detail
+        case .storageFailed(let reason): "the write could not be stored: \(reason)"
         }
     }
 }

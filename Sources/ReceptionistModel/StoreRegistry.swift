@@ -1,3 +1,4 @@
+import ReceptionistJSON
 import ReceptionistSync
 
 /// The gateway's stores by name. Any thread.
@@ -6,10 +7,13 @@ public final class StoreRegistry: Sendable {
     public let historyLimit: Int
     /// When set, every store is a replica of this shared log, and creating one registers it there.
     public let replication: (any StoreReplication)?
+    /// When set, every store is durable: kept by this journal (the disk engine).
+    public let journal: (any StoreJournal)?
 
-    public init(historyLimit: Int = 1000, replication: (any StoreReplication)? = nil) {
+    public init(historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, journal: (any StoreJournal)? = nil) {
         self.historyLimit = historyLimit
         self.replication = replication
+        self.journal = journal
     }
 
     @discardableResult
@@ -19,13 +23,42 @@ public final class StoreRegistry: Sendable {
             try replication.createStore(name)
             return replica(name)
         }
-        let store = ModelStore(name: name, historyLimit: historyLimit)
+        let store = ModelStore(name: name, historyLimit: historyLimit, journal: journal)
         let created = stores.withLock { stores in
             guard stores[name] == nil else { return false }
             stores[name] = store
             return true
         }
         guard created else { throw .storeExists(name) }
+        if let journal {
+            do throws(StoreError) {
+                try journal.createStore(store)
+            } catch {
+                stores.withLock { if $0[name] === store { $0[name] = nil } }
+                throw error
+            }
+        }
+        return store
+    }
+
+    /// A store as the journal kept it, at start (before anyone observes it).
+    @discardableResult
+    public func restore(
+        _ name: String, epoch: String, version: UInt64, models: [(id: String, value: JSONValue, tag: UInt64)], history: [ChangeSet]
+    ) -> ModelStore {
+        let store = ModelStore(name: name, historyLimit: historyLimit, epoch: epoch, journal: journal)
+        store.restore(models: models, version: version, history: history)
+        stores.withLock { $0[name] = store }
+        return store
+    }
+
+    /// Deletes the store `name` and, journaled, everything kept of it; returns it. A store made
+    /// again under the name starts at version 0 in a new epoch. Not with a shared log (`unavailable`).
+    @discardableResult
+    public func delete(_ name: String) throws(StoreError) -> ModelStore {
+        guard replication == nil else { throw .unavailable("deleting a store is not supported by the redis engine yet") }
+        guard let store = stores.withLock({ $0.removeValue(forKey: name) }) else { throw .noSuchStore(name) }
+        if let journal { try journal.deleteStore(name) }
         return store
     }
 
