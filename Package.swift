@@ -30,6 +30,8 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // zlib for permessage-deflate; imported by one file of the wire module (`ZlibStream`).
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // SQLite for the disk engine; imported by one file of it (`SQLiteDatabase`).
+        .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
         // hiredis and its libuv adapter, a header of static functions compiled once here. Linked by
         // name: Debian's hiredis.pc adds a compiler flag SwiftPM refuses. Only the loop module uses it.
         .target(name: "CHiredis", linkerSettings: [.linkedLibrary("hiredis"), .linkedLibrary("uv")]),
@@ -55,6 +57,10 @@ let package = Package(
             name: "ReceptionistLoop",
             dependencies: ["CLibUV", "CHiredis", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
             swiftSettings: strict),
+        // The disk engine: stores and topics in one SQLite database, written by a thread of its own.
+        .target(
+            name: "ReceptionistDisk", dependencies: ["CSQLite", "ReceptionistModel", "ReceptionistJSON", "ReceptionistSync"],
+            swiftSettings: strict),
         // The push core: store feeds, topics, subscriptions, histories and the encoder. No IO: it
         // speaks to connections through `PushSink`, and never imports the loop.
         .target(
@@ -66,7 +72,7 @@ let package = Package(
             name: "ReceptionistGateway",
             dependencies: [
                 "ReceptionistPush", "ReceptionistWire", "ReceptionistLoop", "ReceptionistModel", "ReceptionistJSON",
-                "ReceptionistSync",
+                "ReceptionistSync", "ReceptionistDisk",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -76,7 +82,7 @@ let package = Package(
         .executableTarget(
             name: "receptionist",
             dependencies: [
-                "ReceptionistGateway", "ReceptionistJSON", "ReceptionistWire",
+                "ReceptionistGateway", "ReceptionistJSON", "ReceptionistWire", "ReceptionistDisk",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,0 +1,168 @@
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistSync
+import Synchronization
+
+/// The `disk` engine: the gateway's stores and topics in one SQLite database (WAL mode) in a data
+/// directory, written by one thread of its own, never the loop's.
+///
+/// Writes wait in one bounded queue; the writer takes everything waiting, writes it in one
+/// transaction and commits it with one sync (group commit), then settles it: a store's change
+/// sets on the notifier thread (observers may block on the loop's backpressure, which must never
+/// hold up the disk), a topic's messages through their completions.
+///
+/// Any thread.
+public final class DiskEngine: StoreJournal, Sendable {
+    public let options: DiskOptions
+
+    private struct Queue {
+        var writes: [DiskWrite] = []
+        var stopping = false
+    }
+
+    private let queue = ConditionLock(Queue())
+    /// Settles store change sets in the order the writer stored them.
+    let notifier: SerialWorker
+    private let finished = ConditionLock(false)
+    private let lock: Confined<DataDirectoryLock>
+    /// Syncs (commits of a batch) and the writes they carried, for `/metrics`.
+    public let syncs = Atomic<UInt64>(0)
+    public let syncedWrites = Atomic<UInt64>(0)
+    /// Writes refused because the disk refused them (full, failed).
+    public let failedWrites = Atomic<UInt64>(0)
+
+    /// Locks `options.directory`, opens its database (refusing one that is not ours or damaged),
+    /// loads what it holds and starts the writer. Throws why the directory cannot be used.
+    public static func open(_ options: DiskOptions) throws(DiskError) -> (DiskEngine, DiskContents) {
+        let lock = try DataDirectoryLock(directory: options.directory)
+        let db = try DiskSchema.open(options.directory, fsync: options.fsync)
+        var contents = try DiskSchema.load(db, retain: options.retain, topicHistory: options.topicHistory)
+        let writer: DiskWriter
+        do {
+            let meta = try DiskMeta.read(db)
+            let boot = DiskSchema.bootID()
+            // Only writes acknowledged before they were synced can be lost, and only by a machine
+            // that went down with them: a process that crashed leaves them to the kernel.
+            if meta.clean == false, meta.fsync == DiskOptions.Fsync.interval.rawValue, meta.boot != boot {
+                contents = DiskMeta.renewEpochs(contents)
+                contents.newEpochs = true
+            }
+            writer = try DiskWriter(db: db, options: options, contents: contents)
+            try DiskMeta.write(db, clean: false, fsync: options.fsync.rawValue, boot: boot, epochsFrom: contents)
+        } catch {
+            throw DiskError("cannot write to the data directory: \(error)")
+        }
+        let engine = DiskEngine(options: options, lock: lock)
+        engine.start(Confined(writer))
+        return (engine, contents)
+    }
+
+    private init(options: DiskOptions, lock: DataDirectoryLock) {
+        self.options = options
+        self.lock = Confined(lock)
+        notifier = SerialWorker(maxQueued: .max)
+    }
+
+    private func start(_ writer: Confined<DiskWriter>) {
+        WorkerThread.start { [self] in
+            let writer = writer.value
+            let interval = options.fsync == .interval ? options.intervalSeconds : 3600
+            while true {
+                let (batch, stopping) = queue.wait(
+                    seconds: interval, until: { !$0.writes.isEmpty || $0.stopping },
+                    then: { queue, _ -> ([DiskWrite], Bool) in
+                        defer { queue.writes.removeAll(keepingCapacity: true) }
+                        return (queue.writes, queue.stopping)
+                    })
+                queue.broadcast()
+                if !batch.isEmpty {
+                    let stored = writer.write(batch, engine: self)
+                    syncs.add(1, ordering: .relaxed)
+                    syncedWrites.add(UInt64(stored), ordering: .relaxed)
+                    if stored < batch.count { failedWrites.add(UInt64(batch.count - stored), ordering: .relaxed) }
+                }
+                writer.checkpointIfDue(now: Clock.microsecondsSinceEpoch())
+                if stopping && batch.isEmpty { break }
+            }
+            writer.close()
+            notifier.enqueue { [self] in
+                finished.withLock { $0 = true }
+                finished.broadcast()
+            }
+            notifier.stop()
+        }.detach()
+    }
+
+    /// Hands `write` to the writer; waits while the queue is full when `wait`, else refuses.
+    private func enqueue(_ write: DiskWrite, wait: Bool) -> Bool {
+        let accepted: Bool
+        if wait {
+            accepted = queue.wait(until: { $0.writes.count < options.maxQueued || $0.stopping }) { queue in
+                guard !queue.stopping else { return false }
+                queue.writes.append(write)
+                return true
+            }
+        } else {
+            accepted = queue.withLock { queue in
+                guard queue.writes.count < options.maxQueued, !queue.stopping else { return false }
+                queue.writes.append(write)
+                return true
+            }
+        }
+        if accepted { queue.broadcast() }
+        return accepted
+    }
+
+    // MARK: StoreJournal
+
+    public func append(_ record: JournalRecord, of store: ModelStore) {
+        guard enqueue(.change(record, store), wait: true) else {
+            let generation = record.generation
+            notifier.enqueue { store.unsettle(generation: generation, because: .unavailable("the gateway is shutting down")) }
+            return
+        }
+    }
+
+    public func createStore(_ store: ModelStore) throws(StoreError) {
+        try runAndWait { .createStore(store, $0) }
+    }
+
+    public func deleteStore(_ name: String) throws(StoreError) {
+        try runAndWait { .deleteStore(name, $0) }
+    }
+
+    private func runAndWait(_ write: (DiskSignal) -> DiskWrite) throws(StoreError) {
+        let signal = DiskSignal()
+        guard enqueue(write(signal), wait: true) else { throw .unavailable("the gateway is shutting down") }
+        if let error = signal.wait(seconds: 30) { throw error }
+    }
+
+    // MARK: Topics
+
+    /// Stores a topic's message `seq` (one above the last stored for the topic, else refused);
+    /// `completion` runs on the writer thread, with nil once it is stored. False, and no
+    /// completion, when the queue is full: the loop never waits here.
+    public func appendMessage(
+        topic: String, epoch: String, seq: UInt64, publishedAt: UInt64, data: [UInt8],
+        completion: @escaping @Sendable (StoreError?) -> Void
+    ) -> Bool {
+        enqueue(.message(DiskMessage(topic: topic, epoch: epoch, seq: seq, publishedAt: publishedAt, data: data, completion: completion)), wait: false)
+    }
+
+    /// Writes what is queued, marks the directory cleanly closed, and releases it. Waits for the
+    /// writer (at shutdown, once every job has ended). Idempotent.
+    public func close() {
+        queue.withLock { $0.stopping = true }
+        queue.broadcast()
+        finished.wait(until: { $0 }, then: { _ in })
+        lock.value.release()
+    }
+}
+
+/// A value handed to one other thread once, before that thread starts, and never touched by the
+/// handing thread again (or, for the directory lock, touched only after the writer has ended).
+/// That hand-over is the only sharing, so no two threads ever use it at once.
+final class Confined<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,39 @@
+/// How the disk engine keeps the gateway's stores and topics (`--data-dir` and its options).
+public struct DiskOptions: Sendable {
+    /// When a write is acknowledged.
+    public enum Fsync: String, Sendable, CaseIterable {
+        /// Once it is on disk (fsync), shared by every write waiting together.
+        case always
+        /// Once it is written to the operating system; synced at most every `intervalSeconds`.
+        case interval
+    }
+
+    public var directory: String
+    public var fsync: Fsync
+    public var intervalSeconds: Double
+    /// Change sets kept per store (older ones are compacted away).
+    public var retain: Int
+    /// Messages kept per topic.
+    public var topicHistory: Int
+    /// Writes waiting for the writer thread, at most: past it a store's committer waits and a
+    /// topic's publish is refused.
+    public var maxQueued: Int
+
+    public init(
+        directory: String, fsync: Fsync = .always, intervalSeconds: Double = 1, retain: Int = 100_000,
+        topicHistory: Int = 1000, maxQueued: Int = 65_536
+    ) {
+        self.directory = directory
+        self.fsync = fsync
+        self.intervalSeconds = intervalSeconds
+        self.retain = max(1, retain)
+        self.topicHistory = max(0, topicHistory)
+        self.maxQueued = max(1, maxQueued)
+    }
+}
+
+/// Why the data directory cannot be used; the gateway refuses to start with it.
+public struct DiskError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

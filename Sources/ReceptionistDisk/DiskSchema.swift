@@ -1,0 +1,139 @@
+import Glibc
+import ReceptionistJSON
+import ReceptionistModel
+
+/// The data directory's database: its tables, the checks that refuse a file that is not ours or
+/// is damaged, and the load at start.
+enum DiskSchema {
+    /// "RCPT": a database of another application is refused, never served.
+    static let applicationID: Int64 = 0x5243_5054
+    static let version: Int64 = 1
+    static let fileName = "receptionist.sqlite3"
+
+    static let tables = """
+        CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS stores(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, version INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS models(store TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, value BLOB NOT NULL,
+            PRIMARY KEY(store, id)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS change_sets(store TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
+            PRIMARY KEY(store, version)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS topics(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS messages(topic TEXT NOT NULL, seq INTEGER NOT NULL, published_at INTEGER NOT NULL,
+            data BLOB NOT NULL, PRIMARY KEY(topic, seq)) WITHOUT ROWID;
+        """
+
+    /// Opens (or creates) the database in `directory`, checks it is ours and whole, and sets the
+    /// journal mode and sync level for `fsync`.
+    static func open(_ directory: String, fsync: DiskOptions.Fsync) throws(DiskError) -> SQLiteDatabase {
+        let path = directory + "/" + fileName
+        do {
+            let db = try SQLiteDatabase(path: path)
+            // Reading the header fails on a file that is not a database at all.
+            let application = try db.integer("PRAGMA application_id") ?? 0
+            let schema = try db.integer("PRAGMA user_version") ?? 0
+            let tableCount = try db.integer("SELECT count(*) FROM sqlite_schema") ?? 0
+            if application == 0 && schema == 0 && tableCount == 0 {
+                try db.execute("PRAGMA application_id = \(applicationID); PRAGMA user_version = \(version);")
+            } else if application != applicationID {
+                throw DiskError("\(path) is not a Receptionist data file (application id \(application)); refusing to use it")
+            } else if schema != version {
+                throw DiskError("\(path) has data format \(schema); this gateway reads format \(version)")
+            }
+            _ = try db.text("PRAGMA journal_mode = WAL")
+            // FULL syncs the log at every commit; NORMAL only at checkpoints, which the writer runs
+            // at its interval (and never by itself: the automatic checkpoint is off then).
+            try db.execute(fsync == .always ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0")
+            try db.execute(tables)
+            return db
+        } catch let error as DiskError {
+            throw error
+        } catch let error as SQLiteError {
+            if error.isCorrupt { throw DiskError("\(path) is damaged or not a database (\(error)); refusing to use it") }
+            throw DiskError("cannot open \(path): \(error)")
+        } catch {
+            throw DiskError("cannot open \(path): \(error)")
+        }
+    }
+
+    /// Every store and topic as stored, with at most `retain` change sets per store and
+    /// `topicHistory` messages per topic. A row that does not decode is damage: refused.
+    static func load(_ db: SQLiteDatabase, retain: Int, topicHistory: Int) throws(DiskError) -> DiskContents {
+        do {
+            var contents = DiskContents()
+            let stores = try db.prepare("SELECT name, epoch, version FROM stores ORDER BY name")
+            let models = try db.prepare("SELECT id, version, value FROM models WHERE store = ?1")
+            let history = try db.prepare(
+                "SELECT entry FROM change_sets WHERE store = ?1 AND version > ?2 ORDER BY version")
+            while try stores.step() {
+                let name = stores.text(0), epoch = stores.text(1), version = UInt64(stores.int64(2))
+                models.reset()
+                models.bind(1, name)
+                var loaded: [(id: String, value: JSONValue, tag: UInt64)] = []
+                while try models.step() {
+                    let id = models.text(0)
+                    let value = try models.withBlob(2) { bytes in try parse(bytes, what: "model '\(id)' of store '\(name)'") }
+                    loaded.append((id, value, UInt64(models.int64(1))))
+                }
+                history.reset()
+                history.bind(1, name)
+                history.bind(2, Int64(version > UInt64(retain) ? version - UInt64(retain) : 0))
+                var changeSets: [ChangeSet] = []
+                while try history.step() {
+                    let entry = try history.withBlob(0) { bytes in try parse(bytes, what: "a change set of store '\(name)'") }
+                    guard let changeSet = ReplicatedChangeSet.changeSet(of: name, entry) else {
+                        throw DiskError("a change set of store '\(name)' is damaged")
+                    }
+                    changeSets.append(changeSet)
+                }
+                contents.stores.append(.init(name: name, epoch: epoch, version: version, models: loaded, history: changeSets))
+            }
+            let topics = try db.prepare("SELECT name, epoch, seq FROM topics ORDER BY name")
+            let messages = try db.prepare(
+                "SELECT seq, published_at, data FROM messages WHERE topic = ?1 AND seq > ?2 ORDER BY seq")
+            while try topics.step() {
+                let name = topics.text(0), epoch = topics.text(1), seq = UInt64(topics.int64(2))
+                messages.reset()
+                messages.bind(1, name)
+                messages.bind(2, Int64(seq > UInt64(topicHistory) ? seq - UInt64(topicHistory) : 0))
+                var kept: [DiskContents.Message] = []
+                while try messages.step() {
+                    kept.append(.init(seq: UInt64(messages.int64(0)), publishedAt: UInt64(messages.int64(1)), data: messages.blob(2)))
+                }
+                contents.topics.append(.init(name: name, epoch: epoch, seq: seq, messages: kept))
+            }
+            return contents
+        } catch let error as DiskError {
+            throw error
+        } catch let error as SQLiteError {
+            throw DiskError("the data file is damaged (\(error)); refusing to use it")
+        } catch {
+            throw DiskError("the data file is damaged (\(error)); refusing to use it")
+        }
+    }
+
+    private static func parse(_ bytes: UnsafeRawBufferPointer, what: String) throws(DiskError) -> JSONValue {
+        do {
+            return try JSONParser.parse(Array(bytes))
+        } catch {
+            throw DiskError("\(what) is damaged: \(error)")
+        }
+    }
+
+    /// This boot of the machine: page-cache writes of a process that crashed survive until the
+    /// machine restarts, so only a new boot can have lost writes that were not synced.
+    static func bootID() -> String {
+        guard let file = fopen("/proc/sys/kernel/random/boot_id", "r") else { return "unknown" }
+        defer { fclose(file) }
+        var buffer = [CChar](repeating: 0, count: 64)
+        guard fgets(&buffer, 64, file) != nil else { return "unknown" }
+        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).trimmingSuffixNewline()
+    }
+}
+
+extension String {
+    fileprivate func trimmingSuffixNewline() -> String {
+        var text = self
+        while text.last == "\n" { text.removeLast() }
+        return text
+    }
+}

@@ -1,0 +1,214 @@
+import ReceptionistJSON
+import ReceptionistModel
+
+/// The disk engine's writer: owns the database on the writer thread, and writes each batch in
+/// one transaction. Writer thread only.
+///
+/// Invariants: each store's versions and each topic's numbers are stored contiguously (a write
+/// that does not follow on is refused, never stored with a hole); a store's writes are stored only
+/// for the store object that is live under its name, in the generation it is in.
+final class DiskWriter {
+    private let db: SQLiteDatabase
+    private let options: DiskOptions
+    private let insertChange, upsertModel, deleteModel, setStoreVersion, compactChanges: SQLiteStatement
+    private let insertStore, deleteStoreRow, deleteStoreModels, deleteStoreChanges: SQLiteStatement
+    private let upsertTopic, insertMessage, compactMessages: SQLiteStatement
+    /// The store object live under each name, and the next version it must store.
+    private var stores: [String: (store: ObjectIdentifier, next: UInt64)] = [:]
+    /// The next number each topic must store.
+    private var topics: [String: UInt64] = [:]
+    private var lastCheckpoint = Clock.microsecondsSinceEpoch()
+    private var writtenSinceCheckpoint = false
+
+    /// Compaction runs for a store or topic every this many writes to it.
+    static let compactEvery: UInt64 = 256
+
+    init(db: SQLiteDatabase, options: DiskOptions, contents: DiskContents) throws(SQLiteError) {
+        self.db = db
+        self.options = options
+        insertChange = try db.prepare("INSERT INTO change_sets(store, version, entry) VALUES (?1, ?2, ?3)")
+        upsertModel = try db.prepare("INSERT OR REPLACE INTO models(store, id, version, value) VALUES (?1, ?2, ?3, ?4)")
+        deleteModel = try db.prepare("DELETE FROM models WHERE store = ?1 AND id = ?2")
+        setStoreVersion = try db.prepare("UPDATE stores SET version = ?2 WHERE name = ?1")
+        compactChanges = try db.prepare("DELETE FROM change_sets WHERE store = ?1 AND version <= ?2")
+        insertStore = try db.prepare("INSERT OR REPLACE INTO stores(name, epoch, version) VALUES (?1, ?2, 0)")
+        deleteStoreRow = try db.prepare("DELETE FROM stores WHERE name = ?1")
+        deleteStoreModels = try db.prepare("DELETE FROM models WHERE store = ?1")
+        deleteStoreChanges = try db.prepare("DELETE FROM change_sets WHERE store = ?1")
+        upsertTopic = try db.prepare("INSERT OR REPLACE INTO topics(name, epoch, seq) VALUES (?1, ?2, ?3)")
+        insertMessage = try db.prepare("INSERT OR REPLACE INTO messages(topic, seq, published_at, data) VALUES (?1, ?2, ?3, ?4)")
+        compactMessages = try db.prepare("DELETE FROM messages WHERE topic = ?1 AND seq <= ?2")
+        for topic in contents.topics { topics[topic.name] = topic.seq + 1 }
+        for store in contents.stores { expectedVersions[store.name] = store.version + 1 }
+    }
+
+    /// Loaded stores wait here for their live object (`adopt`), by name: the next version.
+    private var expectedVersions: [String: UInt64] = [:]
+
+    /// Writes `batch` in one transaction and settles it. Returns how many writes were stored.
+    func write(_ batch: [DiskWrite], engine: DiskEngine) -> Int {
+        let before = (stores, topics, expectedVersions)
+        var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
+        var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
+        var messages: [(DiskMessage, StoreError?)] = []
+        var signals: [DiskSignal] = []
+        var stored = 0
+        do throws(SQLiteError) {
+            try db.execute("BEGIN IMMEDIATE")
+            for write in batch {
+                switch write {
+                case .change(let record, let store):
+                    if let problem = try writeChange(record, store) {
+                        refused.append((store, record.generation, problem))
+                    } else {
+                        settles.append((store, record.changeSet.version, record.generation))
+                        stored += 1
+                    }
+                case .createStore(let store, let signal):
+                    try createStore(store)
+                    signals.append(signal)
+                    stored += 1
+                case .deleteStore(let name, let signal):
+                    try deleteStore(name)
+                    signals.append(signal)
+                    stored += 1
+                case .message(let message):
+                    let problem = try writeMessage(message)
+                    messages.append((message, problem))
+                    if problem == nil { stored += 1 }
+                }
+            }
+            try db.execute("COMMIT")
+            writtenSinceCheckpoint = true
+        } catch {
+            try? db.execute("ROLLBACK")
+            (stores, topics, expectedVersions) = before
+            let failure = StoreError.storageFailed(error.isFull ? "the disk is full" : "\(error)")
+            fail(batch, failure, engine: engine)
+            return 0
+        }
+        // Settled in order, on the notifier: a store's observers may block on the loop.
+        engine.notifier.enqueue { [settles, refused] in
+            for (store, version, generation) in settles { store.settle(through: version, generation: generation) }
+            for (store, generation, error) in refused { store.unsettle(generation: generation, because: error) }
+        }
+        for (message, problem) in messages { message.completion(problem) }
+        for signal in signals { signal.finish(nil) }
+        return stored
+    }
+
+    private func fail(_ batch: [DiskWrite], _ failure: StoreError, engine: DiskEngine) {
+        var undone: [(ModelStore, UInt64)] = []
+        for write in batch {
+            switch write {
+            case .change(let record, let store): undone.append((store, record.generation))
+            case .createStore(_, let signal), .deleteStore(_, let signal): signal.finish(failure)
+            case .message(let message): message.completion(failure)
+            }
+        }
+        engine.notifier.enqueue { [undone] in
+            for (store, generation) in undone { store.unsettle(generation: generation, because: failure) }
+        }
+    }
+
+    /// Writes one change set; returns why it was refused instead, if it was.
+    private func writeChange(_ record: JournalRecord, _ store: ModelStore) throws(SQLiteError) -> StoreError? {
+        let name = store.name, version = record.changeSet.version
+        if stores[name] == nil, let next = expectedVersions[name] {
+            // A store loaded at start: its object is the first to write to it.
+            stores[name] = (ObjectIdentifier(store), next)
+            expectedVersions[name] = nil
+        }
+        guard let live = stores[name], live.store == ObjectIdentifier(store) else {
+            return .noSuchStore(name)
+        }
+        guard store.isCurrent(generation: record.generation), version == live.next else {
+            return .storageFailed("change set \(version) of '\(name)' does not follow the stored version \(live.next - 1)")
+        }
+        insertChange.bind(1, name)
+        insertChange.bind(2, Int64(version))
+        insertChange.bind(3, blob: JSONWriter.encode(ReplicatedChangeSet.encode(record.changeSet)))
+        try insertChange.run()
+        for (id, value) in record.models {
+            if let value {
+                upsertModel.bind(1, name)
+                upsertModel.bind(2, id)
+                upsertModel.bind(3, Int64(version))
+                upsertModel.bind(4, blob: JSONWriter.encode(value))
+                try upsertModel.run()
+            } else {
+                deleteModel.bind(1, name)
+                deleteModel.bind(2, id)
+                try deleteModel.run()
+            }
+        }
+        setStoreVersion.bind(1, name)
+        setStoreVersion.bind(2, Int64(version))
+        try setStoreVersion.run()
+        if version % Self.compactEvery == 0, version > UInt64(options.retain) {
+            compactChanges.bind(1, name)
+            compactChanges.bind(2, Int64(version - UInt64(options.retain)))
+            try compactChanges.run()
+        }
+        stores[name] = (live.store, version + 1)
+        return nil
+    }
+
+    private func createStore(_ store: ModelStore) throws(SQLiteError) {
+        try deleteStore(store.name)
+        insertStore.bind(1, store.name)
+        insertStore.bind(2, store.epoch)
+        try insertStore.run()
+        stores[store.name] = (ObjectIdentifier(store), 1)
+    }
+
+    private func deleteStore(_ name: String) throws(SQLiteError) {
+        for statement in [deleteStoreModels, deleteStoreChanges, deleteStoreRow] {
+            statement.bind(1, name)
+            try statement.run()
+        }
+        stores[name] = nil
+        expectedVersions[name] = nil
+    }
+
+    /// Writes one message; returns why it was refused instead, if it was.
+    private func writeMessage(_ message: DiskMessage) throws(SQLiteError) -> StoreError? {
+        let expected = topics[message.topic] ?? 1
+        guard message.seq == expected else {
+            return .storageFailed("message \(message.seq) of '\(message.topic)' does not follow the stored number \(expected - 1)")
+        }
+        upsertTopic.bind(1, message.topic)
+        upsertTopic.bind(2, message.epoch)
+        upsertTopic.bind(3, Int64(message.seq))
+        try upsertTopic.run()
+        insertMessage.bind(1, message.topic)
+        insertMessage.bind(2, Int64(message.seq))
+        insertMessage.bind(3, Int64(message.publishedAt))
+        insertMessage.bind(4, blob: message.data)
+        try insertMessage.run()
+        if message.seq % Self.compactEvery == 0, message.seq > UInt64(options.topicHistory) {
+            compactMessages.bind(1, message.topic)
+            compactMessages.bind(2, Int64(message.seq - UInt64(options.topicHistory)))
+            try compactMessages.run()
+        }
+        topics[message.topic] = message.seq + 1
+        return nil
+    }
+
+    /// With `--fsync interval`: syncs what was written, at most once an interval.
+    func checkpointIfDue(now: UInt64) {
+        guard options.fsync == .interval, writtenSinceCheckpoint,
+              now >= lastCheckpoint + UInt64(options.intervalSeconds * 1_000_000)
+        else { return }
+        try? db.checkpoint()
+        lastCheckpoint = now
+        writtenSinceCheckpoint = false
+    }
+
+    /// A clean end: everything synced, the directory marked clean, the database closed.
+    func close() {
+        try? db.checkpoint()
+        try? DiskMeta.write(db, clean: true, fsync: options.fsync.rawValue, boot: DiskSchema.bootID())
+        db.close()
+    }
+}
