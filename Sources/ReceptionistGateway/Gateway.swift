@@ -1,4 +1,5 @@
 import Logging
+import ReceptionistDisk
 import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
@@ -19,6 +20,7 @@ public final class Gateway {
     public let jobs: JobRunner
     private let hub: PushHub
     private let cluster: ClusterEngine?
+    private let disk: DiskEngine?
     private let table: ConnectionTable
     private let drain: Drain
     private let lagProbe: LagProbe
@@ -32,16 +34,23 @@ public final class Gateway {
         config.host = ListenPolicy.host(for: config, logger: logger)
         self.config = config
         self.logger = logger
+        // Before the loop: a directory that cannot be used stops the start with nothing to close.
+        let opened = try DiskRestore.open(config, logger: logger)
         let loop = try EventLoop()
         loop.writeDelay = WriteDelay(maxDelayMilliseconds: config.writeDelayMilliseconds)
         self.loop = loop
         let replication = ClusterEngine.replication(for: config, loop: loop)
-        stores = StoreRegistry(historyLimit: config.historyLimit, replication: replication)
+        disk = opened?.0
+        stores = StoreRegistry(
+            historyLimit: config.disk.map { max(config.historyLimit, $0.retain) } ?? config.historyLimit, replication: replication,
+            journal: disk)
         jobs = JobRunner(threads: config.jobThreads)
         hub = PushHub(
             stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
             presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))
+        if let contents = opened?.1 { DiskRestore.restore(contents, stores: stores, hub: hub) }
         cluster = try ClusterEngine.start(config, replication: replication, loop: loop, stores: stores, hub: hub, logger: logger)
+        let topicLog = Self.topicLog(cluster: cluster, disk: disk, hub: hub, loop: loop)
 
         let counters = GatewayCounters()
         let metrics = GatewayMetrics()
@@ -55,11 +64,13 @@ public final class Gateway {
         let keys: any IdempotencyStore = cluster.map {
             RedisIdempotencyStore(engine: $0, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
         } ?? LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
-        let publisher = TopicPublisher(hub: hub, cluster: cluster, rate: config.publishRate)
+        let publisher = TopicPublisher(hub: hub, log: topicLog, rate: config.publishRate)
+        let boundHub = LoopBound(hub, loop: loop)
+        let mailbox = loop.mailbox
         let router = Router(
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
             publisher: publisher, idempotency: Idempotency(store: keys), config: config, access: access, counters: counters,
-            operations: operations)
+            operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } })
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
         loop.context = streams
@@ -92,6 +103,13 @@ public final class Gateway {
                 try DemoStore.start(stores: stores, jobs: jobs, rate: config.demoRate, logger: logger)
             }
         }
+    }
+
+    /// The one seam topics are published through: Redis, the disk, or memory.
+    private static func topicLog(cluster: ClusterEngine?, disk: DiskEngine?, hub: PushHub, loop: EventLoop) -> any TopicLog {
+        if let cluster { return ClusterTopicLog(cluster: cluster) }
+        if let disk { return DiskTopicLog(hub: hub, engine: disk, loop: loop) }
+        return MemoryTopicLog(hub: hub)
     }
 
     private static func staticFiles(_ config: GatewayConfig, _ logger: Logger) -> StaticFiles {
@@ -145,9 +163,13 @@ public final class Gateway {
         lagProbe.close()
         let mailbox = loop.mailbox
         let cluster = self.cluster.map { LoopBound($0, loop: loop) }
+        let disk = self.disk
         jobs.shutDown {
             _ = mailbox.post {
                 cluster?.value.close()
+                // Every job has ended, so nothing commits any more: what is queued is written,
+                // the directory marked clean, and its lock released.
+                disk?.close()
                 mailbox.shutDown()
             }
         }

@@ -1,3 +1,4 @@
+import ReceptionistDisk
 import ReceptionistWire
 
 /// Everything the gateway is told at start-up. Durations are in seconds, sizes in bytes.
@@ -48,6 +49,9 @@ public struct GatewayConfig: Sendable {
     public var presenceMaxMembers = 1000
     /// Serve `/ws/echo`, which echoes every message (for WebSocket conformance suites).
     public var enableEcho = false
+    /// The `disk` engine (`--data-dir`): stores and topics kept in a data directory; nil keeps
+    /// them in memory (or in Redis, with `redisURLs`).
+    public var disk: DiskOptions?
     /// The `redis` engine's servers (`redis://host:port/db`), each holding a share of the topics
     /// and stores (every node lists them in the same order); empty runs the `memory` engine, alone.
     public var redisURLs: [String] = []

@@ -126,6 +126,15 @@ public final class PushHub {
         }
     }
 
+    /// The store `name` was deleted: every subscriber is told (`unsubscribed`, reason `deleted`)
+    /// and its feed closed. A store made again under the name is a new feed, in a new epoch.
+    public func storeDeleted(_ name: String) {
+        guard let feed = feeds.removeValue(forKey: name) else { return }
+        let event = PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(.store(name), reason: "deleted"))
+        feed.forEachMember { $0.sink.sendOwed(event) }
+        feed.closeAll()
+    }
+
     /// Publishes `data` (JSON text, validated and compacted) to a topic, creating it on first use.
     /// `publishedAt` is in microseconds since the Unix epoch. Returns the message's sequence number.
     public func publish(topic name: String, data: [UInt8], publishedAt: UInt64) -> Result<UInt64, Problem> {

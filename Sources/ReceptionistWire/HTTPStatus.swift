@@ -31,6 +31,8 @@ public struct HTTPStatus: Sendable, Hashable {
     public static let methodNotAllowed = HTTPStatus(code: 405, reason: "Method Not Allowed")
     public static let requestTimeout = HTTPStatus(code: 408, reason: "Request Timeout")
     public static let conflict = HTTPStatus(code: 409, reason: "Conflict")
+    public static let gone = HTTPStatus(code: 410, reason: "Gone")
+    public static let preconditionFailed = HTTPStatus(code: 412, reason: "Precondition Failed")
     public static let payloadTooLarge = HTTPStatus(code: 413, reason: "Payload Too Large")
     public static let unsupportedMediaType = HTTPStatus(code: 415, reason: "Unsupported Media Type")
     public static let unprocessableContent = HTTPStatus(code: 422, reason: "Unprocessable Content")
@@ -43,6 +45,8 @@ public struct HTTPStatus: Sendable, Hashable {
     public static let serviceUnavailable = HTTPStatus(code: 503, reason: "Service Unavailable")
     /// The gateway is over one of its own limits (connections, the job queue).
     public static let overCapacity = HTTPStatus(code: 503, reason: "Service Unavailable", errorName: "over_capacity")
+    /// Durable storage refused a write (the disk is full); nothing was applied.
+    public static let insufficientStorage = HTTPStatus(code: 507, reason: "Insufficient Storage")
     public static let versionNotSupported = HTTPStatus(code: 505, reason: "HTTP Version Not Supported")
 
     /// The short machine-readable name used as `error` in JSON error bodies.
@@ -56,6 +60,8 @@ public struct HTTPStatus: Sendable, Hashable {
         case 405: "method_not_allowed"
         case 408: "request_timeout"
         case 409: "conflict"
+        case 410: "gone"
+        case 412: "precondition_failed"
         case 413: "payload_too_large"
         case 415: "unsupported_media_type"
         case 422: "unprocessable_content"
@@ -65,6 +71,7 @@ public struct HTTPStatus: Sendable, Hashable {
         case 501: "not_implemented"
         case 503: "service_unavailable"
         case 505: "version_not_supported"
+        case 507: "insufficient_storage"
         default: "error"
         }
     }

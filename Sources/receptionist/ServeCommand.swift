@@ -1,6 +1,7 @@
 import ArgumentParser
 import Glibc
 import Logging
+import ReceptionistDisk
 import ReceptionistGateway
 import ReceptionistWire
 
@@ -128,6 +129,18 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Log format: text, or json for one JSON object per line.")
     var logFormat = "text"
 
+    @Option(help: "Keep stores and topics in this directory (the disk engine, SQLite in WAL mode), so they survive a restart. Without it they live in memory (or in Redis with --engine redis).")
+    var dataDir: String?
+
+    @Option(help: "When a write to --data-dir is acknowledged: 'always' once it is on disk (writes waiting together share one sync), or 'interval' once written, synced every --fsync-interval.")
+    var fsync = "always"
+
+    @Option(help: "Seconds between syncs with --fsync interval.")
+    var fsyncInterval = 1.0
+
+    @Option(help: "Change sets each store keeps in --data-dir for reads of the past and resumes (older ones are compacted away).")
+    var retain = 100_000
+
     @Option(help: "Where topics and stores live: 'memory' (this process alone) or 'redis' (shared by every node on --redis-url).")
     var engine = "memory"
 
@@ -222,6 +235,12 @@ struct ServeCommand: ParsableCommand {
             }
             guard Set(redisURLs).count == redisURLs.count else { throw ValidationError("--redis-url names a server twice") }
         }
+        if dataDir != nil {
+            guard engine == "memory" else { throw ValidationError("--data-dir keeps a single node's state; the redis engine keeps it in Redis") }
+            guard DiskOptions.Fsync(rawValue: fsync) != nil else { throw ValidationError("--fsync must be always or interval") }
+            guard (0.001...3600).contains(fsyncInterval) else { throw ValidationError("--fsync-interval must be 0.001 to 3600 seconds") }
+            guard retain >= 1 else { throw ValidationError("--retain must be positive") }
+        }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
     }
 
@@ -276,6 +295,12 @@ struct ServeCommand: ParsableCommand {
         config.idempotencyWindowSeconds = idempotencyWindow
         config.maxIdempotencyKeys = idempotencyKeys
         config.redisURLs = engine == "redis" ? redisURLs : []
+        config.disk = try dataDir.map { directory in
+            try Self.makeDirectory(directory)
+            return DiskOptions(
+                directory: directory, fsync: DiskOptions.Fsync(rawValue: fsync) ?? .always, intervalSeconds: fsyncInterval,
+                retain: retain, topicHistory: history)
+        }
         config.redisMaxPendingCommands = redisMaxPending
         config.redisTimeoutSeconds = redisTimeout
         config.heartbeatTimeoutSeconds = heartbeatTimeout
@@ -287,6 +312,17 @@ struct ServeCommand: ParsableCommand {
         print("Receptionist listening on \(gateway.url)")
         fflush(nil)  // every C stream, so a reader of the pipe sees the line now
         gateway.run()
+    }
+
+    /// Creates the data directory (and its parents) if it is not there yet.
+    static func makeDirectory(_ path: String) throws {
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, 0o755) != 0 && errno != EEXIST {
+                throw ValidationError("cannot create the data directory \(prefix): \(String(cString: strerror(errno)))")
+            }
+        }
     }
 
     /// The non-empty lines of a secrets file that are not comments, trimmed of spaces, tabs and

@@ -29,7 +29,7 @@ import Testing
             stores: StoreRegistry(), context: LoopExecutionContext(loop: loop), historyLimit: 10, counters: PushCounters())
         let table = NoTable()
         let services = StreamServices(
-            config: config, hub: hub, publisher: TopicPublisher(hub: hub, cluster: nil, rate: config.publishRate),
+            config: config, hub: hub, publisher: TopicPublisher(hub: hub, log: MemoryTopicLog(hub: hub), rate: config.publishRate),
             access: AccessControl(apiKeys: [], tokenSecret: nil), counters: GatewayCounters(),
             logger: Logger(label: "footprint"), table: table)
         let connection = try #require(TCPConnection(loop: loop, fd: Socket.open(family: sa_family_t(AF_INET))))

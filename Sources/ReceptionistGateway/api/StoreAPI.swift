@@ -1,14 +1,21 @@
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistPush
 import ReceptionistWire
 
-/// `/api/stores/...`: reads and atomic commits. Every store read or write runs on a job thread;
-/// its reply comes after the commit and carries the new version. A commit to a cluster store is
-/// computed on the job thread and handed to Redis; the reply waits for Redis, no thread does.
+/// `/api/stores/...`: reads, reads of the past and atomic (optionally conditional) commits. Every
+/// store read or write runs on a job thread; a commit's reply comes once the engine has it (in
+/// memory at once, on disk once stored, in a cluster once Redis appended it) and carries the new
+/// version. No thread waits for the disk or Redis: the reply does.
 struct StoreAPI {
     let stores: StoreRegistry
     let idempotency: Idempotency
     let handoff: JobHandoff
+    /// Tells the hub on the loop that a store was deleted (its subscribers are told).
+    let deleted: @Sendable (String) -> Void
+
+    /// Change sets one `changes` read answers at most.
+    static let maxChangesPerRead = 1000
 
     /// `segments` follow `/api/stores`; `scope` is the idempotency scope of the caller's API key.
     func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
@@ -22,10 +29,17 @@ struct StoreAPI {
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
             }
         case 1:
-            guard method == .get || method == .head else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD")) }
-            return .work { snapshot(path[0]) }
+            switch method {
+            case .get, .head: return .work { snapshot(path[0], request) }
+            case .delete: return .work { delete(path[0]) }
+            default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, DELETE"))
+            }
         case 2 where path[1] == "changes":
-            guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
+            switch method {
+            case .get, .head: return .work { changes(path[0], request) }
+            case .post: break
+            default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
+            }
             switch Idempotency.key(of: request) {
             case .success(let key):
                 return .later { done in
@@ -42,7 +56,7 @@ struct StoreAPI {
             case .get, .head: return .work { model(name, id) }
             case .put: return later { put(name, id, request, $0) }
             case .patch: return later { patch(name, id, request, $0) }
-            case .delete: return later { commit(name, id, [.delete(model: id)], $0) }
+            case .delete: return later { commitModel(name, id, request, .delete(model: id), $0) }
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, PUT, PATCH, DELETE"))
             }
         default:
@@ -51,7 +65,7 @@ struct StoreAPI {
     }
 
     /// A commit's route: `work` runs on a job thread and replies once, when the commit is answered.
-    private func later(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void) -> RouteResult {
+    func later(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void) -> RouteResult {
         .later { done in handoff.run(work, answer: done) }
     }
 
@@ -72,80 +86,89 @@ struct StoreAPI {
         guard let name = body["name"]?.stringValue else { return .error(.badRequest, "expected {\"name\": \"...\"}") }
         do {
             let store = try stores.create(name)
-            return .json(.created, ["name": .string(store.name), "version": 0])
+            return .json(.created, ["name": .string(store.name), "version": 0, "epoch": .string(store.epoch)])
         } catch {
             return .error(error)
         }
     }
 
-    private func snapshot(_ name: String) -> Reply {
+    private func delete(_ name: String) -> Reply {
+        do {
+            try stores.delete(name)
+        } catch {
+            return .error(error)
+        }
+        deleted(name)
+        return .json(.ok, ["store": .string(name), "deleted": true])
+    }
+
+    /// The store now, or with `?at=N` as it was at version N.
+    private func snapshot(_ name: String, _ request: HTTPRequest) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
-        let snapshot = store.snapshot()
+        let snapshot: StoreSnapshot
+        if let text = StreamRequest.query(request, "at") {
+            guard let version = UInt64(text) else { return .error(.badRequest, "at must be a version number") }
+            switch store.snapshot(at: version) {
+            case .success(let past): snapshot = past
+            case .failure(let error): return .error(error)
+            }
+        } else {
+            snapshot = store.snapshot()
+        }
         return .json(.ok, [
             "store": .string(name), "version": .number(JSONNumber(snapshot.version)), "epoch": .string(store.epoch),
             "models": .sortedObject(snapshot.models),
         ])
     }
 
+    /// `?after=A&limit=K[&until=B][&models=…][&paths=…]`: the change sets after A, as `changes` frames.
+    private func changes(_ name: String, _ request: HTTPRequest) -> Reply {
+        guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        func number(_ field: String) -> Result<UInt64?, ReplyError> {
+            guard let text = StreamRequest.query(request, field) else { return .success(nil) }
+            guard let value = UInt64(text) else { return .failure(ReplyError(.error(.badRequest, "\(field) must be a number"))) }
+            return .success(value)
+        }
+        let after: UInt64, until: UInt64?, limit: UInt64
+        switch (number("after"), number("until"), number("limit")) {
+        case (.success(let a), .success(let u), .success(let l)):
+            guard let a else { return .error(.badRequest, "after is required: the version to read after") }
+            (after, until, limit) = (a, u, min(l ?? 100, UInt64(Self.maxChangesPerRead)))
+        case (.failure(let failure), _, _), (_, .failure(let failure), _), (_, _, .failure(let failure)):
+            return failure.reply
+        }
+        let options: SubscriptionOptions
+        switch SubscriptionOptions.decode(query: { StreamRequest.values(request, $0) }) {
+        case .success(let decoded): options = decoded
+        case .failure(let problem): return .error(.badRequest, problem.message)
+        }
+        let filter = ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
+        let epoch = store.epoch
+        let read: [ChangeSet]
+        switch store.changes(after: after, until: until, limit: Int(limit)) {
+        case .success(let changeSets): read = changeSets
+        case .failure(let error): return .error(error)
+        }
+        var body = Array("{\"store\":".utf8) + JSONWriter.encode(.string(name))
+        body += ",\"epoch\":".utf8 + JSONWriter.encode(.string(epoch)) + ",\"changes\":[".utf8
+        var first = true
+        for var changeSet in read {
+            if !filter.isAll {
+                changeSet.changes = filter.apply(changeSet.changes)
+                if changeSet.changes.isEmpty { continue }
+            }
+            if !first { body.append(UInt8(ascii: ",")) }
+            first = false
+            body += PushEncoder.changes(changeSet, old: options.old)
+        }
+        body += "]}".utf8
+        return .jsonBytes(.ok, body)
+    }
+
     private func model(_ name: String, _ id: String) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
-        guard let (value, version) = store.model(id) else { return .error(.noSuchModel(id)) }
-        return .json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": value])
-    }
-
-    private func put(_ name: String, _ id: String, _ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
-        switch Reply.parseJSONBody(request) {
-        case .success(let value): commit(name, id, [.put(model: id, value: value)], reply)
-        case .failure(let failure): reply(failure.reply)
-        }
-    }
-
-    private func patch(_ name: String, _ id: String, _ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
-        switch Reply.parseJSONBody(request) {
-        case .success(let value): commit(name, id, [.patch(model: id, patch: value)], reply)
-        case .failure(let failure): reply(failure.reply)
-        }
-    }
-
-    private func commit(
-        _ name: String, _ id: String, _ operations: [StoreOperation], _ reply: @escaping @Sendable (Reply) -> Void
-    ) {
-        guard let store = stores.store(name) else { return reply(.error(.noSuchStore(name))) }
-        store.commit(operations) { result in
-            switch result {
-            case .success(let changeSet):
-                let created = changeSet.changes.first?.kind == .created && changeSet.changes.first?.keyPath == .whole
-                reply(.json(created ? .created : .ok, [
-                    "store": .string(name), "id": .string(id), "version": .number(JSONNumber(changeSet.version)),
-                ]))
-            case .failure(let error):
-                reply(.error(error))
-            }
-        }
-    }
-
-    private func commitChanges(_ name: String, _ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
-        guard let store = stores.store(name) else { return reply(.error(.noSuchStore(name))) }
-        let body: JSONValue
-        switch Reply.parseJSONBody(request) {
-        case .success(let value): body = value
-        case .failure(let failure): return reply(failure.reply)
-        }
-        let operations: [StoreOperation]
-        switch ChangeRequest.operations(from: body) {
-        case .success(let parsed): operations = parsed
-        case .failure(let failure): return reply(failure.reply)
-        }
-        store.commit(operations) { result in
-            switch result {
-            case .success(let changeSet):
-                reply(.json(.ok, [
-                    "store": .string(name), "version": .number(JSONNumber(changeSet.version)),
-                    "changes": .number(JSONNumber(changeSet.changes.count)),
-                ]))
-            case .failure(let error):
-                reply(.error(error))
-            }
-        }
+        guard let (value, version, tag) = store.model(id) else { return .error(.noSuchModel(id)) }
+        return Reply.json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": value])
+            .withHeaders([("ETag", EntityTags.tag(tag))])
     }
 }

@@ -32,34 +32,36 @@ extension TopicAPI {
             }
         }
         if let refusal = charge(messages.count - 1) { return .reply(refusal.reply) }
-        guard let cluster else {
-            // One node: every message is numbered here, now, so the answer is ready at once.
-            return .reply(idempotency.run(key, scope: scope, request: request) {
-                var answers: [JSONValue] = []
-                for message in messages {
-                    guard case .success(let seq) = hub.publish(
-                        topic: message.topic, data: message.data, publishedAt: Clock.microsecondsSinceEpoch())
-                    else { continue }  // checked above: every topic is valid
-                    answers.append(["topic": .string(message.topic), "seq": .number(JSONNumber(seq))])
-                }
-                return .json(.created, ["messages": .array(answers)])
-            })
+        for message in messages {
+            // Every message's engine must take it, or none is published: the batch stays retriable.
+            if let refusal = log.refusal(for: message.topic) {
+                return .reply(.error(.unavailable("\(refusal.description); none was published")))
+            }
         }
-        // Every message's server must be up, or none is published: the batch stays retriable.
-        if let down = messages.first(where: { !cluster.isUp(for: $0.topic) }) {
-            return .reply(.error(.unavailable("Redis \(cluster.shard(down.topic).endpoint) is unreachable; none was published")))
+        if log.answersAtOnce {
+            // Every message is numbered now, so the answer is ready at once.
+            return .reply(idempotency.run(key, scope: scope, request: request) { publishAtOnce(messages) })
         }
-        let (publisher, idempotency) = (self.publisher, self.idempotency)
+        let (log, idempotency) = (self.log, self.idempotency)
         return .later { done in
             idempotency.run(key, scope: scope, request: request, later: { answer in
-                // Every message goes to Redis now, in order, in one write; Redis numbers them in
-                // that order. The answer waits for the last reply.
+                // Every message goes to the engine now, in order (to Redis in one write); the
+                // answer waits for the last.
                 let outcomes = BatchOutcomes(count: messages.count) { outcomes in answer(Self.reply(messages, outcomes)) }
                 for (index, message) in messages.enumerated() {
-                    publisher.publish(message.topic, data: message.data, through: cluster) { outcomes.set(index, $0) }
+                    log.publish(message.topic, data: message.data) { outcomes.set(index, $0) }
                 }
             }, done: done)
         }
+    }
+
+    /// Publishes every message through a log that answers at once, and answers.
+    private func publishAtOnce(_ messages: [(topic: String, data: [UInt8])]) -> Reply {
+        let outcomes = BatchOutcomes(count: messages.count) { _ in }
+        for (index, message) in messages.enumerated() {
+            log.publish(message.topic, data: message.data) { outcomes.set(index, $0) }
+        }
+        return Self.reply(messages, outcomes.results)
     }
 
     /// The answer to a batch once every message has its outcome.
@@ -143,6 +145,11 @@ private final class BatchOutcomes {
         guard outcomes[index] == nil else { return }
         outcomes[index] = outcome
         missing -= 1
-        if missing == 0 { complete(outcomes.map { $0! }) }
+        if missing == 0 { complete(results) }
+    }
+
+    /// Every outcome so far, an unanswered one as refused.
+    var results: [Result<UInt64, StoreError>] {
+        outcomes.map { $0 ?? .failure(.unavailable("the engine did not answer")) }
     }
 }

@@ -15,8 +15,11 @@ struct TopicAPI {
     let publisher: TopicPublisher
     let idempotency: Idempotency
 
-    /// The `redis` engine, which numbers every message when the gateway is one node of a cluster.
-    var cluster: ClusterEngine? { publisher.cluster }
+    /// Where messages are numbered and kept: memory, disk or Redis.
+    var log: any TopicLog { publisher.log }
+
+    /// Messages one `messages` read answers at most.
+    static let maxMessagesPerRead = 1000
 
     /// `segments` follow `/api/topics`; `scope` is the idempotency scope of the caller's API key.
     func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
@@ -30,54 +33,82 @@ struct TopicAPI {
             }
             return .reply(.json(.ok, ["topics": .array(topics)]))
         case 2 where path[1] == "messages":
-            guard method == .post else { return .reply(.methodNotAllowed(method, allow: "POST")) }
+            if method == .get || method == .head { return .reply(messages(path[0], request)) }
+            guard method == .post else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST")) }
             let key: IdempotencyKey?
             switch Idempotency.key(of: request) {
             case .success(let parsed): key = parsed
             case .failure(let failure): return .reply(failure.reply)
             }
-            if let cluster { return publishThroughCluster(path[0], request, cluster, key: key, scope: scope) }
-            // One node: the table is in memory, so the loop may ask it.
-            return .reply(idempotency.run(key, scope: scope, request: request) { publish(path[0], request) })
+            return publish(path[0], request, key: key, scope: scope)
         default:
             return .reply(.error(.notFound, "no such resource"))
         }
     }
 
-    /// Cluster: Redis numbers the message, and the reply waits for it (and for this node to have
-    /// it in its history) on the loop; no thread does. While Redis is down the answer is 503.
-    private func publishThroughCluster(
-        _ name: String, _ request: HTTPRequest, _ cluster: ClusterEngine, key: IdempotencyKey?, scope: String
-    ) -> RouteResult {
+    /// Publishes through the engine's log. In memory the answer is ready at once (and the
+    /// idempotency table, in memory too, may be asked on the loop); on disk or through Redis the
+    /// reply waits on the loop, and no thread does.
+    private func publish(_ name: String, _ request: HTTPRequest, key: IdempotencyKey?, scope: String) -> RouteResult {
         let json: [UInt8]
         switch Reply.compactJSONBody(request) {
         case .success(let bytes): json = bytes
         case .failure(let failure): return .reply(failure.reply)
         }
         if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
-        guard cluster.isUp(for: name) else { return .reply(.error(.unavailable("Redis \(cluster.shard(name).endpoint) is unreachable"))) }
-        let (publisher, idempotency) = (self.publisher, self.idempotency)
+        if let refusal = log.refusal(for: name) { return .reply(.error(refusal)) }
+        let (log, idempotency) = (self.log, self.idempotency)
+        func answer(_ outcome: Result<UInt64, StoreError>) -> Reply {
+            switch outcome {
+            case .success(let seq): .json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))])
+            case .failure(let error): .error(error)
+            }
+        }
+        if log.answersAtOnce {
+            return .reply(idempotency.run(key, scope: scope, request: request) {
+                let outcome = PublishOutcome()
+                log.publish(name, data: json) { outcome.value = $0 }
+                return answer(outcome.value)
+            })
+        }
         return .later { done in
-            idempotency.run(key, scope: scope, request: request, later: { answer in
-                publisher.publish(name, data: json, through: cluster) { outcome in
-                    switch outcome {
-                    case .success(let seq): answer(.json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))]))
-                    case .failure(let error): answer(.error(error))
-                    }
-                }
+            idempotency.run(key, scope: scope, request: request, later: { reply in
+                log.publish(name, data: json) { reply(answer($0)) }
             }, done: done)
         }
     }
 
-    private func publish(_ name: String, _ request: HTTPRequest) -> Reply {
-        let data: [UInt8]
-        switch Reply.compactJSONBody(request) {
-        case .success(let bytes): data = bytes
-        case .failure(let failure): return failure.reply
+    /// `?after=N&limit=K`: the messages after N still kept, as `message` frames.
+    private func messages(_ name: String, _ request: HTTPRequest) -> Reply {
+        if let problem = hub.check(.topic(name)) { return .error(.badRequest, problem.message) }
+        guard let afterText = StreamRequest.query(request, "after"), let after = UInt64(afterText) else {
+            return .error(.badRequest, "after is required: the number to read after")
         }
-        switch hub.publish(topic: name, data: data, publishedAt: Clock.microsecondsSinceEpoch()) {
-        case .success(let seq): return .json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))])
-        case .failure(let problem): return .error(.badRequest, problem.message)
+        var limit = UInt64(100)
+        if let text = StreamRequest.query(request, "limit") {
+            guard let value = UInt64(text) else { return .error(.badRequest, "limit must be a number") }
+            limit = min(value, UInt64(Self.maxMessagesPerRead))
         }
+        let topic = hub.topic(name)
+        guard after <= topic.seq else {
+            return .error(.invalidRead("number \(after) is ahead of the topic, which is at \(topic.seq)"))
+        }
+        let (gap, events) = topic.replay(after: after)
+        if let gap {
+            return .error(.gone("message \(after + 1) is older than the history kept", oldest: gap.upperBound))
+        }
+        var body = Array("{\"topic\":".utf8) + JSONWriter.encode(.string(name))
+        body += ",\"epoch\":".utf8 + JSONWriter.encode(.string(topic.epoch)) + ",\"messages\":[".utf8
+        for (index, event) in events.prefix(Int(limit)).enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body += event.json
+        }
+        body += "]}".utf8
+        return .jsonBytes(.ok, body)
     }
+}
+
+/// Where a log that answers at once leaves its answer.
+private final class PublishOutcome {
+    var value: Result<UInt64, StoreError> = .failure(.unavailable("the engine did not answer"))
 }

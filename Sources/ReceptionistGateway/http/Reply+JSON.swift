@@ -10,6 +10,13 @@ extension Reply {
         return Reply(HTTPResponse(status: status, headers: headers, body: JSONWriter.encode(value)))
     }
 
+    /// A JSON reply from bytes the caller encoded (frames put together as they are sent).
+    static func jsonBytes(_ status: HTTPStatus, _ body: [UInt8]) -> Reply {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        return Reply(HTTPResponse(status: status, headers: headers, body: body))
+    }
+
     static func error(_ status: HTTPStatus, _ detail: String, allow: String? = nil) -> Reply {
         error(status, detail, headers: allow.map { [("Allow", $0)] } ?? [])
     }
@@ -42,6 +49,14 @@ extension Reply {
         case .invalidStoreName, .invalidModelID, .notAnObject, .emptyCommit: status = .badRequest
         case .reentrantCommit: status = .internalServerError
         case .unavailable, .outcomeUnknown: status = .serviceUnavailable
+        case .invalidRead: status = .badRequest
+        case .storageFailed: status = .insufficientStorage
+        case .preconditionFailed(let detail, let version):
+            return json(.preconditionFailed, [
+                "error": "precondition_failed", "detail": .string(detail), "version": .number(JSONNumber(version)),
+            ])
+        case .gone(let detail, let oldest):
+            return json(.gone, ["error": "gone", "detail": .string(detail), "oldest": .number(JSONNumber(oldest))])
         }
         var reply = error(status, storeError.description)
         if case .outcomeUnknown = storeError { reply.outcomeKnown = false }

@@ -23,10 +23,11 @@ final class Router {
     init(
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, mailbox: Mailbox, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
-        counters: GatewayCounters, operations: OperationsEndpoints
+        counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String) -> Void
     ) {
         self.staticFiles = staticFiles
-        storeAPI = StoreAPI(stores: stores, idempotency: idempotency, handoff: JobHandoff(jobs: jobs, mailbox: mailbox))
+        storeAPI = StoreAPI(
+            stores: stores, idempotency: idempotency, handoff: JobHandoff(jobs: jobs, mailbox: mailbox), deleted: storeDeleted)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
         topicAPI = TopicAPI(hub: hub, publisher: publisher, idempotency: idempotency)
         presenceAPI = PresenceAPI(hub: hub, stores: stores)

@@ -116,12 +116,14 @@ public enum PushEncoder {
         return out
     }
 
-    public static func unsubscribed(_ target: StreamTarget) -> [UInt8] {
+    /// With `reason`, the gateway ended the subscription (`deleted`: the store was deleted).
+    public static func unsubscribed(_ target: StreamTarget, reason: String? = nil) -> [UInt8] {
         var out = head("unsubscribed")
         switch target {
         case .store(let name): field("store", name, &out)
         case .topic(let name): field("topic", name, &out)
         }
+        if let reason { field("reason", reason, &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

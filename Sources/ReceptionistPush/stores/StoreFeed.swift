@@ -86,6 +86,13 @@ public final class StoreFeed: PresenceMembers {
         closeIfUnused(subscription.options)
     }
 
+    /// Closes every group: the store is gone.
+    func closeAll() {
+        for group in groups.values { group.close() }
+        groups = [:]
+        resuming = []
+    }
+
     /// Closes the group of `options` once it has no member and nobody is resuming into it (the
     /// group without options stays).
     func closeIfUnused(_ options: SubscriptionOptions) {

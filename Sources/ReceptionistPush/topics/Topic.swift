@@ -104,6 +104,15 @@ public final class Topic: PresenceMembers {
         }
     }
 
+    /// The topic as a durable engine kept it, at start, before anyone subscribed: its epoch, its
+    /// number and its newest messages (oldest first).
+    public func restore(epoch: String, seq: UInt64, entries: [TopicEntry]) {
+        self.epoch = epoch
+        self.seq = seq
+        history.removeAll()
+        for entry in entries where entry.seq <= seq { history.append(event(entry), number: entry.seq) }
+    }
+
     /// Cluster: the log's epoch, taken before anyone subscribed (the topic is not synced yet).
     public func adopt(epoch: String) {
         self.epoch = epoch

@@ -1,0 +1,74 @@
+import ReceptionistDisk
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistPush
+
+/// The `disk` engine's topics: a message is numbered here, stored by the disk engine's writer
+/// (with every other write waiting then: one sync), and only then put in the topic's history,
+/// handed to its subscribers and answered. The loop never waits for the disk.
+///
+/// Invariants: numbers are handed out in order per topic, and the topic takes a message only
+/// once the disk has it, in number order (the writer stores them in the order they were handed
+/// out, and its answers come back through the mailbox in that order). If the disk refuses one,
+/// it and every later one of the topic are refused, and numbering starts again after the last
+/// message stored (the writer refuses any message that does not follow on).
+///
+/// Loop thread only.
+final class DiskTopicLog: TopicLog {
+    private let hub: PushHub
+    private let engine: DiskEngine
+    private let loop: EventLoop
+    /// The last number handed out per topic while some of its messages wait for the disk.
+    private var handedOut: [String: UInt64] = [:]
+    /// Messages of each topic waiting for the disk.
+    private var waiting: [String: Int] = [:]
+
+    init(hub: PushHub, engine: DiskEngine, loop: EventLoop) {
+        self.hub = hub
+        self.engine = engine
+        self.loop = loop
+    }
+
+    var answersAtOnce: Bool { false }
+
+    func refusal(for topic: String) -> StoreError? { nil }
+
+    func publish(_ name: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
+        if let problem = hub.check(.topic(name)) { return done(.failure(.unavailable(problem.message))) }
+        let topic = hub.topic(name)
+        let seq = (handedOut[name] ?? topic.seq) + 1
+        let publishedAt = Clock.microsecondsSinceEpoch()
+        let answer = LoopBound((self, topic, done), loop: loop)
+        let mailbox = loop.mailbox
+        let accepted = engine.appendMessage(topic: name, epoch: topic.epoch, seq: seq, publishedAt: publishedAt, data: data) {
+            [mailbox] error in
+            // On the writer's thread: the answer goes to the loop (posts keep their order).
+            _ = mailbox.post {
+                let (log, topic, done) = answer.value
+                log.stored(topic, seq: seq, publishedAt: publishedAt, data: data, error: error, done: done)
+            }
+        }
+        guard accepted else {
+            return done(.failure(.unavailable("the disk's write queue is full (\(engine.options.maxQueued) writes); retry")))
+        }
+        handedOut[name] = seq
+        waiting[name, default: 0] += 1
+    }
+
+    private func stored(
+        _ topic: Topic, seq: UInt64, publishedAt: UInt64, data: [UInt8], error: StoreError?,
+        done: (Result<UInt64, StoreError>) -> Void
+    ) {
+        let name = topic.name
+        waiting[name, default: 1] -= 1
+        if waiting[name] == 0 { waiting[name] = nil }
+        if let error {
+            // Number again after the last message stored; later ones in flight are refused too.
+            handedOut[name] = waiting[name] == nil ? nil : topic.seq
+            return done(.failure(error))
+        }
+        if waiting[name] == nil { handedOut[name] = nil }
+        topic.mirror(seq: seq, publishedAt: publishedAt, data: data)
+        done(.success(seq))
+    }
+}

@@ -1,0 +1,38 @@
+import ReceptionistModel
+import ReceptionistPush
+
+/// Where topics' messages are numbered and kept: the one seam every way of publishing goes
+/// through (`TopicPublisher`), whatever the engine. `MemoryTopicLog` numbers in the hub at once;
+/// `DiskTopicLog` numbers here and answers once the message is on disk; the cluster's
+/// (`ClusterTopicLog`) answers once Redis numbered it and this node has it.
+///
+/// Loop thread only.
+protocol TopicLog: AnyObject {
+    /// Whether `publish` always answers before it returns (the reply need not wait).
+    var answersAtOnce: Bool { get }
+    /// Why `topic` cannot take a message now (its Redis server is down), or nil.
+    func refusal(for topic: String) -> StoreError?
+    /// Numbers `data` (compact JSON text, the publisher's bytes) as the next message of `topic`
+    /// and keeps it; `done` runs on the loop, once, with its number, after it is in this node's
+    /// history and queued to every subscriber.
+    func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void)
+}
+
+/// The `memory` engine's topics: numbered and kept in the hub, answered at once.
+final class MemoryTopicLog: TopicLog {
+    private let hub: PushHub
+
+    init(hub: PushHub) {
+        self.hub = hub
+    }
+
+    var answersAtOnce: Bool { true }
+
+    func refusal(for topic: String) -> StoreError? { nil }
+
+    func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
+        done(hub.publish(topic: topic, data: data, publishedAt: Clock.microsecondsSinceEpoch()).mapError {
+            .unavailable($0.message)
+        })
+    }
+}
