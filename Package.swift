@@ -134,6 +134,9 @@ let package = Package(
                 "ReceptionistTestSupport",
             ],
             swiftSettings: strict),
+        .testTarget(
+            name: "ReceptionistDiskTests", dependencies: ["ReceptionistDisk", "ReceptionistModel", "ReceptionistJSON", "ReceptionistSync"],
+            swiftSettings: strict),
         // The load generators' pure parts: the publish schedule and the pace.
         .testTarget(name: "ReceptionistBenchTests", dependencies: ["receptionist-bench"], swiftSettings: strict),
         .testTarget(

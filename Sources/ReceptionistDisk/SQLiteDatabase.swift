@@ -35,9 +35,15 @@ final class SQLiteDatabase {
 
     deinit { close() }
 
+    var isOpen: Bool { handle != nil }
+
+    /// Finalizes every statement (a statement left open would keep the connection, and its locks,
+    /// alive past the close) and closes the connection. Statements used after it fail.
     func close() {
-        if let handle { sqlite3_close_v2(handle) }
-        handle = nil
+        guard let handle else { return }
+        while let statement = sqlite3_next_stmt(handle, nil) { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+        self.handle = nil
     }
 
     /// Runs one or more statements that return no rows.
@@ -85,17 +91,21 @@ final class SQLiteDatabase {
 /// A prepared statement, bound and stepped; reset before each use.
 final class SQLiteStatement {
     private let statement: OpaquePointer
-    private unowned let database: SQLiteDatabase
+    /// Held strongly: the connection outlives its statements, and says whether they are finalized.
+    private let database: SQLiteDatabase
 
     init(_ statement: OpaquePointer, database: SQLiteDatabase) {
         self.statement = statement
         self.database = database
     }
 
-    deinit { sqlite3_finalize(statement) }
+    deinit {
+        if database.isOpen { sqlite3_finalize(statement) }
+    }
 
     /// Clears the bindings and the last run, for the next.
     func reset() {
+        guard database.isOpen else { return }
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
     }
@@ -127,6 +137,7 @@ final class SQLiteStatement {
     /// Runs to the next row: true with a row, false when done.
     @discardableResult
     func step() throws(SQLiteError) -> Bool {
+        guard database.isOpen else { throw SQLiteError(code: SQLITE_MISUSE, message: "the database is closed") }
         switch sqlite3_step(statement) {
         case SQLITE_ROW: return true
         case SQLITE_DONE: return false

@@ -15,10 +15,11 @@ enum DemoStore {
         }
     }
 
-    /// The `memory` engine: creates, fills and animates the store now.
+    /// The `memory` and `disk` engines: creates, fills and animates the store now (one kept on
+    /// disk from an earlier run goes on where it was).
     static func start(stores: StoreRegistry, jobs: JobRunner, rate: Double, logger: Logger) throws {
-        let tiles = try stores.create(name)
-        try tiles.commit(tileOperations())
+        let tiles = try stores.store(name) ?? stores.create(name)
+        if tiles.version == 0 { try tiles.commit(tileOperations()) }
         let job = jobs.startAnimate(store: tiles, rate: rate)
         logger.info("demo store ready", metadata: ["store": "\(name)", "models": "64", "job": "\(job.id)", "rate": "\(rate)"])
     }

@@ -1,0 +1,154 @@
+import Glibc
+@testable import ReceptionistDisk
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistSync
+import Testing
+
+/// A fresh directory under the system's temporary folder.
+private func temporaryDirectory() -> String {
+    var template = Array("/tmp/receptionist-disk-XXXXXX".utf8CString)
+    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+}
+
+/// Publishes one message and waits (bounded) for the writer's answer.
+private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: String = "e1") -> StoreError?? {
+    let answer = ConditionLock<StoreError??>(nil)
+    let accepted = engine.appendMessage(topic: topic, epoch: epoch, seq: seq, publishedAt: 1000 + seq, data: Array("{\"n\":\(seq)}".utf8)) {
+        error in
+        answer.withLock { $0 = .some(error) }
+        answer.broadcast()
+    }
+    guard accepted else { return nil }
+    return answer.wait(seconds: 10, until: { $0 != nil }, then: { value, _ in value })
+}
+
+@Suite struct DiskEngineTests {
+    @Test func storesAndTopicsComeBackAsTheyWereStored() throws {
+        let directory = temporaryDirectory()
+        let epoch: String
+        do {
+            let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+            #expect(contents.stores.isEmpty && contents.topics.isEmpty && !contents.newEpochs)
+            let stores = StoreRegistry(historyLimit: 100, journal: engine)
+            let store = try stores.create("orders")
+            epoch = store.epoch
+            try store.commit([.put(model: "o1", value: ["n": 1, "text": "é \u{1F600}"]), .put(model: "o2", value: ["n": 2])])
+            try store.commit([.set(model: "o1", keyPath: "n", value: 5)])
+            try store.commit([.delete(model: "o2")])
+            #expect(append(engine, "news", seq: 1) == .some(nil))
+            #expect(append(engine, "news", seq: 2) == .some(nil))
+            engine.close()
+        }
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        defer { engine.close() }
+        #expect(contents.stores.count == 1)
+        let store = try #require(contents.stores.first)
+        #expect(store.name == "orders" && store.version == 3 && store.epoch == epoch)
+        #expect(store.models.map(\.id) == ["o1"])
+        #expect(store.models.first?.value == ["n": 5, "text": "é \u{1F600}"])
+        #expect(store.models.first?.tag == 2)
+        #expect(store.history.map(\.version) == [1, 2, 3])
+        #expect(store.history[1].changes == [ModelChange(model: "o1", keyPath: "n", oldValue: 1, newValue: 5)])
+        let topic = try #require(contents.topics.first)
+        #expect(topic.name == "news" && topic.seq == 2 && topic.epoch == "e1")
+        #expect(topic.messages.map(\.seq) == [1, 2])
+        #expect(topic.messages.last?.data == Array("{\"n\":2}".utf8))
+        #expect(topic.messages.last?.publishedAt == 1002)
+    }
+
+    @Test func aSecondEngineOnTheSameDirectoryIsRefused() throws {
+        let directory = temporaryDirectory()
+        let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+        #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: directory)) }
+        engine.close()
+        let (again, _) = try DiskEngine.open(DiskOptions(directory: directory))
+        again.close()
+    }
+
+    @Test func aFileThatIsNotOursIsRefused() throws {
+        let garbage = temporaryDirectory()
+        let file = fopen(garbage + "/receptionist.sqlite3", "w")!
+        fputs(String(repeating: "not a database ", count: 500), file)
+        fclose(file)
+        #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: garbage)) }
+
+        let foreign = temporaryDirectory()
+        let db = try SQLiteDatabase(path: foreign + "/receptionist.sqlite3")
+        try db.execute("CREATE TABLE other(x); INSERT INTO other VALUES (1);")
+        db.close()
+        #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: foreign)) }
+    }
+
+    @Test func aTopicNumberThatDoesNotFollowOnIsRefused() throws {
+        let (engine, _) = try DiskEngine.open(DiskOptions(directory: temporaryDirectory()))
+        defer { engine.close() }
+        #expect(append(engine, "t", seq: 2) != .some(nil))
+        #expect(append(engine, "t", seq: 1) == .some(nil))
+        #expect(append(engine, "t", seq: 1) != .some(nil))
+        #expect(append(engine, "t", seq: 2) == .some(nil))
+    }
+
+    @Test func oldChangeSetsAreCompactedToTheRetainedCount() throws {
+        let directory = temporaryDirectory()
+        do {
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory, retain: 300))
+            let store = try StoreRegistry(historyLimit: 300, journal: engine).create("s")
+            try store.commit([.put(model: "m", value: ["n": 0])])
+            for n in 1..<1000 { try store.commit([.set(model: "m", keyPath: "n", value: .number(JSONNumber(n)))]) }
+            engine.close()
+        }
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory, retain: 300))
+        engine.close()
+        let store = try #require(contents.stores.first)
+        #expect(store.version == 1000)
+        #expect(store.history.count == 300)
+        #expect(store.history.first?.version == 701)
+        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
+        defer { db.close() }
+        // Compaction runs every 256 versions: at most that many more than retained stay on disk.
+        let kept = try db.integer("SELECT count(*) FROM change_sets") ?? 0
+        #expect(kept >= 300 && kept < 300 + Int64(DiskWriter.compactEvery))
+    }
+
+    @Test func anUnsyncedStopOnANewBootGivesEveryStoreAndTopicANewEpoch() throws {
+        let directory = temporaryDirectory()
+        let options = DiskOptions(directory: directory, fsync: .interval)
+        let epoch: String
+        do {
+            let (engine, _) = try DiskEngine.open(options)
+            let store = try StoreRegistry(journal: engine).create("s")
+            epoch = store.epoch
+            try store.commit([.put(model: "m", value: [:])])
+            #expect(append(engine, "t", seq: 1) == .some(nil))
+            engine.close()
+        }
+        // A process that crashes on the same boot loses nothing: the epochs stay.
+        try Self.markUnclean(directory, boot: DiskSchema.bootID())
+        do {
+            let (engine, contents) = try DiskEngine.open(options)
+            engine.close()
+            #expect(!contents.newEpochs)
+            #expect(contents.stores.first?.epoch == epoch)
+        }
+        // A machine that restarted may have lost what was not synced: new epochs, no history.
+        try Self.markUnclean(directory, boot: "another-boot")
+        let (engine, contents) = try DiskEngine.open(options)
+        #expect(contents.newEpochs)
+        let store = try #require(contents.stores.first)
+        #expect(store.epoch != epoch && store.version == 1 && store.history.isEmpty)
+        #expect(contents.topics.first?.epoch != "e1")
+        engine.close()
+        // The new epochs were stored.
+        let (reopened, again) = try DiskEngine.open(options)
+        reopened.close()
+        #expect(again.stores.first?.epoch == store.epoch)
+        #expect(!again.newEpochs)
+    }
+
+    private static func markUnclean(_ directory: String, boot: String) throws {
+        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
+        defer { db.close() }
+        try db.execute("UPDATE meta SET value = '0' WHERE key = 'clean'; UPDATE meta SET value = '\(boot)' WHERE key = 'boot';")
+    }
+}

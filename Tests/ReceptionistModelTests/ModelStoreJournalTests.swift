@@ -1,0 +1,134 @@
+import Glibc
+import ReceptionistJSON
+@testable import ReceptionistModel
+import ReceptionistSync
+import Testing
+
+/// A journal that keeps what it is handed, for the test to settle or fail by hand.
+private final class FakeJournal: StoreJournal {
+    let records = PThreadLock<[JournalRecord]>([])
+    func append(_ record: JournalRecord, of store: ModelStore) { records.withLock { $0.append(record) } }
+    func createStore(_ store: ModelStore) throws(StoreError) {}
+    func deleteStore(_ name: String) throws(StoreError) {}
+    var handed: [JournalRecord] { records.withLock { $0 } }
+}
+
+private final class Answers: Sendable {
+    let results = PThreadLock<[Result<ChangeSet, StoreError>]>([])
+    func add(_ result: Result<ChangeSet, StoreError>) { results.withLock { $0.append(result) } }
+    var all: [Result<ChangeSet, StoreError>] { results.withLock { $0 } }
+}
+
+@Suite struct ModelStoreJournalTests {
+    private func journaled() -> (ModelStore, FakeJournal, Answers, PThreadLock<[UInt64]>, ObservationToken) {
+        let journal = FakeJournal()
+        let store = ModelStore(name: "s", journal: journal)
+        let seen = PThreadLock<[UInt64]>([])
+        let token = store.observe { changeSet in seen.withLock { $0.append(changeSet.version) } }
+        return (store, journal, Answers(), seen, token)
+    }
+
+    @Test func aCommitIsSeenByNobodyUntilItsJournalStoredIt() throws {
+        let (store, journal, answers, seen, token) = journaled()
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: ["n": 1])], completion: answers.add)
+        store.commit([.set(model: "a", keyPath: "n", value: 2)], completion: answers.add)
+        #expect(journal.handed.map(\.changeSet.version) == [1, 2])
+        #expect(journal.handed[1].models.map(\.id) == ["a"])
+        #expect(journal.handed[1].models[0].value == ["n": 2])
+        #expect(store.version == 0)
+        #expect(store.snapshot().models.isEmpty)
+        #expect(store.changes(since: 0) == [])
+        #expect(seen.withLock { $0 }.isEmpty)
+        #expect(answers.all.isEmpty)
+
+        store.settle(through: 1, generation: journal.handed[0].generation)
+        #expect(store.version == 1)
+        #expect(store.snapshot().models == ["a": ["n": 1]])
+        #expect(seen.withLock { $0 } == [1])
+        #expect(answers.all.count == 1)
+
+        store.settle(through: 2, generation: journal.handed[1].generation)
+        #expect(store.version == 2)
+        #expect(store.model("a")?.value == ["n": 2])
+        #expect(store.model("a")?.tag == 2)
+        #expect(seen.withLock { $0 } == [1, 2])
+        #expect(try answers.all.map { try $0.get().version } == [1, 2])
+        #expect(store.changes(since: 0)?.map(\.version) == [1, 2])
+    }
+
+    @Test func aCommitIsComputedOnTheHeadSoCommitsPipelineAndConditionsSeeThem() throws {
+        let (store, journal, answers, _, token) = journaled()
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: ["n": 1])], completion: answers.add)
+        // Not settled yet, but the next commit applies after it: the condition sees version 1.
+        store.commit([.set(model: "a", keyPath: "n", value: 2)], if: CommitCondition(storeVersion: 1), completion: answers.add)
+        store.commit([.set(model: "a", keyPath: "n", value: 3)], if: CommitCondition(storeVersion: 1), completion: answers.add)
+        #expect(journal.handed.count == 2)
+        guard case .failure(.preconditionFailed(_, let version)) = answers.all.first else {
+            Issue.record("expected the third commit refused at once")
+            return
+        }
+        #expect(version == 2)
+    }
+
+    @Test func whenTheJournalFailsEveryUnsettledCommitIsUndoneAndAnswered() throws {
+        let (store, journal, answers, seen, token) = journaled()
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: ["n": 1])], completion: answers.add)
+        store.settle(through: 1, generation: journal.handed[0].generation)
+        store.commit([.set(model: "a", keyPath: "n", value: 2)], completion: answers.add)
+        store.commit([.put(model: "b", value: ["x": true])], completion: answers.add)
+        store.commit([.delete(model: "a")], completion: answers.add)
+        let generation = journal.handed[1].generation
+        store.unsettle(generation: generation, because: .storageFailed("the disk is full"))
+        #expect(answers.all.count == 4)
+        #expect(answers.all.dropFirst().allSatisfy { $0 == .failure(.storageFailed("the disk is full")) })
+        #expect(store.version == 1)
+        #expect(store.snapshot().models == ["a": ["n": 1]])
+        #expect(store.model("a")?.tag == 1)
+        #expect(!store.isCurrent(generation: generation))
+        // A late answer for the old generation changes nothing; the store goes on from version 1.
+        store.settle(through: 4, generation: generation)
+        #expect(store.version == 1)
+        #expect(seen.withLock { $0 } == [1])
+        store.commit([.set(model: "a", keyPath: "n", value: 9)], completion: answers.add)
+        #expect(journal.handed.last?.changeSet.version == 2)
+        #expect(journal.handed.last?.generation == generation + 1)
+        store.settle(through: 2, generation: generation + 1)
+        #expect(store.model("a")?.value == ["n": 9])
+        #expect(seen.withLock { $0 } == [1, 2])
+    }
+
+    @Test func aReadOfAModelThatIsBeingStoredWaitsForIt() throws {
+        let (store, journal, answers, _, token) = journaled()
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: ["n": 1])], completion: answers.add)
+        store.settle(through: 1, generation: journal.handed[0].generation)
+        store.commit([.set(model: "a", keyPath: "n", value: 2)], completion: answers.add)
+        let generation = journal.handed[1].generation
+        let settler = WorkerThread.start {
+            usleep(50_000)
+            store.settle(through: 2, generation: generation)
+        }
+        // Another model is read at once, at the settled version.
+        store.commit([.put(model: "b", value: [:])], completion: answers.add)
+        let read = store.model("a")
+        settler.join()
+        #expect(read?.value == ["n": 2])
+        #expect(read?.tag == 2)
+    }
+
+    @Test func theBlockingCommitWaitsForTheJournal() throws {
+        let (store, journal, _, _, token) = journaled()
+        defer { token.cancel() }
+        let settler = WorkerThread.start {
+            for _ in 0..<200 where journal.handed.isEmpty { usleep(5_000) }
+            if let record = journal.handed.first { store.settle(through: 1, generation: record.generation) }
+        }
+        let changeSet = try store.commit([.put(model: "a", value: [:])])
+        settler.join()
+        #expect(changeSet.version == 1)
+        #expect(store.version == 1)
+    }
+}
