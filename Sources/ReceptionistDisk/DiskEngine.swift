@@ -18,11 +18,17 @@ public final class DiskEngine: StoreJournal, Sendable {
     private struct Queue {
         var writes: [DiskWrite] = []
         var stopping = false
+        /// Tests hold the writer here to fill the queue (`holdWriter`).
+        var held = false
     }
 
     private let queue = ConditionLock(Queue())
     /// Settles store change sets in the order the writer stored them.
     let notifier: SerialWorker
+    /// Batches stored and not yet settled: the writer waits past `maxUnsettledBatches`, so a store
+    /// observer that blocks (on the loop's backpressure) holds the disk back, never grows memory.
+    private let unsettledBatches = ConditionLock(0)
+    static let maxUnsettledBatches = 64
     private let finished = ConditionLock(false)
     private let lock: Confined<DataDirectoryLock>
     /// Syncs (commits of a batch) and the writes they carried, for `/metrics`.
@@ -68,8 +74,9 @@ public final class DiskEngine: StoreJournal, Sendable {
             let writer = writer.value
             let interval = options.fsync == .interval ? options.intervalSeconds : 3600
             while true {
+                unsettledBatches.wait(until: { $0 < Self.maxUnsettledBatches }, then: { _ in })
                 let (batch, stopping) = queue.wait(
-                    seconds: interval, until: { !$0.writes.isEmpty || $0.stopping },
+                    seconds: interval, until: { (!$0.writes.isEmpty && !$0.held) || $0.stopping },
                     then: { queue, _ -> ([DiskWrite], Bool) in
                         defer { queue.writes.removeAll(keepingCapacity: true) }
                         return (queue.writes, queue.stopping)
@@ -111,6 +118,23 @@ public final class DiskEngine: StoreJournal, Sendable {
         }
         if accepted { queue.broadcast() }
         return accepted
+    }
+
+    /// Runs `body` once the notifier has settled what was stored before it; counted against
+    /// `maxUnsettledBatches`. Writer thread.
+    func settleLater(_ body: @escaping @Sendable () -> Void) {
+        unsettledBatches.withLock { $0 += 1 }
+        notifier.enqueue { [unsettledBatches] in
+            body()
+            unsettledBatches.withLock { $0 -= 1 }
+            unsettledBatches.broadcast()
+        }
+    }
+
+    /// Tests only: holds the writer (true) so that writes stay queued, or lets it go.
+    func holdWriter(_ held: Bool) {
+        queue.withLock { $0.held = held }
+        queue.broadcast()
     }
 
     // MARK: StoreJournal

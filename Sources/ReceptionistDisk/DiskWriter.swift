@@ -88,7 +88,7 @@ final class DiskWriter {
             return 0
         }
         // Settled in order, on the notifier: a store's observers may block on the loop.
-        engine.notifier.enqueue { [settles, refused] in
+        engine.settleLater { [settles, refused] in
             for (store, version, generation) in settles { store.settle(through: version, generation: generation) }
             for (store, generation, error) in refused { store.unsettle(generation: generation, because: error) }
         }
@@ -106,7 +106,7 @@ final class DiskWriter {
             case .message(let message): message.completion(failure)
             }
         }
-        engine.notifier.enqueue { [undone] in
+        engine.settleLater { [undone] in
             for (store, generation) in undone { store.unsettle(generation: generation, because: failure) }
         }
     }

@@ -1,5 +1,4 @@
 import Logging
-import ReceptionistDisk
 import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
@@ -19,14 +18,14 @@ public final class Gateway {
     /// The job threads; any thread.
     public let jobs: JobRunner
     private let hub: PushHub
-    private let cluster: ClusterEngine?
-    private let disk: DiskEngine?
+    /// Where stores and topics live: memory, disk or Redis.
+    private let engine: GatewayEngine
     private let table: ConnectionTable
     private let drain: Drain
     private let lagProbe: LagProbe
     private var listener: TCPListener?
     private var sweepTimer: LoopTimer?
-    private var acceptErrorsLogged = 0
+    var acceptErrorsLogged = 0
 
     /// Binds the listening socket. Loop thread (the calling thread becomes it).
     public init(config: GatewayConfig, logger: Logger) throws {
@@ -39,18 +38,13 @@ public final class Gateway {
         let loop = try EventLoop()
         loop.writeDelay = WriteDelay(maxDelayMilliseconds: config.writeDelayMilliseconds)
         self.loop = loop
-        let replication = ClusterEngine.replication(for: config, loop: loop)
-        disk = opened?.0
-        stores = StoreRegistry(
-            historyLimit: config.disk.map { max(config.historyLimit, $0.retain) } ?? config.historyLimit, replication: replication,
-            journal: disk)
+        engine = GatewayEngine(config: config, opened: opened, loop: loop)
+        stores = engine.stores
         jobs = JobRunner(threads: config.jobThreads)
         hub = PushHub(
             stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
             presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))
-        if let contents = opened?.1 { DiskRestore.restore(contents, stores: stores, hub: hub) }
-        cluster = try ClusterEngine.start(config, replication: replication, loop: loop, stores: stores, hub: hub, logger: logger)
-        let topicLog = Self.topicLog(cluster: cluster, disk: disk, hub: hub, loop: loop)
+        try engine.start(config, hub: hub, loop: loop, logger: logger)
 
         let counters = GatewayCounters()
         let metrics = GatewayMetrics()
@@ -59,17 +53,14 @@ public final class Gateway {
         lagProbe = LagProbe(loop: loop, metrics: metrics)
         let operations = OperationsEndpoints(
             loop: loop, drain: drain, table: table, hub: hub, stores: stores, jobs: jobs, counters: counters, metrics: metrics,
-            engine: cluster)
+            engine: engine.cluster, disk: engine.disk)
         let access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
-        let keys: any IdempotencyStore = cluster.map {
-            RedisIdempotencyStore(engine: $0, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
-        } ?? LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
-        let publisher = TopicPublisher(hub: hub, log: topicLog, rate: config.publishRate)
+        let publisher = TopicPublisher(hub: hub, log: engine.topicLog, rate: config.publishRate)
         let boundHub = LoopBound(hub, loop: loop)
         let mailbox = loop.mailbox
         let router = Router(
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
-            publisher: publisher, idempotency: Idempotency(store: keys), config: config, access: access, counters: counters,
+            publisher: publisher, idempotency: Idempotency(store: engine.idempotency), config: config, access: access, counters: counters,
             operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } })
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
@@ -96,28 +87,7 @@ public final class Gateway {
         let sweep = LoopTimer(loop: loop) { [unowned table, unowned loop] in table.sweep(now: loop.nowMilliseconds) }
         sweep.start(delayMilliseconds: interval, repeatMilliseconds: interval)
         sweepTimer = sweep
-        if config.demo {
-            if cluster != nil {
-                DemoStore.startInCluster(stores: stores, jobs: jobs, rate: config.demoRate, logger: logger)
-            } else {
-                try DemoStore.start(stores: stores, jobs: jobs, rate: config.demoRate, logger: logger)
-            }
-        }
-    }
-
-    /// The one seam topics are published through: Redis, the disk, or memory.
-    private static func topicLog(cluster: ClusterEngine?, disk: DiskEngine?, hub: PushHub, loop: EventLoop) -> any TopicLog {
-        if let cluster { return ClusterTopicLog(cluster: cluster) }
-        if let disk { return DiskTopicLog(hub: hub, engine: disk, loop: loop) }
-        return MemoryTopicLog(hub: hub)
-    }
-
-    private static func staticFiles(_ config: GatewayConfig, _ logger: Logger) -> StaticFiles {
-        let files = StaticFiles(directory: config.publicDirectory)
-        if files.isEmpty {
-            logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
-        }
-        return files
+        if config.demo { try engine.startDemo(config, jobs: jobs, logger: logger) }
     }
 
     /// The port actually bound (useful with port 0).
@@ -143,14 +113,6 @@ public final class Gateway {
         drain.begin(reason: reason)
     }
 
-    private func acceptFailed(_ error: LoopError) {
-        // libuv sheds the pending connection itself; logging every failure would flood the log.
-        acceptErrorsLogged += 1
-        if acceptErrorsLogged <= 10 || acceptErrorsLogged % 1000 == 0 {
-            logger.error("accept failed", metadata: ["error": "\(error)", "count": "\(acceptErrorsLogged)"])
-        }
-    }
-
     /// Every connection has closed: stop the jobs at a change-set boundary (work already queued
     /// finishes first), then every handle, so the loop runs out and `run()` returns.
     ///
@@ -162,14 +124,11 @@ public final class Gateway {
         sweepTimer = nil
         lagProbe.close()
         let mailbox = loop.mailbox
-        let cluster = self.cluster.map { LoopBound($0, loop: loop) }
-        let disk = self.disk
+        let engine = LoopBound(self.engine, loop: loop)
         jobs.shutDown {
             _ = mailbox.post {
-                cluster?.value.close()
-                // Every job has ended, so nothing commits any more: what is queued is written,
-                // the directory marked clean, and its lock released.
-                disk?.close()
+                // Every job has ended, so nothing commits any more.
+                engine.value.close()
                 mailbox.shutDown()
             }
         }

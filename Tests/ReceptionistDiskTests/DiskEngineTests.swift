@@ -152,3 +152,22 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         try db.execute("UPDATE meta SET value = '0' WHERE key = 'clean'; UPDATE meta SET value = '\(boot)' WHERE key = 'boot';")
     }
 }
+
+@Suite struct DiskEngineQueueTests {
+    @Test func aFullQueueRefusesATopicMessageAtOnceAndTakesItAgainOnceDrained() throws {
+        let (engine, _) = try DiskEngine.open(DiskOptions(directory: temporaryDirectory(), maxQueued: 4))
+        defer { engine.close() }
+        engine.holdWriter(true)
+        let stored = PThreadLock(0)
+        for seq in 1...4 {
+            #expect(engine.appendMessage(topic: "t", epoch: "e", seq: UInt64(seq), publishedAt: 1, data: Array("1".utf8)) { error in
+                if error == nil { stored.withLock { $0 += 1 } }
+            })
+        }
+        // The fifth waits for nobody: refused, and the loop that asked goes on.
+        #expect(!engine.appendMessage(topic: "t", epoch: "e", seq: 5, publishedAt: 1, data: Array("1".utf8)) { _ in })
+        engine.holdWriter(false)
+        #expect(append(engine, "t", seq: 5) == .some(nil))
+        #expect(stored.withLock { $0 } == 4)
+    }
+}

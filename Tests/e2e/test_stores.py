@@ -372,10 +372,9 @@ def test_unknown_model_is_404(server, method):
 WRONG_METHODS = [
     ("PUT", "/api/stores", {"GET", "POST"}),
     ("DELETE", "/api/stores", {"GET", "POST"}),
-    ("PATCH", "/api/stores/{store}", {"GET"}),
+    ("PATCH", "/api/stores/{store}", {"GET", "DELETE"}),
     ("POST", "/api/stores/{store}/models/m", {"GET", "PUT", "PATCH", "DELETE"}),
-    ("GET", "/api/stores/{store}/changes", {"POST"}),
-    ("PUT", "/api/stores/{store}/changes", {"POST"}),
+    ("PUT", "/api/stores/{store}/changes", {"GET", "POST"}),
 ]
 
 

@@ -86,7 +86,7 @@ struct StoreAPI {
         guard let name = body["name"]?.stringValue else { return .error(.badRequest, "expected {\"name\": \"...\"}") }
         do {
             let store = try stores.create(name)
-            return .json(.created, ["name": .string(store.name), "version": 0, "epoch": .string(store.epoch)])
+            return .json(.created, ["name": .string(store.name), "version": 0])
         } catch {
             return .error(error)
         }

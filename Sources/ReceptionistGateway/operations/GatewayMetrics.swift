@@ -21,6 +21,7 @@ final class GatewayMetrics {
     let loopLag: ValueHistogram
     private var redis: Gauge?
     private var redisPending: Gauge?
+    private var disk: [Counter] = []
 
     static let lagProbeMilliseconds: UInt64 = 100
 
@@ -114,6 +115,22 @@ final class GatewayMetrics {
         }
         redis?.set(Int64(up ? 1 : 0))
         redisPending?.set(Int64(pendingCommands))
+    }
+
+    /// The disk engine's syncs, the writes they stored, and the writes the disk refused.
+    func setDisk(syncs: UInt64, writes: UInt64, failed: UInt64) {
+        if disk.isEmpty {
+            disk = [
+                ("disk_syncs", "Transactions the disk engine committed, each with one sync under --fsync always."),
+                ("disk_writes", "Change sets, messages and store changes the disk engine stored (divide by disk_syncs: writes per sync)."),
+                ("disk_failed_writes", "Writes the disk refused (full or failing): answered 507, nothing applied."),
+            ].map { name, help in
+                registry.makeCounter(
+                    descriptor: MetricNameDescriptor(namespace: "receptionist", metricName: name, unitName: "total", helpText: help),
+                    labels: [])
+            }
+        }
+        for (counter, value) in zip(disk, [syncs, writes, failed]) { set(counter, Int(value)) }
     }
 
     func render(_ sample: Sample) -> Reply {

@@ -1,3 +1,4 @@
+import ReceptionistDisk
 import ReceptionistJSON
 import ReceptionistLoop
 import ReceptionistModel
@@ -20,6 +21,8 @@ final class OperationsEndpoints {
     private let counters: GatewayCounters
     private let metrics: GatewayMetrics
     private weak var engine: (any EngineHealth)?
+    /// The disk engine, when stores and topics are kept in a data directory.
+    private let disk: DiskEngine?
     // Constant answers are built once; copies share their storage.
     private let healthy = Reply(.json(.ok, "{\"status\":\"ok\"}"))
     private let ready = Reply(.json(.ok, "{\"status\":\"ready\"}"))
@@ -27,7 +30,7 @@ final class OperationsEndpoints {
 
     init(
         loop: EventLoop, drain: Drain, table: ConnectionTable, hub: PushHub, stores: StoreRegistry, jobs: JobRunner,
-        counters: GatewayCounters, metrics: GatewayMetrics, engine: (any EngineHealth)?
+        counters: GatewayCounters, metrics: GatewayMetrics, engine: (any EngineHealth)?, disk: DiskEngine?
     ) {
         self.loop = loop
         self.drain = drain
@@ -38,6 +41,7 @@ final class OperationsEndpoints {
         self.counters = counters
         self.metrics = metrics
         self.engine = engine
+        self.disk = disk
     }
 
     /// The answer for an operations path, computed when called; nil for any other path.
@@ -62,6 +66,11 @@ final class OperationsEndpoints {
 
     private func renderMetrics() -> Reply {
         if let engine { metrics.setEngine(up: engine.isUp, pendingCommands: engine.pendingCommands) }
+        if let disk {
+            metrics.setDisk(
+                syncs: disk.syncs.load(ordering: .relaxed), writes: disk.syncedWrites.load(ordering: .relaxed),
+                failed: disk.failedWrites.load(ordering: .relaxed))
+        }
         return metrics.render(GatewayMetrics.Sample(
             counters: counters, push: hub.counters, bytesRead: loop.bytesRead, bytesWritten: loop.bytesWritten,
             connections: table.countByTransport(),

@@ -34,28 +34,28 @@ protocol PresenceMembers: AnyObject {
 /// The thread `context` runs its work on (the loop's) only.
 public final class Presence {
     public let target: StreamTarget
-    private unowned let members: any PresenceMembers
-    private let context: any ExecutionContext
-    private let settings: PresenceSettings
-    private let counters: PushCounters
+    unowned let members: any PresenceMembers
+    let context: any ExecutionContext
+    let settings: PresenceSettings
+    let counters: PushCounters
     /// Subscriptions per non-empty user.
-    private var users: [String: Int] = [:]
+    var users: [String: Int] = [:]
     /// The subscriptions that follow this presence.
-    private var followers: [ObjectIdentifier: Subscription] = [:]
+    var followers: [ObjectIdentifier: Subscription] = [:]
     /// Joins and leaves since the last flush, by client id.
-    private var pending: [UInt64: Change] = [:]
+    var pending: [UInt64: Change] = [:]
     /// Whether a flush is due (one delayed job at a time).
-    private var flushDue = false
+    var flushDue = false
     /// The counts the last flush reported.
-    private var lastCounts = Counts(clients: 0, users: 0)
+    var lastCounts = Counts(clients: 0, users: 0)
     /// The cluster, when there is one.
-    private let relay: PresenceRelay?
+    let relay: PresenceRelay?
     /// The other nodes' members, by node, while this presence has followers.
-    private var remote: [String: RemotePresence] = [:]
+    var remote: [String: RemotePresence] = [:]
     /// Whether this node's entry is due to be shared (one delayed job at a time).
-    private var shareDue = false
+    var shareDue = false
 
-    private enum Change {
+    enum Change {
         case joined(Subscription)
         case joinedElsewhere(RemotePresence.Member)
         case left(user: String)
@@ -90,7 +90,7 @@ public final class Presence {
     public var counts: Counts { Self.counts(clients: members.subscriberCount, users: users, remote: remote) }
 
     /// This node's `clients` and `users` (by user, its subscriptions) with the other nodes'.
-    private static func counts(clients local: Int, users: [String: Int], remote: [String: RemotePresence]) -> Counts {
+    static func counts(clients local: Int, users: [String: Int], remote: [String: RemotePresence]) -> Counts {
         guard !remote.isEmpty else { return Counts(clients: local, users: users.count) }
         var clients = local
         var listed = Set(users.keys)
@@ -161,73 +161,14 @@ public final class Presence {
         sendWhole(to: subscription, watch: watch)
     }
 
-    // MARK: Asking
-
-    /// The members as the HTTP API answers: at most `limit` of them, with the counts.
-    public func reply(limit: Int) -> [UInt8] {
-        Self.reply(target, local: self, remote: remote, limit: limit, stats: false)
-    }
-
-    /// The counts alone, as the HTTP API answers `?stats=true`.
-    public func statsReply() -> [UInt8] {
-        Self.reply(target, local: self, remote: remote, limit: 0, stats: true)
-    }
-
-    /// The HTTP answer in a cluster: this node's members (`local`, nil when it has none) and the
-    /// other nodes' `entries`, as `readPresence` gave them.
-    public static func clusterReply(
-        _ target: StreamTarget, local: Presence?, entries: [String: [UInt8]], limit: Int, stats: Bool
-    ) -> [UInt8] {
-        reply(target, local: local, remote: RemotePresence.parse(entries), limit: limit, stats: stats)
-    }
-
-    /// The answer for a topic or store nobody has subscribed to on this node.
-    public static func emptyReply(_ target: StreamTarget, stats: Bool) -> [UInt8] {
-        reply(target, local: nil, remote: [:], limit: 0, stats: stats)
-    }
-
-    /// `local`'s members then `remote`'s, at most `limit` in all (`"truncated"` past it, or when
-    /// a node gave counts only), with the counts of all; `stats`: the counts alone.
-    private static func reply(
-        _ target: StreamTarget, local: Presence?, remote: [String: RemotePresence], limit: Int, stats: Bool
-    ) -> [UInt8] {
-        let counts = counts(clients: local?.members.subscriberCount ?? 0, users: local?.users ?? [:], remote: remote)
-        var out = PushEncoder.presenceReplyHead(target, counts)
-        guard !stats else {
-            out.append(UInt8(ascii: "}"))
-            return out
-        }
-        out += ",\"members\":[".utf8
-        var written = 0
-        var truncated = false
-        func add(_ write: (inout [UInt8]) -> Void) {
-            guard written < limit else {
-                truncated = true
-                return
-            }
-            if written > 0 { out.append(UInt8(ascii: ",")) }
-            write(&out)
-            written += 1
-        }
-        local?.members.forEachMember { subscription in add { PushEncoder.presenceMember(subscription, &$0) } }
-        for entry in remote.values {
-            if entry.members == nil && entry.clients > 0 { truncated = true }
-            for member in (entry.members ?? [:]).values { add { $0 += member.json } }
-        }
-        out.append(UInt8(ascii: "]"))
-        if truncated { out += ",\"truncated\":true".utf8 }
-        out.append(UInt8(ascii: "}"))
-        return out
-    }
-
     // MARK: Delivering
 
     /// Whether the members are past the cap. Read once per frame or flush: with other nodes'
     /// members, counting users walks them all.
-    private var isOverCap: Bool { counts.clients > settings.maxMembers }
+    var isOverCap: Bool { counts.clients > settings.maxMembers }
 
     /// The whole presence as one frame: the list, or the counts past `maxMembers`.
-    private func wholeFrame() -> (PushEvent, PresenceWatch.State) {
+    func wholeFrame() -> (PushEvent, PresenceWatch.State) {
         let counts = counts
         if isOverCap {
             return (PushEvent(name: "presence", id: nil, json: PushEncoder.presenceCounts(target, counts)), .counts)
@@ -251,7 +192,7 @@ public final class Presence {
         return (PushEvent(name: "presence", id: nil, json: out), .list)
     }
 
-    private func sendWhole(to subscription: Subscription, watch: PresenceWatch) {
+    func sendWhole(to subscription: Subscription, watch: PresenceWatch) {
         let (event, state) = wholeFrame()
         counters.presenceFrames += 1
         // What the subscriber asked for (or is owed after missing a frame) goes out past the live
@@ -259,15 +200,15 @@ public final class Presence {
         watch.state = subscription.sink.sendOwed(event) == .queued ? state : .stale
     }
 
-    private func scheduleFlush() {
+    func scheduleFlush() {
         guard !flushDue else { return }
         flushDue = true
         afterInterval { $0.flush() }
     }
 
     /// Runs `body` on this presence one interval from now, if it still exists.
-    private func afterInterval(_ body: @escaping (Presence) -> Void) {
-        let later = ThreadBound((WeakPresence(self), body))
+    func afterInterval(_ body: @escaping (Presence) -> Void) {
+        let later = ThreadBound((PresenceReference(self), body))
         context.after(settings.intervalSeconds) {
             let (presence, body) = later.value
             if let presence = presence.presence { body(presence) }
@@ -314,7 +255,7 @@ public final class Presence {
 
     /// A live presence frame obeys the live limit (invariant 20): one the follower cannot take
     /// now makes it stale, and it gets the whole presence once it drains.
-    private func offer(_ event: PushEvent, to subscription: Subscription, watch: PresenceWatch, as state: PresenceWatch.State) {
+    func offer(_ event: PushEvent, to subscription: Subscription, watch: PresenceWatch, as state: PresenceWatch.State) {
         switch subscription.sink.send(event) {
         case .queued:
             counters.presenceFrames += 1
@@ -326,7 +267,7 @@ public final class Presence {
         }
     }
 
-    private func deltaFrame(_ changes: [UInt64: Change], _ counts: Counts) -> PushEvent {
+    func deltaFrame(_ changes: [UInt64: Change], _ counts: Counts) -> PushEvent {
         var out = PushEncoder.presenceHead(target, counts)
         out += ",\"joins\":[".utf8
         var first = true
@@ -356,93 +297,10 @@ public final class Presence {
         return PushEvent(name: "presence", id: nil, json: out)
     }
 
-    // MARK: The cluster
-
-    /// This node's entry, as the other nodes read it.
-    func entry() -> [UInt8] {
-        let count = members.subscriberCount
-        var list: [[UInt8]]?
-        if count <= settings.maxMembers {
-            var all: [[UInt8]] = []
-            all.reserveCapacity(count)
-            members.forEachMember { subscription in
-                var out: [UInt8] = []
-                PushEncoder.presenceMember(subscription, &out)
-                all.append(out)
-            }
-            list = all
-        }
-        return RemotePresence.encode(clients: count, users: users.count, members: list)
-    }
-
-    /// Shares this node's entry within an interval of the first change (one write for many).
-    private func scheduleShare() {
-        guard relay?.source != nil, !shareDue else { return }
-        shareDue = true
-        afterInterval { $0.share() }
-    }
-
-    /// Shares this node's entry now (nil once it has no members).
-    func share() {
-        shareDue = false
-        guard let source = relay?.source else { return }
-        source.sharePresence(target, entry: members.subscriberCount > 0 ? entry() : nil)
-    }
-
-    /// Reads the other nodes' entries again, if anyone here follows this presence.
-    func refreshIfFollowed() {
-        guard !followers.isEmpty, let source = relay?.source else { return }
-        let presence = ThreadBound(WeakPresence(self))
-        source.readPresence(target) { entries in
-            guard let entries, let presence = presence.value.presence, !presence.followers.isEmpty else { return }
-            presence.merge(RemotePresence.parse(entries))
-        }
-    }
-
-    /// These nodes are gone: their members leave.
-    func dropNodes(_ nodes: Set<String>) {
-        guard remote.keys.contains(where: nodes.contains) else { return }
-        merge(remote.filter { !nodes.contains($0.key) })
-    }
-
-    /// Takes `latest` as the other nodes' members: each member new or changed is a join, each
-    /// one gone a leave, collected for the next flush like this node's own.
-    func merge(_ latest: [String: RemotePresence]) {
-        guard latest != remote else { return }
-        let before = remote
-        remote = latest
-        guard !followers.isEmpty else { return }
-        for node in Set(before.keys).union(latest.keys) {
-            let old = before[node]?.members ?? [:]
-            let new = latest[node]?.members ?? [:]
-            for (client, member) in new where old[client] != member {
-                pending[client] = .joinedElsewhere(member)
-            }
-            for (client, member) in old where new[client] == nil {
-                pending[client] = .left(user: member.user)
-            }
-        }
-        scheduleFlush()
-    }
-
-    private final class WeakPresence {
-        weak var presence: Presence?
-        init(_ presence: Presence) { self.presence = presence }
-    }
 }
 
-/// What a presence follower holds: the list, the counts, or nothing it can trust (`stale`: it
-/// missed a frame, and gets the whole presence once its connection drains).
-///
-/// Loop thread only.
-final class PresenceWatch {
-    enum State {
-        case list
-        case counts
-        case stale
-    }
-
+/// A presence held weakly, for a timer or a reply that may outlive it.
+final class PresenceReference {
     weak var presence: Presence?
-    /// Stale until the first frame is queued.
-    var state = State.stale
+    init(_ presence: Presence) { self.presence = presence }
 }

@@ -1,0 +1,73 @@
+import Logging
+import ReceptionistDisk
+import ReceptionistLoop
+import ReceptionistModel
+import ReceptionistPush
+
+/// Where the gateway's stores and topics live: in memory, on disk (`--data-dir`) or in Redis
+/// (`--engine redis`). Everything that differs between them is chosen here, once, at start:
+/// the store registry's journal or replication, the topics' `TopicLog`, the idempotency table,
+/// how the demo starts, and what closes at the end. No other part asks which engine runs.
+///
+/// Loop thread only (made on it, before the gateway listens).
+final class GatewayEngine {
+    let stores: StoreRegistry
+    let disk: DiskEngine?
+    private let replication: RedisStoreReplication?
+    private let contents: DiskContents?
+    /// Set by `start`.
+    private(set) var cluster: ClusterEngine?
+    private(set) var topicLog: any TopicLog = NoTopicLog()
+    private(set) var idempotency: any IdempotencyStore = LocalIdempotencyStore(windowSeconds: 1, maxKeys: 1)
+
+    /// `opened` is the disk engine, opened before the loop (`DiskRestore.open`).
+    init(config: GatewayConfig, opened: (DiskEngine, DiskContents)?, loop: EventLoop) {
+        disk = opened?.0
+        contents = opened?.1
+        replication = ClusterEngine.replication(for: config, loop: loop)
+        // A disk store keeps `--retain` change sets for reads of the past; the others `--history`.
+        stores = StoreRegistry(
+            historyLimit: config.disk.map { max(config.historyLimit, $0.retain) } ?? config.historyLimit,
+            replication: replication, journal: disk)
+    }
+
+    /// Puts back what the disk holds, starts the cluster, and makes the topics' log and the
+    /// idempotency table.
+    func start(_ config: GatewayConfig, hub: PushHub, loop: EventLoop, logger: Logger) throws {
+        if let contents { DiskRestore.restore(contents, stores: stores, hub: hub) }
+        cluster = try ClusterEngine.start(config, replication: replication, loop: loop, stores: stores, hub: hub, logger: logger)
+        if let cluster {
+            topicLog = ClusterTopicLog(cluster: cluster)
+            idempotency = RedisIdempotencyStore(
+                engine: cluster, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
+        } else {
+            topicLog = disk.map { DiskTopicLog(hub: hub, engine: $0, loop: loop) } ?? MemoryTopicLog(hub: hub)
+            idempotency = LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
+        }
+    }
+
+    /// `--demo`: the `tiles` store, made (or, in a cluster, joined) and animated.
+    func startDemo(_ config: GatewayConfig, jobs: JobRunner, logger: Logger) throws {
+        if cluster != nil {
+            DemoStore.startInCluster(stores: stores, jobs: jobs, rate: config.demoRate, logger: logger)
+        } else {
+            try DemoStore.start(stores: stores, jobs: jobs, rate: config.demoRate, logger: logger)
+        }
+    }
+
+    /// Once every job has ended: the cluster's connections close; the disk writes what is
+    /// queued, marks its directory clean and releases it.
+    func close() {
+        cluster?.close()
+        disk?.close()
+    }
+}
+
+/// The log before `start`: refuses everything (nothing publishes before the gateway listens).
+private final class NoTopicLog: TopicLog {
+    var answersAtOnce: Bool { true }
+    func refusal(for topic: String) -> StoreError? { .unavailable("the gateway is starting") }
+    func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
+        done(.failure(.unavailable("the gateway is starting")))
+    }
+}
