@@ -4,6 +4,8 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 HOST ?= 127.0.0.1
 PORT ?= 8080
+# Where `make run` keeps its stores and topics (the disk engine), so they survive a restart.
+DATA_DIR ?= .data
 # Every test run is bounded; a hang fails instead of stalling CI.
 TEST_TIMEOUT ?= 1200
 # Seconds each libFuzzer target runs: a long session (`make fuzz`) and the check in `make test`.
@@ -23,7 +25,7 @@ release:
 	$(SWIFT) build -c release
 
 run: release
-	.build/release/receptionist serve --host $(HOST) --port $(PORT) --public Public --demo
+	.build/release/receptionist serve --host $(HOST) --port $(PORT) --public Public --demo --data-dir $(DATA_DIR)
 
 $(VENV)/.installed: Tests/e2e/requirements.txt
 	python3 -m venv $(VENV)
@@ -42,7 +44,7 @@ unit-test:
 tsan-test:
 	@scripts/install-deps.sh test
 	RECEPTIONIST_STRESS_SCALE=0.1 timeout $(TEST_TIMEOUT) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan \
-		--filter 'ReceptionistModelTests|ReceptionistPushTests|MailboxTests'
+		--filter 'ReceptionistModelTests|ReceptionistPushTests|ReceptionistDiskTests|MailboxTests'
 
 # The codecs' libFuzzer targets (docs/FUZZING.md) under AddressSanitizer with leak detection, in a
 # build folder of their own. A crash, failed invariant, leak or hang fails the run.

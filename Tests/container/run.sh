@@ -25,7 +25,7 @@ redis_image=localhost/receptionist-test-redis:test
 nginx_image=localhost/receptionist-test-nginx:test
 compose_project=receptionist-compose-$$
 # The runtime libraries deploy/Dockerfile would otherwise install, so its build needs no network.
-runtime_packages=libuv1,libhttp-parser2.9,libssl3,libhiredis0.14
+runtime_packages=libuv1,libhttp-parser2.9,libssl3,libhiredis0.14,libsqlite3-0
 
 # Podman's configuration for this test only: runc, cgroupfs, no systemd or journald.
 export CONTAINERS_CONF="$PWD/$here/containers.conf"
@@ -69,7 +69,7 @@ step "manifests"
 timeout 60 "$python" "$here/check_manifests.py" deploy || fail "deploy/ manifests"
 # The schema check catches an invalid manifest: a copy with a broken Deployment must fail it.
 cp -R deploy "$scratch/broken"
-sed -i 's/^  replicas: 2$/  replicas: "2"/' "$scratch/broken/k8s/deployment.yaml"
+sed -i 's/^  replicas: 1$/  replicas: "2"/' "$scratch/broken/k8s/deployment.yaml"
 grep -q '^  replicas: "2"$' "$scratch/broken/k8s/deployment.yaml" || fail "could not break the copy of deployment.yaml"
 if report=$(timeout 60 "$python" "$here/check_manifests.py" "$scratch/broken" 2>&1); then
   fail "check_manifests.py passes a Deployment whose replicas is a string"
@@ -166,6 +166,9 @@ cmp -s Public/index.html "$scratch/index.html" || fail "GET / is not the viewer'
 status=$(curl --silent --max-time 5 --output /dev/null --write-out '%{http_code}' "$base/api/stores/tiles")
 [ "$status" = 200 ] || fail "the demo store answered $status"
 timeout 30 podman healthcheck run "$container" >/dev/null || fail "the image's HEALTHCHECK fails on a healthy gateway"
+status=$(curl --silent --max-time 5 --output /dev/null --write-out '%{http_code}' -X PUT --data '{"kept":"before the stop"}' \
+  "$base/api/stores/tiles/models/kept")
+[ "$status" = 201 ] || fail "PUT of a model answered $status"
 uid=$(timeout 30 podman exec "$container" id -u) || fail "podman exec"
 [ "$uid" != 0 ] || fail "the gateway runs as root"
 
@@ -180,6 +183,19 @@ code=$(timeout 30 podman wait "$container") || fail "podman wait"
 # it leaves behind (SIGPIPE) would fail the check.
 log=$(timeout 30 podman logs "$container" 2>&1) || fail "podman logs"
 grep -q draining <<< "$log" || fail "no drain in the log"
+
+step "restart keeps the stores"
+# The demo store and a model written before the stop come back from the image's data volume.
+timeout 60 podman --log-level=fatal start "$container" >/dev/null || fail "podman start"
+deadline=$((SECONDS + 30))
+until curl --silent --fail --max-time 2 --output /dev/null "$base/healthz"; do
+  [ "$(podman inspect --format '{{.State.Running}}' "$container")" = true ] || fail "the container exited after a restart"
+  [ $SECONDS -lt $deadline ] || fail "/healthz did not answer 200 within 30 s of a restart"
+  sleep 0.2
+done
+grep -q '"kept":"before the stop"' <<< "$(curl --silent --max-time 5 "$base/api/stores/tiles/models/kept")" \
+  || fail "the model written before the stop is gone after a restart"
+timeout 60 podman --log-level=fatal stop --time 30 "$container" >/dev/null || fail "podman stop after the restart"
 podman rm --force --time 0 "$container" >/dev/null 2>&1 || true
 
 step "compose images $redis_image, $nginx_image"
