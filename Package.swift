@@ -93,7 +93,7 @@ let package = Package(
             name: "receptionist-bench",
             dependencies: [
                 "ReceptionistGateway", "ReceptionistLoop", "ReceptionistModel", "ReceptionistSync", "ReceptionistJSON",
-                "ReceptionistWire",
+                "ReceptionistWire", "ReceptionistDisk",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

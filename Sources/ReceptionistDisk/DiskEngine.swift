@@ -29,6 +29,8 @@ public final class DiskEngine: StoreJournal, Sendable {
     /// observer that blocks (on the loop's backpressure) holds the disk back, never grows memory.
     private let unsettledBatches = ConditionLock(0)
     static let maxUnsettledBatches = 64
+    /// Writes stored in one transaction, at most.
+    static let maxBatch = 1024
     private let finished = ConditionLock(false)
     private let lock: Confined<DataDirectoryLock>
     /// Syncs (commits of a batch) and the writes they carried, for `/metrics`.
@@ -78,8 +80,15 @@ public final class DiskEngine: StoreJournal, Sendable {
                 let (batch, stopping) = queue.wait(
                     seconds: interval, until: { (!$0.writes.isEmpty && !$0.held) || $0.stopping },
                     then: { queue, _ -> ([DiskWrite], Bool) in
-                        defer { queue.writes.removeAll(keepingCapacity: true) }
-                        return (queue.writes, queue.stopping)
+                        // At most `maxBatch` a transaction: the committers refill the queue while
+                        // a batch is written, instead of waiting for one batch of everything.
+                        guard queue.writes.count > Self.maxBatch else {
+                            defer { queue.writes.removeAll(keepingCapacity: true) }
+                            return (queue.writes, queue.stopping)
+                        }
+                        let batch = Array(queue.writes.prefix(Self.maxBatch))
+                        queue.writes.removeFirst(Self.maxBatch)
+                        return (batch, false)
                     })
                 queue.broadcast()
                 if !batch.isEmpty {

@@ -45,9 +45,15 @@ final class DiskWriter {
     /// Loaded stores wait here for their live object (`adopt`), by name: the next version.
     private var expectedVersions: [String: UInt64] = [:]
 
+    /// The models a batch changed, by store, each with its value after the batch (nil: deleted)
+    /// and the version of its last change: written once at the batch's end, however many of the
+    /// batch's change sets touched it.
+    private var touched: [String: [String: (value: JSONValue?, version: UInt64)]] = [:]
+
     /// Writes `batch` in one transaction and settles it. Returns how many writes were stored.
     func write(_ batch: [DiskWrite], engine: DiskEngine) -> Int {
         let before = (stores, topics, expectedVersions)
+        touched.removeAll(keepingCapacity: true)
         var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
         var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
         var messages: [(DiskMessage, StoreError?)] = []
@@ -78,6 +84,7 @@ final class DiskWriter {
                     if problem == nil { stored += 1 }
                 }
             }
+            try writeTouchedModels()
             try db.execute("COMMIT")
             writtenSinceCheckpoint = true
         } catch {
@@ -127,24 +134,11 @@ final class DiskWriter {
         }
         insertChange.bind(1, name)
         insertChange.bind(2, Int64(version))
-        insertChange.bind(3, blob: JSONWriter.encode(ReplicatedChangeSet.encode(record.changeSet)))
+        insertChange.bind(3, blob: ReplicatedChangeSet.encodedText(record.changeSet))
         try insertChange.run()
-        for (id, value) in record.models {
-            if let value {
-                upsertModel.bind(1, name)
-                upsertModel.bind(2, id)
-                upsertModel.bind(3, Int64(version))
-                upsertModel.bind(4, blob: JSONWriter.encode(value))
-                try upsertModel.run()
-            } else {
-                deleteModel.bind(1, name)
-                deleteModel.bind(2, id)
-                try deleteModel.run()
-            }
-        }
-        setStoreVersion.bind(1, name)
-        setStoreVersion.bind(2, Int64(version))
-        try setStoreVersion.run()
+        // The models and the store's version are written once at the batch's end.
+        if touched[name] == nil { touched[name] = [:] }
+        for (id, value) in record.models { touched[name]![id] = (value, version) }
         if version % Self.compactEvery == 0, version > UInt64(options.retain) {
             compactChanges.bind(1, name)
             compactChanges.bind(2, Int64(version - UInt64(options.retain)))
@@ -152,6 +146,30 @@ final class DiskWriter {
         }
         stores[name] = (live.store, version + 1)
         return nil
+    }
+
+    /// Writes each model the batch touched, once, as it is after the batch, and each store's version.
+    private func writeTouchedModels() throws(SQLiteError) {
+        for (name, models) in touched {
+            if let live = stores[name] {
+                setStoreVersion.bind(1, name)
+                setStoreVersion.bind(2, Int64(live.next - 1))
+                try setStoreVersion.run()
+            }
+            for (id, model) in models {
+                if let value = model.value {
+                    upsertModel.bind(1, name)
+                    upsertModel.bind(2, id)
+                    upsertModel.bind(3, Int64(model.version))
+                    upsertModel.bind(4, blob: JSONWriter.encode(value))
+                    try upsertModel.run()
+                } else {
+                    deleteModel.bind(1, name)
+                    deleteModel.bind(2, id)
+                    try deleteModel.run()
+                }
+            }
+        }
     }
 
     private func createStore(_ store: ModelStore) throws(SQLiteError) {
@@ -163,6 +181,8 @@ final class DiskWriter {
     }
 
     private func deleteStore(_ name: String) throws(SQLiteError) {
+        // Models of the store's earlier life touched in this batch are gone with it.
+        touched[name] = nil
         for statement in [deleteStoreModels, deleteStoreChanges, deleteStoreRow] {
             statement.bind(1, name)
             try statement.run()

@@ -1,3 +1,4 @@
+import DequeModule
 import ReceptionistJSON
 
 /// Reads of a store's past, from the change sets it keeps (`historyLimit` of them): the store as
@@ -10,7 +11,7 @@ extension ModelStore {
     public func snapshot(at version: UInt64) -> Result<StoreSnapshot, StoreError> {
         // One read under the lock: the slots (a reference each), what has not settled, and the
         // settled change sets after `version`; the dictionary is built and undone outside it.
-        let read: Result<(ModelSlots, [Unsettled], [ChangeSet]), StoreError> = state.withLock { state in
+        let read: Result<(ModelSlots, Deque<Unsettled>, [ChangeSet]), StoreError> = state.withLock { state in
             let settled = state.settled
             guard version <= settled else {
                 return .failure(.invalidRead("version \(version) is ahead of the store, which is at \(settled)"))

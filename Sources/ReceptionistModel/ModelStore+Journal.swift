@@ -42,8 +42,16 @@ extension ModelStore {
                 } catch {
                     return .failure(error)
                 }
+                // Each touched model once, in the order first touched (a set for many changes: a
+                // linear search over the touched models made a large change set quadratic).
                 var priorTags: [(id: String, tag: UInt64)] = []
-                for change in changes where !priorTags.contains(where: { $0.id == change.model }) {
+                var seen = Set<String>(minimumCapacity: changes.count > 8 ? changes.count : 0)
+                for change in changes {
+                    if changes.count > 8 {
+                        guard seen.insert(change.model).inserted else { continue }
+                    } else if priorTags.contains(where: { $0.id == change.model }) {
+                        continue
+                    }
                     priorTags.append((change.model, state.models.version(of: change.model) ?? 0))
                 }
                 state.version += 1
@@ -74,7 +82,7 @@ extension ModelStore {
             var count = 0
             while count < state.unsettled.count, state.unsettled[count].changeSet.version <= version { count += 1 }
             let settled = Array(state.unsettled.prefix(count))
-            state.unsettled.removeFirst(count)
+            state.unsettled.removeFirst(count)  // a deque: no shift of what stays
             for entry in settled { state.history.append(entry.changeSet, number: entry.changeSet.version) }
             return settled
         }
@@ -95,17 +103,20 @@ extension ModelStore {
                 for (id, tag) in entry.priorTags { state.models.stamp(id, slot: -1, version: tag) }
             }
             state.version = state.settled
-            let undone = state.unsettled
+            let undone = Array(state.unsettled)
             state.unsettled = []
             state.generation += 1
+            currentGeneration.store(state.generation, ordering: .relaxed)
             return undone
         }
         for entry in undone { entry.completion?(.failure(error)) }
     }
 
-    /// Whether the journal still wants `generation`'s records of this store.
+    /// Whether the journal still wants `generation`'s records of this store. Without the lock: a
+    /// record read as current just before an undo is still dropped by `settle`, which checks the
+    /// generation under the lock, and its write is undone with the rest.
     public func isCurrent(generation: UInt64) -> Bool {
-        state.withLock { $0.generation == generation }
+        currentGeneration.load(ordering: .relaxed) == generation
     }
 
     /// Takes the state a journal stored: the models with their tags, the version, and the newest

@@ -1,3 +1,4 @@
+import DequeModule
 import Glibc
 import ReceptionistJSON
 import ReceptionistSync
@@ -30,7 +31,8 @@ public final class ModelStore: Sendable {
         var located: [Int32] = []
         /// A journaled store's change sets applied to `models` but not yet stored, oldest first:
         /// the versions `settled + 1 ... version`. Always empty in any other store.
-        var unsettled: [Unsettled] = []
+        /// A deque: the journal settles them from the front while commits append at the back.
+        var unsettled: Deque<Unsettled> = []
         /// How many times the unsettled change sets were undone after storage failed: the journal
         /// drops what it still holds from before (`ModelStore+Journal.swift`).
         var generation: UInt64 = 0
@@ -63,6 +65,8 @@ public final class ModelStore: Sendable {
     private let isReplica: Bool
     /// Where a local store's change sets are stored before they settle; nil in memory.
     public let journal: (any StoreJournal)?
+    /// `state.generation`, readable without the lock: the journal asks it of every record.
+    let currentGeneration = Atomic<UInt64>(0)
     /// A replica's applied version, or a journaled store's settled one, for those waiting on it.
     let appliedVersion = ConditionLock<UInt64>(0)
     /// A replica's commits on this node: one at the log, the rest waiting their turn.

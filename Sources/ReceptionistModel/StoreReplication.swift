@@ -68,6 +68,40 @@ public enum ReplicatedChangeSet {
         ]
     }
 
+    /// `encode(changeSet)` as JSON text, written straight into bytes (no tree built): what the
+    /// disk engine stores for every change set.
+    public static func encodedText(_ changeSet: ChangeSet) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(32 + changeSet.changes.count * 48)
+        out += "{\"v\":".utf8
+        out += String(changeSet.version).utf8
+        out += ",\"t\":".utf8
+        out += String(changeSet.committedAtMicroseconds).utf8
+        out += ",\"c\":[".utf8
+        for (index, change) in changeSet.changes.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out += "{\"m\":".utf8
+            JSONWriter.writeString(change.model, to: &out)
+            out += ",\"p\":[".utf8
+            for (position, key) in change.keyPath.components.enumerated() {
+                if position > 0 { out.append(UInt8(ascii: ",")) }
+                JSONWriter.writeString(key, to: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+            if let value = change.newValue {
+                out += ",\"v\":".utf8
+                JSONWriter.write(value, to: &out)
+            }
+            if let old = change.oldValue {
+                out += ",\"o\":".utf8
+                JSONWriter.write(old, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out += "]}".utf8
+        return out
+    }
+
     /// Decodes an entry; nil when it is not one.
     public static func decode(_ value: JSONValue) -> (version: UInt64, committedAt: UInt64, changes: [ReplicatedChange])? {
         guard let version = value["v"]?.uint64Value, let time = value["t"]?.uint64Value,

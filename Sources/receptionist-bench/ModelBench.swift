@@ -1,5 +1,6 @@
 import ArgumentParser
 import Glibc
+import ReceptionistDisk
 import ReceptionistGateway
 import ReceptionistJSON
 import ReceptionistLoop
@@ -34,19 +35,34 @@ struct ModelBench: ParsableCommand {
     @Option(help: "Change sets the store keeps for resumes (the gateway's --history).")
     var history = 1000
 
+    @Option(parsing: .upToNextOption, help: "Engines to measure: memory, and disk-always / disk-interval (a store kept by the disk engine in a fresh folder under --data-root, with that --fsync).")
+    var engines: [String] = ["memory"]
+
+    @Option(help: "Where the disk engine's folders are made (one per configuration, removed after).")
+    var dataRoot = "/tmp"
+
+    @Option(help: "Commits a thread has in flight at once: 1 commits and waits (a job's commit); more hands each commit over and goes on, as the HTTP API does, waiting only past this many.")
+    var window = 1
+
     func validate() throws {
         guard history >= 1 else { throw ValidationError("--history must be at least 1") }
+        guard window >= 1 else { throw ValidationError("--window must be at least 1") }
+        for engine in engines where !["memory", "disk-always", "disk-interval"].contains(engine) {
+            throw ValidationError("unknown engine '\(engine)'")
+        }
     }
 
     func run() throws {
         let loop = LoopThread()
-        print("| policy | threads | changes/set | change sets/s | changes/s | deliveries/s | sets/delivery | loop wake-ups/delivery |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
-        for policy in policies.compactMap({ $0 == "each" ? Receptionist.Policy.each : $0 == "coalesce" ? .coalesce : nil }) {
-            for size in changesPerSet {
-                for count in threads {
-                    let result = try measure(policy: policy, threads: count, changesPerSet: size, loop: loop)
-                    print(result.row)
+        print("| engine | policy | threads | changes/set | change sets/s | changes/s | deliveries/s | sets/delivery | loop wake-ups/delivery |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for engine in engines {
+            for policy in policies.compactMap({ $0 == "each" ? Receptionist.Policy.each : $0 == "coalesce" ? .coalesce : nil }) {
+                for size in changesPerSet {
+                    for count in threads {
+                        let result = try measure(engine: engine, policy: policy, threads: count, changesPerSet: size, loop: loop)
+                        print("| \(engine) " + result.row)
+                    }
                 }
             }
         }
@@ -81,8 +97,27 @@ struct ModelBench: ParsableCommand {
         var deliveries: Int { state.withLock { $0.deliveries } }
     }
 
-    func measure(policy: Receptionist.Policy, threads: Int, changesPerSet: Int, loop: LoopThread) throws -> Result {
-        let store = ModelStore(name: "bench", historyLimit: history)
+    /// The store for one configuration: in memory, or kept by a disk engine in a fresh folder
+    /// (closed and removed by the returned closure).
+    func makeStore(_ engine: String) throws -> (ModelStore, () -> Void) {
+        guard engine != "memory" else { return (ModelStore(name: "bench", historyLimit: history), {}) }
+        var template = Array((dataRoot + "/receptionist-bench-XXXXXX").utf8CString)
+        let directory = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+        let (disk, _) = try DiskEngine.open(DiskOptions(
+            directory: directory, fsync: engine == "disk-always" ? .always : .interval, retain: history))
+        let store = try StoreRegistry(historyLimit: history, journal: disk).create("bench")
+        return (store, {
+            disk.close()
+            for file in ["receptionist.sqlite3", "receptionist.sqlite3-wal", "receptionist.sqlite3-shm", "lock"] {
+                unlink(directory + "/" + file)
+            }
+            rmdir(directory)
+        })
+    }
+
+    func measure(engine: String, policy: Receptionist.Policy, threads: Int, changesPerSet: Int, loop: LoopThread) throws -> Result {
+        let (store, close) = try makeStore(engine)
+        defer { close() }
         try store.commit((0..<models).map { .put(model: "m\($0)", value: ["color": "#000000", "label": .string("m\($0)")]) })
         let applied = Applied()
         let before = loop.mailbox.statistics
@@ -97,8 +132,11 @@ struct ModelBench: ParsableCommand {
         let ids = (0..<models).map { "m\($0)" }
         let color: ModelKeyPath = "color"
         let limit = changeSets ?? Int.max
+        let window = self.window
         let workers = (0..<threads).map { t in
             WorkerThread.start { [models] in
+                // Commits of this thread not yet answered: at most `window`.
+                let inFlight = ConditionLock(0)
                 var i = 0
                 var operations: [StoreOperation] = []
                 while i < limit && !stop.withLock({ $0 }) {
@@ -108,10 +146,20 @@ struct ModelBench: ParsableCommand {
                             let model = ids[(t &* 7919 &+ i &* 31 &+ c) % models]
                             operations.append(.set(model: model, keyPath: color, value: .number(JSONNumber(i))))
                         }
-                        try! store.commit(operations)
+                        if window == 1 {
+                            try! store.commit(operations)
+                        } else {
+                            inFlight.wait(until: { $0 < window }, then: { $0 += 1 })
+                            store.commit(operations) { result in
+                                _ = try! result.get()
+                                inFlight.withLock { $0 -= 1 }
+                                inFlight.broadcast()
+                            }
+                        }
                         i += 1
                     }
                 }
+                inFlight.wait(until: { $0 == 0 }, then: { _ in })
                 committed.withLock { $0 += i }
             }
         }
