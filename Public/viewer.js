@@ -9,6 +9,7 @@
 // validated before they reach style.backgroundColor, so a model can never inject markup or CSS.
 
 import { ReceptionistClient } from './receptionist-client.js';
+import { createHistory, sameValue } from './viewer-history.js';
 
 const DEFAULT_STORE = 'tiles';
 const JOB_POLL_MS = 3000;
@@ -154,7 +155,9 @@ class Meter {
 // the DOM follows in one requestAnimationFrame callback, so everything that arrived within a
 // frame (an atomic change set always among it) is painted together. While the tab is hidden
 // nothing is painted: the dirty set keeps only ids, so it never grows past the size of the store,
-// and one paint catches up when shown.
+// and one paint catches up when shown. A view can be pinned to a past version of the store (the
+// history scrubber): the tiles then show that version, marked where it differs from the live
+// models, while frames keep updating the live models underneath.
 
 const collator = new Intl.Collator(undefined, { numeric: true });
 
@@ -176,6 +179,8 @@ class TileView {
     this.newestCommittedAt = 0; // microseconds; of the newest change set not painted yet
     this.oldestCommittedAt = Infinity; // of the oldest change not painted yet
     this.hiddenSinceCommit = false;
+    this.pinned = null; // {version, models} shown instead of the live models while scrubbed back
+    this.changed = new Set(); // ids of the pinned tiles that differ from the live models
   }
 
   /** Shows `sub` from now on (or nothing, for null), starting from an empty grid. */
@@ -208,6 +213,16 @@ class TileView {
 
   get version() { return this.sub ? this.sub.version : null; }
 
+  /** The models the tiles show: the pinned version's, or the live ones. */
+  get shown() { return this.pinned ? this.pinned.models : this.models; }
+
+  /** Shows `past` ({version, models}) instead of the live models; null shows the live ones again. */
+  pin(past) {
+    this.pinned = past;
+    this.repaintAll = true;
+    this.schedulePaint();
+  }
+
   schedulePaint() {
     if (this.frameRequested || document.visibilityState === 'hidden') return;
     this.frameRequested = true;
@@ -217,12 +232,12 @@ class TileView {
   paint() {
     this.frameRequested = false;
     if (document.visibilityState === 'hidden' || !this.sub) return;
-    const models = this.models;
-    const animate = !this.repaintAll && !(reducedMotion && reducedMotion.matches);
+    const models = this.shown;
+    const animate = !this.repaintAll && !this.pinned && !(reducedMotion && reducedMotion.matches);
     const ids = this.repaintAll ? [...models.keys()] : [...this.dirty];
     if (this.repaintAll) {
       for (const [id, tile] of this.tiles) {
-        if (!models.has(id)) { tile.el.remove(); this.tiles.delete(id); }
+        if (!models.has(id)) { tile.el.remove(); this.tiles.delete(id); this.changed.delete(id); }
       }
     }
     for (const id of ids) this.paintTile(id, animate);
@@ -241,10 +256,10 @@ class TileView {
   }
 
   paintTile(id, animate) {
-    const model = this.models.get(id);
+    const model = this.shown.get(id);
     let tile = this.tiles.get(id);
     if (model === undefined) {
-      if (tile) { tile.el.remove(); this.tiles.delete(id); }
+      if (tile) { tile.el.remove(); this.tiles.delete(id); this.changed.delete(id); }
       return;
     }
     if (!tile) {
@@ -267,7 +282,11 @@ class TileView {
       }
       if (animate && color && !this.compact) pulse(tile.el);
     }
-    const description = color ? `${label}, color ${color}` : `${label}, no color`;
+    let description = color ? `${label}, color ${color}` : `${label}, no color`;
+    const changed = this.pinned !== null && !sameValue(model, this.models.get(id));
+    if (changed) this.changed.add(id); else this.changed.delete(id);
+    tile.el.classList.toggle('tile--changed', changed);
+    if (this.pinned) description += ` at version ${this.pinned.version}${changed ? ', changed since' : ''}`;
     tile.el.setAttribute('aria-label', description);
     if (this.compact) tile.el.title = description;
   }
@@ -283,6 +302,8 @@ class TileView {
     for (const tile of this.tiles.values()) tile.el.remove();
     this.tiles.clear();
     this.dirty.clear();
+    this.changed.clear();
+    this.pinned = null;
     this.paintedVersion = null;
     this.repaintAll = this.membershipChanged = false;
     this.newestCommittedAt = 0;
@@ -343,6 +364,7 @@ const liveView = new TileView({
         : state.smoothedLatencyMs + LATENCY_SMOOTHING * (sample - state.smoothedLatencyMs);
     }
     renderStats();
+    scrubber.livePainted();
   },
 });
 
@@ -372,6 +394,11 @@ const connection = {
   liveSince: null,
   retryAt: null,
 };
+
+// The history scrubber under the tiles (viewer-history.js) pins the live view to past versions.
+const scrubber = createHistory({
+  view: liveView, store: () => state.store, epoch: () => (liveSub ? liveSub.epoch : null), showToast,
+});
 
 /** A fresh subscription to `state.store` for the live view. */
 function subscribeLive() {
@@ -436,6 +463,7 @@ function switchTo(store) {
   state.store = store;
   state.smoothedLatencyMs = null;
   connection.everLive = false;
+  scrubber.reset();
   renderStore();
   subscribeLive();
   subscribeCoalesced();
@@ -763,6 +791,8 @@ window.receptionistViewer = Object.freeze({
   status: () => ui.status.dataset.status,
   transport: () => (liveClient.transport === 'sse' ? 'sse' : 'ws'),
   store: () => state.store,
+  /** The history scrubber: its mode, range, the version the tiles show and the marked ids. */
+  history: () => scrubber.state(),
   /** The second view: its options, state and versions. */
   coalesced: () => ({
     options: coalescedSub ? JSON.parse(JSON.stringify(coalescedSub.options)) : null,
