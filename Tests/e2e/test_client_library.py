@@ -469,6 +469,70 @@ def test_restarted_gateway_is_followed_into_its_new_store_without_reload(page, s
     assert page.execute_script("return performance.getEntriesByType('navigation').length") == 1
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("kill", [False, True], ids=["sigterm", "sigkill"])
+def test_durable_gateway_restarted_is_resumed_with_nothing_missed_and_no_reset(
+        page, start_server, public_dir, transport, kill, tmp_path):
+    """With --data-dir the store and topic come back as they were, in the same epoch: the page's
+    subscriptions resume with `since` and `epoch` and get exactly what they missed, no reset."""
+    data = str(tmp_path / "data")
+    first = start_server("--demo", "--demo-rate", "0.001", "--data-dir", data, *DRAIN, public=public_dir)
+    port = first.port
+    topic = "durable-news"
+    for n in range(1, 4):
+        publish(port, topic, {"n": n})
+    open_page(page, port)
+    call(page, "client", "one", {"transport": transport})
+    call(page, "store", "one", "tiles", "tiles", {})
+    call(page, "topic", "one", "news", topic, {})
+    wait_status(page, ["tiles", "news"], "live")
+    json_ok(api(port, "PATCH", "/api/stores/tiles/models/tile-7", {"color": "#123456"}))
+    before = wait_converged(page, port, "tiles", {"tiles": {}})
+    wait(page, lambda d: view(d, "news")["seq"] == 3, 10.0, "the topic's number never reached the page")
+    page.execute_script("window.__marker = 1")
+    snapshots_before = len(view(page, "tiles")["log"]["snapshots"])
+
+    if kill:
+        first.proc.kill()
+        first.proc.wait(timeout=10)
+    else:
+        first.stop()
+        assert first.proc.returncode == 0
+    wait(page, lambda d: all(view(d, s)["status"] in ("reconnecting", "connecting") for s in ("tiles", "news")),
+         10.0, "the subscriptions never noticed the gateway had gone")
+    set_offline(page, True)
+    wait(page, lambda d: all(view(d, s)["status"] == "offline" for s in ("tiles", "news")), 10.0,
+         "the subscriptions never showed the browser offline")
+
+    second = start_server("--demo", "--demo-rate", "0.001", "--data-dir", data, *DRAIN,
+                          env={"RECEPTIONIST_PORT": str(port)}, public=public_dir)
+    assert second.port == port
+    restored = store_snapshot(port, "tiles")
+    assert (restored["epoch"], restored["version"]) == (before["epoch"], before["version"])
+    assert restored["models"]["tile-7"]["color"] == "#123456"
+    # Missed while the page was away: two change sets and two messages.
+    json_ok(api(port, "PATCH", "/api/stores/tiles/models/tile-8", {"color": "#0000aa"}))
+    json_ok(api(port, "PATCH", "/api/stores/tiles/models/tile-9", {"color": "#0000bb"}))
+    assert publish(port, topic, {"n": 4}) == 4
+    assert publish(port, topic, {"n": 5}) == 5
+
+    set_offline(page, False)
+    after = wait_converged(page, port, "tiles", {"tiles": {}}, timeout=20.0)
+    assert after["version"] == before["version"] + 2
+    tiles = view(page, "tiles")
+    assert tiles["epoch"] == before["epoch"]
+    # No new snapshot: the resume carried only the two change sets missed.
+    assert len(tiles["log"]["snapshots"]) == snapshots_before
+    assert not any(s["reset"] for s in tiles["log"]["snapshots"])
+    wait(page, lambda d: [m["seq"] for m in view(d, "news")["log"]["messages"]][-2:] == [4, 5], 10.0,
+         "the messages published while the page was away never arrived")
+    news = view(page, "news")
+    assert news["log"]["resets"] == []
+    assert [m["seq"] for m in news["log"]["messages"]] == [4, 5]
+    assert news["log"]["gaps"] == []
+    assert page.execute_script("return window.__marker") == 1, "the page was reloaded"
+
+
 # ---- Presence ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
