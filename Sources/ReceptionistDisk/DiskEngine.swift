@@ -44,7 +44,8 @@ public final class DiskEngine: StoreJournal, Sendable {
     public static func open(_ options: DiskOptions) throws(DiskError) -> (DiskEngine, DiskContents) {
         let lock = try DataDirectoryLock(directory: options.directory)
         let db = try DiskSchema.open(options.directory, fsync: options.fsync)
-        var contents = try DiskSchema.load(db, retain: options.retain, topicHistory: options.topicHistory)
+        var contents = try DiskSchema.load(
+            db, path: options.directory + "/" + DiskSchema.fileName, retain: options.retain, topicHistory: options.topicHistory)
         let writer: DiskWriter
         do {
             let meta = try DiskMeta.read(db)

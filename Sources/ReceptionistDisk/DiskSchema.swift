@@ -1,6 +1,7 @@
 import Glibc
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistSync
 
 /// The data directory's database: its tables, the checks that refuse a file that is not ours or
 /// is damaged, and the load at start.
@@ -57,23 +58,15 @@ enum DiskSchema {
 
     /// Every store and topic as stored, with at most `retain` change sets per store and
     /// `topicHistory` messages per topic. A row that does not decode is damage: refused.
-    static func load(_ db: SQLiteDatabase, retain: Int, topicHistory: Int) throws(DiskError) -> DiskContents {
+    static func load(_ db: SQLiteDatabase, path: String, retain: Int, topicHistory: Int) throws(DiskError) -> DiskContents {
         do {
             var contents = DiskContents()
             let stores = try db.prepare("SELECT name, epoch, version FROM stores ORDER BY name")
-            let models = try db.prepare("SELECT id, version, value FROM models WHERE store = ?1")
             let history = try db.prepare(
                 "SELECT entry FROM change_sets WHERE store = ?1 AND version > ?2 ORDER BY version")
             while try stores.step() {
                 let name = stores.text(0), epoch = stores.text(1), version = UInt64(stores.int64(2))
-                models.reset()
-                models.bind(1, name)
-                var loaded: [(id: String, value: JSONValue, tag: UInt64)] = []
-                while try models.step() {
-                    let id = models.text(0)
-                    let value = try models.withBlob(2) { bytes in try parse(bytes, what: "model '\(id)' of store '\(name)'") }
-                    loaded.append((id, value, UInt64(models.int64(1))))
-                }
+                let loaded = try loadModels(name, db: db, path: path)
                 history.reset()
                 history.bind(1, name)
                 history.bind(2, Int64(version > UInt64(retain) ? version - UInt64(retain) : 0))
@@ -109,6 +102,58 @@ enum DiskSchema {
         } catch {
             throw DiskError("the data file is damaged (\(error)); refusing to use it")
         }
+    }
+
+    /// Stores past this many models are read by two threads, each with a connection of its own
+    /// and half of the ids (the JSON parse is most of a start's time).
+    static let parallelLoadModels: Int64 = 50_000
+
+    /// The models of store `name`, each with its entity tag.
+    private static func loadModels(_ name: String, db: SQLiteDatabase, path: String) throws -> [(id: String, value: JSONValue, tag: UInt64)] {
+        let counting = try db.prepare("SELECT count(*) FROM models WHERE store = ?1")
+        counting.bind(1, name)
+        let count = try counting.step() ? counting.int64(0) : 0
+        let median = try db.prepare("SELECT id FROM models WHERE store = ?1 ORDER BY id LIMIT 1 OFFSET ?2")
+        median.bind(1, name)
+        median.bind(2, count / 2)
+        guard count > parallelLoadModels, try median.step() else { return try readModels(name, db: db, from: nil, below: nil) }
+        let middle = median.text(0)
+        let upper = Confined(PThreadLock<Result<[(id: String, value: JSONValue, tag: UInt64)], DiskError>?>(nil))
+        let reader = WorkerThread.start {
+            let result: Result<[(id: String, value: JSONValue, tag: UInt64)], DiskError>
+            do {
+                let second = try SQLiteDatabase(path: path)
+                defer { second.close() }
+                result = .success(try readModels(name, db: second, from: middle, below: nil))
+            } catch let error as DiskError {
+                result = .failure(error)
+            } catch {
+                result = .failure(DiskError("the data file is damaged (\(error)); refusing to use it"))
+            }
+            upper.value.withLock { $0 = result }
+        }
+        let lower = try readModels(name, db: db, from: nil, below: middle)
+        reader.join()
+        guard let rest = upper.value.withLock({ $0 }) else { throw DiskError("the second model reader did not finish") }
+        return lower + (try rest.get())
+    }
+
+    /// The models of store `name` with ids in `from ..< below` (either end open when nil).
+    private static func readModels(_ name: String, db: SQLiteDatabase, from: String?, below: String?) throws
+        -> [(id: String, value: JSONValue, tag: UInt64)]
+    {
+        let statement = try db.prepare(
+            "SELECT id, version, value FROM models WHERE store = ?1 AND id >= ?2 AND (?3 IS NULL OR id < ?3)")
+        statement.bind(1, name)
+        statement.bind(2, from ?? "")
+        if let below { statement.bind(3, below) } else { statement.bindNull(3) }
+        var loaded: [(id: String, value: JSONValue, tag: UInt64)] = []
+        while try statement.step() {
+            let id = statement.text(0)
+            let value = try statement.withBlob(2) { bytes in try parse(bytes, what: "model '\(id)' of store '\(name)'") }
+            loaded.append((id, value, UInt64(statement.int64(1))))
+        }
+        return loaded
     }
 
     private static func parse(_ bytes: UnsafeRawBufferPointer, what: String) throws(DiskError) -> JSONValue {

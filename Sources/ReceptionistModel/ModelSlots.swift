@@ -60,25 +60,37 @@ struct ModelSlots: Sendable {
     /// Puts `value` as the model `id`, returning the model it replaced.
     @discardableResult
     mutating func updateValue(_ value: JSONValue, forKey id: String) -> JSONValue? {
-        if let slot = slot(of: id) {
+        place(value, forKey: id).replaced
+    }
+
+    /// Puts `value` as the model `id`, last changed at `version` (a store restored from disk).
+    mutating func updateValue(_ value: JSONValue, forKey id: String, version: UInt64) {
+        versions[place(value, forKey: id).slot] = version
+    }
+
+    /// Puts `value` as the model `id`: where, and what it replaced. One hash of the id, whether
+    /// the model is new or not (a lookup and then an insert hashed a new one twice).
+    private mutating func place(_ value: JSONValue, forKey id: String) -> (slot: Int, replaced: JSONValue?) {
+        precondition(values.count < Int(Int32.max), "a store holds at most 2^31 models")
+        let candidate = free.last ?? Int32(values.count)
+        if let existing = table.value(for: id, orInsert: candidate) {
             var replaced: JSONValue? = value
-            swap(&replaced, &values[slot])
-            return replaced
+            swap(&replaced, &values[Int(existing)])
+            return (Int(existing), replaced)
         }
-        if let slot = free.popLast() {
-            ids[Int(slot)] = id
-            values[Int(slot)] = value
-            versions[Int(slot)] = 0
-            table.set(slot, for: id)
+        let slot = Int(candidate)
+        if slot < values.count {
+            free.removeLast()
+            ids[slot] = id
+            values[slot] = value
+            versions[slot] = 0
         } else {
-            precondition(values.count < Int(Int32.max), "a store holds at most 2^31 models")
-            table.set(Int32(values.count), for: id)
             ids.append(id)
             values.append(value)
             versions.append(0)
         }
         count += 1
-        return nil
+        return (slot, nil)
     }
 
     /// Removes the model `id`, returning it.

@@ -124,10 +124,7 @@ extension ModelStore {
     public func restore(models: [(id: String, value: JSONValue, tag: UInt64)], version: UInt64, history: [ChangeSet]) {
         state.withLock { state in
             var slots = ModelSlots()
-            for model in models {
-                slots.updateValue(model.value, forKey: model.id)
-                slots.stamp(model.id, slot: -1, version: model.tag)
-            }
+            for model in models { slots.updateValue(model.value, forKey: model.id, version: model.tag) }
             state.models = slots
             state.version = version
             state.history.removeAll()

@@ -131,8 +131,13 @@ public final class PushHub {
     public func storeDeleted(_ name: String) {
         guard let feed = feeds.removeValue(forKey: name) else { return }
         let event = PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(.store(name), reason: "deleted"))
-        feed.forEachMember { $0.sink.sendOwed(event) }
+        var members: [Subscription] = []
+        feed.forEachMember { members.append($0) }
         feed.closeAll()
+        for subscription in members {
+            subscription.sink.sendOwed(event)
+            subscription.sink.subscriptionEnded(subscription)
+        }
     }
 
     /// Publishes `data` (JSON text, validated and compacted) to a topic, creating it on first use.

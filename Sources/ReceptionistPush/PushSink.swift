@@ -25,6 +25,9 @@ public protocol PushSink: AnyObject {
     /// The subscriber fell too far behind on a stream that cannot be conflated (a topic): the sink
     /// ends the connection with a documented code, and the client resumes from the history.
     func endSlowConsumer(_ subscription: Subscription)
+    /// The gateway ended `subscription` itself (its store was deleted), after sending it the
+    /// `unsubscribed` that says so: the sink forgets it, so the client may subscribe again.
+    func subscriptionEnded(_ subscription: Subscription)
     /// The connection's presence id: one per connection, for all its subscriptions, never the
     /// same for two connections of one gateway at once.
     var clientID: UInt64 { get }

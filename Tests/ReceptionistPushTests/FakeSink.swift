@@ -57,6 +57,13 @@ final class FakeSink: PushSink {
         slowConsumerEnds.append(subscription)
     }
 
+    /// Subscriptions the hub ended itself (a deleted store), in order.
+    var ended: [Subscription] = []
+
+    func subscriptionEnded(_ subscription: Subscription) {
+        ended.append(subscription)
+    }
+
     var events: [PushEvent] { entries.map(\.event) }
     /// Every event, in order, as `FakeSink.describe` writes it; a run's messages one by one.
     var trace: [String] { entries.flatMap { $0.event.run.isEmpty ? [Self.describe($0.event)] : $0.event.run.map(Self.describe) } }

@@ -89,7 +89,10 @@ struct TopicAPI {
             guard let value = UInt64(text) else { return .error(.badRequest, "limit must be a number") }
             limit = min(value, UInt64(Self.maxMessagesPerRead))
         }
-        let topic = hub.topic(name)
+        // Read, never made: a topic is made by a publish or a subscription.
+        guard let topic = hub.topics[name] else {
+            return .error(.notFound, "no topic '\(name)': nothing was published to it and nobody subscribes to it")
+        }
         guard after <= topic.seq else {
             return .error(.invalidRead("number \(after) is ahead of the topic, which is at \(topic.seq)"))
         }

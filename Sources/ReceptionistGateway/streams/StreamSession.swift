@@ -110,6 +110,10 @@ extension StreamSession {
         }
     }
 
+    func subscriptionEnded(_ subscription: Subscription) {
+        _ = core.subscriptions.remove(where: { $0 === subscription })
+    }
+
     func unsubscribe(_ target: StreamTarget) -> ClientMessage.Problem? {
         guard let subscription = core.subscriptions.remove(where: { $0.target == target }) else {
             return ClientMessage.Problem(.notSubscribed, "this connection does not subscribe to \(target)")

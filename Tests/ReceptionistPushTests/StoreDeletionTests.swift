@@ -1,0 +1,39 @@
+@testable import ReceptionistPush
+import ReceptionistJSON
+import ReceptionistModel
+import ReceptionistWire
+import Testing
+
+@Suite struct StoreDeletionTests {
+    @Test func aDeletedStoresSubscribersAreToldAndEndedAndANewStoreOfTheNameIsANewFeed() throws {
+        let push = PushFixture()
+        let store = try push.createStore("s")
+        try store.put("a", 1)
+        let whole = FakeSink(), narrowed = FakeSink(), other = FakeSink()
+        let first = try push.subscribe(whole, .store("s"))
+        let second = try push.hub.subscribe(
+            narrowed, to: .store("s"), since: nil, options: SubscriptionOptions(models: ["a"])).get()
+        try push.createStore("t")
+        try push.subscribe(other, .store("t"))
+
+        try push.stores.delete("s")
+        push.hub.storeDeleted("s")
+        #expect(try whole.json(whole.events.count - 1) == ["type": "unsubscribed", "store": "s", "reason": "deleted"])
+        #expect(try narrowed.json(narrowed.events.count - 1) == ["type": "unsubscribed", "store": "s", "reason": "deleted"])
+        #expect(whole.ended.map(ObjectIdentifier.init) == [ObjectIdentifier(first)])
+        #expect(narrowed.ended.map(ObjectIdentifier.init) == [ObjectIdentifier(second)])
+        #expect(other.ended.isEmpty)
+        #expect(push.hub.feeds["s"] == nil)
+        // The old store's observers are gone: a late commit to it reaches nobody.
+        #expect(store.observerCount == 0)
+
+        let again = try push.createStore("s")
+        #expect(again.epoch != store.epoch && again.version == 0)
+        let fresh = FakeSink()
+        try push.subscribe(fresh, .store("s"))
+        try again.put("b", 2)
+        push.drain()
+        #expect(fresh.trace == ["snapshot s 0", "changes s 1"])
+        #expect(whole.trace.last == "unsubscribed s")
+    }
+}
