@@ -116,7 +116,9 @@ enum DiskSchema {
         let median = try db.prepare("SELECT id FROM models WHERE store = ?1 ORDER BY id LIMIT 1 OFFSET ?2")
         median.bind(1, name)
         median.bind(2, count / 2)
-        guard count > parallelLoadModels, try median.step() else { return try readModels(name, db: db, from: nil, below: nil) }
+        guard count > parallelLoadModels, try median.step() else {
+            return try readModels(name, db: db, from: nil, below: nil, expected: Int(count))
+        }
         let middle = median.text(0)
         let upper = Confined(PThreadLock<Result<[(id: String, value: JSONValue, tag: UInt64)], DiskError>?>(nil))
         let reader = WorkerThread.start {
@@ -124,7 +126,7 @@ enum DiskSchema {
             do {
                 let second = try SQLiteDatabase(path: path)
                 defer { second.close() }
-                result = .success(try readModels(name, db: second, from: middle, below: nil))
+                result = .success(try readModels(name, db: second, from: middle, below: nil, expected: Int(count - count / 2)))
             } catch let error as DiskError {
                 result = .failure(error)
             } catch {
@@ -132,14 +134,17 @@ enum DiskSchema {
             }
             upper.value.withLock { $0 = result }
         }
-        let lower = try readModels(name, db: db, from: nil, below: middle)
+        let lower = try readModels(name, db: db, from: nil, below: middle, expected: Int(count / 2))
         reader.join()
         guard let rest = upper.value.withLock({ $0 }) else { throw DiskError("the second model reader did not finish") }
-        return lower + (try rest.get())
+        var all = lower
+        all.reserveCapacity(Int(count))
+        all += try rest.get()
+        return all
     }
 
     /// The models of store `name` with ids in `from ..< below` (either end open when nil).
-    private static func readModels(_ name: String, db: SQLiteDatabase, from: String?, below: String?) throws
+    private static func readModels(_ name: String, db: SQLiteDatabase, from: String?, below: String?, expected: Int) throws
         -> [(id: String, value: JSONValue, tag: UInt64)]
     {
         let statement = try db.prepare(
@@ -148,6 +153,7 @@ enum DiskSchema {
         statement.bind(2, from ?? "")
         if let below { statement.bind(3, below) } else { statement.bindNull(3) }
         var loaded: [(id: String, value: JSONValue, tag: UInt64)] = []
+        loaded.reserveCapacity(expected)
         while try statement.step() {
             let id = statement.text(0)
             let value = try statement.withBlob(2) { bytes in try parse(bytes, what: "model '\(id)' of store '\(name)'") }

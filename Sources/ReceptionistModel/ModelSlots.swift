@@ -30,6 +30,14 @@ struct ModelSlots: Sendable {
         for index in versions.indices { versions[index] = version }
     }
 
+    /// Room for `count` models without growing.
+    mutating func reserveCapacity(_ count: Int) {
+        table.reserveCapacity(count)
+        ids.reserveCapacity(count)
+        values.reserveCapacity(count)
+        versions.reserveCapacity(count)
+    }
+
     /// The version of the model `id`'s last change, if the store has it.
     func version(of id: String) -> UInt64? {
         slot(of: id).map { versions[$0] }

@@ -124,6 +124,7 @@ extension ModelStore {
     public func restore(models: [(id: String, value: JSONValue, tag: UInt64)], version: UInt64, history: [ChangeSet]) {
         state.withLock { state in
             var slots = ModelSlots()
+            slots.reserveCapacity(models.count)
             for model in models { slots.updateValue(model.value, forKey: model.id, version: model.tag) }
             state.models = slots
             state.version = version

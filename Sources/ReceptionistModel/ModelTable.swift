@@ -149,6 +149,20 @@ struct ModelTable {
         if !others.isEmpty { others.removeAll() }
     }
 
+    /// Room for `count` ids without growing (a store restored whole).
+    mutating func reserveCapacity(_ count: Int) {
+        keys.reserveCapacity(count)
+        hashes.reserveCapacity(count)
+        values.reserveCapacity(count)
+        var size = max(16, cells.count)
+        while size < count * 2 { size *= 2 }
+        if size > cells.count {
+            // `grow` doubles the cells and places every key again: start it at half the size wanted.
+            cells = Array(repeating: Self.empty, count: size / 2)
+            grow()
+        }
+    }
+
     private mutating func grow() {
         let size = max(16, cells.count * 2)
         cells = Array(repeating: Self.empty, count: size)

@@ -123,3 +123,30 @@ import Testing
     }
 }
 
+
+@Suite struct ModelTableCapacityTests {
+    @Test func aTableReservedAheadFindsEveryIdAndStillGrowsPastIt() {
+        var table = ModelTable()
+        table.set(7, for: "before")
+        table.reserveCapacity(1000)
+        for n in 0..<1500 { table.set(Int32(n), for: "model-\(n)") }
+        #expect(table.value(for: "before") == 7)
+        #expect((0..<1500).allSatisfy { table.value(for: "model-\($0)") == Int32($0) })
+        #expect(table.value(for: "model-1500") == nil)
+        #expect(table.count == 1501)
+    }
+
+    @Test func slotsRestoredWithTheirTagsKeepThem() {
+        var slots = ModelSlots()
+        slots.reserveCapacity(3)
+        slots.updateValue(["n": 1], forKey: "a", version: 4)
+        slots.updateValue(["n": 2], forKey: "b", version: 9)
+        slots.updateValue(["n": 3], forKey: "a", version: 11)
+        #expect(slots.count == 2)
+        #expect(slots["a"] == ["n": 3] && slots.version(of: "a") == 11)
+        #expect(slots.version(of: "b") == 9)
+        slots.removeValue(forKey: "a")
+        slots.updateValue(["n": 5], forKey: "c")
+        #expect(slots.version(of: "c") == 0)
+    }
+}
