@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 1200
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence bench-cluster clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence bench-cluster bench-durable bench-restart clean
 
 all: build
 
@@ -79,12 +79,29 @@ soak: $(VENV)/.installed
 	SOAK_SECONDS=$(SOAK_SECONDS) RECEPTIONIST_BIN=.build/release/receptionist \
 		timeout $$(( $(SOAK_SECONDS) + 300 )) $(PYTHON) Tests/soak/soak.py
 
-bench: bench-model bench-http bench-ws bench-state bench-cluster
+bench: bench-model bench-http bench-ws bench-state bench-cluster bench-durable bench-restart
 
 bench-model:
 	@scripts/install-deps.sh build
 	$(SWIFT) build -c release --product receptionist-bench
 	.build/release/receptionist-bench model --threads 1 2 --changes-per-set 1 16 256
+	# The same workload kept by the disk engine beside memory (commits handed over, 4,096 in flight).
+	.build/release/receptionist-bench model --threads 1 --changes-per-set 1 16 256 --policies coalesce \
+		--engines memory disk-interval disk-always --window 4096
+
+# Durable commits: the disk engine with --fsync always beside the redis engine on a Redis that
+# syncs every write (bench/durable.sh: 64 writers, one request in flight each, single changes).
+bench-durable:
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	bench/durable.sh 10 64 1
+	bench/durable.sh 10 64 64
+
+# A store of 1,000,000 models and 100,000 retained change sets, restarted (bench/restart.sh).
+bench-restart:
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	bench/restart.sh 1000000 100000 3
 
 bench-http:
 	@scripts/install-deps.sh bench

@@ -56,7 +56,7 @@ public final class StoreRegistry: Sendable {
     /// again under the name starts at version 0 in a new epoch. Not with a shared log (`unavailable`).
     @discardableResult
     public func delete(_ name: String) throws(StoreError) -> ModelStore {
-        guard replication == nil else { throw .unavailable("deleting a store is not supported by the redis engine yet") }
+        guard replication == nil else { throw .unsupported("the redis engine cannot delete a store yet") }
         guard let store = stores.withLock({ $0.removeValue(forKey: name) }) else { throw .noSuchStore(name) }
         if let journal { try journal.deleteStore(name) }
         return store

@@ -24,6 +24,7 @@ import time
 import pytest
 
 from conftest import api, assert_json_error, json_ok, store_snapshot
+from test_cluster import redis  # noqa: F401  (a fixture)
 from test_conditional_writes import Engine
 from wsclient import (
     EPOCH,
@@ -34,7 +35,9 @@ from wsclient import (
     subscribe,
 )
 
-ENGINES = ["memory", "disk"]
+ENGINES = ["memory", "disk", "redis"]
+# The redis engine cannot delete a store yet (501, below).
+DELETING_ENGINES = ["memory", "disk"]
 KEPT = 5                  # --history (and --retain) of the tests that read past what is kept
 COMMITS_PAST_KEPT = 20
 STREAM_TIMEOUT = 15.0     # a run of frames that is already due
@@ -43,12 +46,18 @@ _names = itertools.count()
 
 @pytest.fixture(params=ENGINES)
 def engine(request, start_server, tmp_path) -> Engine:
-    return Engine(request.param, start_server, tmp_path)
+    redis_server = request.getfixturevalue("redis") if request.param == "redis" else None
+    return Engine(request.param, start_server, tmp_path, redis_server)
 
 
 @pytest.fixture
 def port(engine) -> int:
     return engine.start().port
+
+
+@pytest.fixture(params=DELETING_ENGINES)
+def deleting_port(request, start_server, tmp_path) -> int:
+    return Engine(request.param, start_server, tmp_path).start().port
 
 
 def keeping(engine: Engine, count: int) -> tuple[str, ...]:
@@ -155,8 +164,9 @@ def assert_gone(resp, oldest: int | None = None) -> int:
 
 def oldest_bound(engine: Engine, last: int) -> int | None:
     """The oldest readable number once `last` is committed with KEPT kept: exact in memory; on
-    disk, at most that (keeping more than asked is allowed)."""
-    return last - KEPT if engine.name == "memory" else None
+    disk, at most that (keeping more than asked is allowed). A redis node reads from its replica's
+    history, which keeps `--history` as memory does."""
+    return last - KEPT if engine.name in ("memory", "redis") else None
 
 
 def collect_changes(ws, store: str, through: int, timeout: float = STREAM_TIMEOUT) -> list[dict]:
@@ -350,7 +360,16 @@ def test_messages_after_older_than_history_is_410_naming_the_oldest(engine):
 
 # ---- Deleting a store ---------------------------------------------------------------
 
-def test_deleted_store_tells_its_subscribers_and_comes_back_in_a_new_epoch(port):
+def test_the_redis_engine_refuses_to_delete_a_store_and_keeps_it(start_server, tmp_path, redis):
+    port = Engine("redis", start_server, tmp_path, redis).start().port
+    store = fresh_store(port)
+    commit(port, store, [{"op": "put", "model": "m", "value": {"n": 1}}])
+    assert_json_error(api(port, "DELETE", f"/api/stores/{store}"), 501, "not_implemented")
+    assert store_snapshot(port, store)["models"] == {"m": {"n": 1}}
+
+
+def test_deleted_store_tells_its_subscribers_and_comes_back_in_a_new_epoch(deleting_port):
+    port = deleting_port
     store, bystander = fresh_store(port), fresh_store(port)
     for n in range(1, 4):
         commit(port, store, [{"op": "put", "model": f"m{n}", "value": {"n": n}}])
@@ -394,7 +413,8 @@ def test_deleted_store_tells_its_subscribers_and_comes_back_in_a_new_epoch(port)
                          "reset": True, "models": {"new": {"n": 4}}}
 
 
-def test_connection_whose_store_was_deleted_may_subscribe_again(port):
+def test_connection_whose_store_was_deleted_may_subscribe_again(deleting_port):
+    port = deleting_port
     store = fresh_store(port)
     commit(port, store, [{"op": "put", "model": "m", "value": {"n": 1}}])
     with connect(port) as ws:
