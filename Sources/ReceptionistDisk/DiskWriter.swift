@@ -137,8 +137,10 @@ final class DiskWriter {
         insertChange.bind(3, blob: ReplicatedChangeSet.encodedText(record.changeSet))
         try insertChange.run()
         // The models and the store's version are written once at the batch's end.
-        if touched[name] == nil { touched[name] = [:] }
-        for (id, value) in record.models { touched[name]![id] = (value, version) }
+        // The store's table moved out and back: its name is hashed once a record, not per model.
+        var models = touched.removeValue(forKey: name) ?? [:]
+        for (id, value) in record.models { models[id] = (value, version) }
+        touched[name] = models
         if version % Self.compactEvery == 0, version > UInt64(options.retain) {
             compactChanges.bind(1, name)
             compactChanges.bind(2, Int64(version - UInt64(options.retain)))

@@ -43,6 +43,35 @@ struct ModelSlots: Sendable {
         slot(of: id).map { versions[$0] }
     }
 
+    /// Stamps every model `changes` touched as last changed at `version`, and returns each once, in
+    /// the order first touched, with its tag before (0: it did not exist) and its value now (nil:
+    /// deleted). `deleted` are the tags of the models the commit deleted, read before it applied
+    /// (a deleted model's slot is gone); they come first. One lookup per change, or none where
+    /// the change carries its slot: a journaled commit pays nothing else to know what it touched.
+    mutating func stamp(
+        _ changes: [ModelChange], version: UInt64, deleted: [(id: String, tag: UInt64)]
+    ) -> [(id: String, tag: UInt64, value: JSONValue?)] {
+        var touched: [(id: String, tag: UInt64, value: JSONValue?)] = deleted.map { ($0.id, $0.tag, self[$0.id]) }
+        for change in changes {
+            let slot: Int
+            if change.slotHint >= 0, Int(change.slotHint) < values.count {
+                slot = Int(change.slotHint)
+            } else if let found = self.slot(of: change.model) {
+                slot = found
+            } else {
+                continue  // deleted: listed in `deleted`
+            }
+            guard versions[slot] != version else { continue }
+            if deleted.isEmpty || !deleted.contains(where: { $0.id == change.model }) {
+                touched.append((change.model, versions[slot], values[slot]))
+            } else if let index = touched.firstIndex(where: { $0.id == change.model }) {
+                touched[index].value = values[slot]  // deleted, then put again
+            }
+            versions[slot] = version
+        }
+        return touched
+    }
+
     /// Records that the model in `slot` (or, with a slot of -1, the model `id`) last changed at `version`.
     @inline(__always)
     mutating func stamp(_ id: String, slot: Int32, version: UInt64) {

@@ -34,33 +34,27 @@ extension ModelStore {
         let failure: StoreError? = commitLock.withLock { _ in
             let record: Result<JournalRecord, StoreError> = state.withLock { state in
                 let changes: [ModelChange]
+                var deleted: [(id: String, tag: UInt64)] = []
                 do throws(StoreError) {
                     if !condition.isNone, let failure = condition.failure(version: state.version, modelVersion: state.models.version) {
                         throw failure
+                    }
+                    // The tags of the models it deletes, while their slots are there.
+                    for operation in operations where operation.kind == .delete {
+                        deleted.append((operation.model, state.models.version(of: operation.model) ?? 0))
                     }
                     changes = try Self.apply(operations, to: &state.models, located: &state.located)
                 } catch {
                     return .failure(error)
                 }
-                // Each touched model once, in the order first touched (a set for many changes: a
-                // linear search over the touched models made a large change set quadratic).
-                var priorTags: [(id: String, tag: UInt64)] = []
-                var seen = Set<String>(minimumCapacity: changes.count > 8 ? changes.count : 0)
-                for change in changes {
-                    if changes.count > 8 {
-                        guard seen.insert(change.model).inserted else { continue }
-                    } else if priorTags.contains(where: { $0.id == change.model }) {
-                        continue
-                    }
-                    priorTags.append((change.model, state.models.version(of: change.model) ?? 0))
-                }
                 state.version += 1
-                Self.stamp(changes, version: state.version, in: &state.models)
+                let touched = state.models.stamp(changes, version: state.version, deleted: deleted)
                 let changeSet = ChangeSet(
                     store: name, version: state.version, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
-                state.unsettled.append(Unsettled(changeSet: changeSet, priorTags: priorTags, completion: completion))
+                state.unsettled.append(Unsettled(
+                    changeSet: changeSet, priorTags: touched.map { ($0.id, $0.tag) }, completion: completion))
                 return .success(JournalRecord(
-                    changeSet: changeSet, models: priorTags.map { ($0.id, state.models[$0.id]) }, generation: state.generation))
+                    changeSet: changeSet, models: touched.map { ($0.id, $0.value) }, generation: state.generation))
             }
             switch record {
             case .success(let record):

@@ -78,25 +78,33 @@ public enum ReplicatedChangeSet {
         out += ",\"t\":".utf8
         out += String(changeSet.committedAtMicroseconds).utf8
         out += ",\"c\":[".utf8
-        for (index, change) in changeSet.changes.enumerated() {
-            if index > 0 { out.append(UInt8(ascii: ",")) }
-            out += "{\"m\":".utf8
-            JSONWriter.writeString(change.model, to: &out)
-            out += ",\"p\":[".utf8
-            for (position, key) in change.keyPath.components.enumerated() {
-                if position > 0 { out.append(UInt8(ascii: ",")) }
-                JSONWriter.writeString(key, to: &out)
+        // Read in place, field by field: iterating copied each change whole (a retain and a
+        // release of each of its fields).
+        changeSet.changes.withUnsafeBufferPointer { changes in
+            guard let base = changes.baseAddress else { return }
+            for index in changes.indices {
+                let change = base + index
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                out += "{\"m\":".utf8
+                JSONWriter.writeString(change.pointee.model, to: &out)
+                out += ",\"p\":[".utf8
+                change.pointee.keyPath.withComponents { keys in
+                    for position in keys.indices {
+                        if position > 0 { out.append(UInt8(ascii: ",")) }
+                        JSONWriter.writeString(keys[position], to: &out)
+                    }
+                }
+                out.append(UInt8(ascii: "]"))
+                if let value = change.pointee.newValue {
+                    out += ",\"v\":".utf8
+                    JSONWriter.write(value, to: &out)
+                }
+                if let old = change.pointee.oldValue {
+                    out += ",\"o\":".utf8
+                    JSONWriter.write(old, to: &out)
+                }
+                out.append(UInt8(ascii: "}"))
             }
-            out.append(UInt8(ascii: "]"))
-            if let value = change.newValue {
-                out += ",\"v\":".utf8
-                JSONWriter.write(value, to: &out)
-            }
-            if let old = change.oldValue {
-                out += ",\"o\":".utf8
-                JSONWriter.write(old, to: &out)
-            }
-            out.append(UInt8(ascii: "}"))
         }
         out += "]}".utf8
         return out
