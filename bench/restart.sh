@@ -60,6 +60,15 @@ print(json.load(urllib.request.urlopen('http://127.0.0.1:$port/api/stores'))['st
   [ "$version" -ge "$target" ] && break
   wrk -t1 -c16 -d2s -s "$work/set.lua" "http://127.0.0.1:$port" > /dev/null
 done
+# wrk's last requests may still be committing after it exits: stop once the version holds still.
+while :; do
+  sleep 0.5
+  settled=$(python3 -c "
+import json, urllib.request
+print(json.load(urllib.request.urlopen('http://127.0.0.1:$port/api/stores'))['stores'][0]['version'])")
+  [ "$settled" = "$version" ] && break
+  version=$settled
+done
 kill -TERM "$gateway"; wait "$gateway" 2>/dev/null || true
 size=$(du -sm "$work/data" | cut -f1)
 echo "store: $models models, version $version, $changes change sets retained; data directory ${size} MB"

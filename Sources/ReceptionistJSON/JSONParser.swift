@@ -179,7 +179,22 @@ public struct JSONParser {
 
     private mutating func parseString() throws(Error) -> String {
         index += 1
-        var out: [UInt8] = []
+        // Most strings (keys, ids, colors) are plain ASCII with no escape: taken whole from the
+        // input, with no byte-by-byte copy and no UTF-8 validation (ASCII is valid UTF-8).
+        let start = index
+        var scan = index
+        while scan < bytes.count {
+            let byte = bytes[scan]
+            if byte == UInt8(ascii: "\"") {
+                index = scan + 1
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self)
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
+            scan += 1
+        }
+        // The rest, byte by byte, from where the plain run ends.
+        var out = Array(UnsafeBufferPointer(rebasing: bytes[start..<scan]))
+        index = scan
         while true {
             guard index < bytes.count else { throw error("unterminated string") }
             let byte = bytes[index]

@@ -167,3 +167,21 @@ import Testing
         #expect(replay == value)
     }
 }
+
+@Suite struct JSONParserStringTests {
+    @Test func aPlainRunThenWhateverFollowsItIsReadExactly() throws {
+        #expect(try JSONParser.parse(#""abc""#) == .string("abc"))
+        #expect(try JSONParser.parse(#""""#) == .string(""))
+        #expect(try JSONParser.parse(#""ab\ncd""#) == .string("ab\ncd"))
+        #expect(try JSONParser.parse(#""ab\u00e9""#) == .string("abé"))
+        #expect(try JSONParser.parse(Array("\"abé\"".utf8)) == .string("abé"))
+        #expect(try JSONParser.parse(#"{"key":"value","k2":["x","y\"z"]}"#) == ["key": "value", "k2": ["x", "y\"z"]])
+    }
+
+    @Test func aBadByteAfterAPlainRunIsStillRefused() {
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(Array("\"ab\u{01}\"".utf8)) }
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(#""abc"#) }
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse([0x22, 0x61, 0xFF, 0x22]) }
+        #expect(throws: JSONParser.Error.self) { try JSONParser.parse(#""ab\q""#) }
+    }
+}
