@@ -95,29 +95,25 @@ def assert_refused(result: subprocess.CompletedProcess, *mentions: str) -> str:
 
 # ---- Reading everything back ----------------------------------------------------------
 
-def changes_between(port: int, store: str, after: int, through: int) -> list[dict]:
-    """Every change set after `after` up to `through`, read page by page."""
+def read_pages(port: int, path: str, field: str, number: str, after: int, through: int) -> list[dict]:
+    """Every frame of `path` (a store's change sets or a topic's messages) after `after` up to
+    `through`, read page by page; `number` is the frame's version or seq."""
     frames = []
     while after < through:
-        body = json_ok(api(port, "GET", f"/api/stores/{store}/changes?after={after}&limit={READ_PAGE}",
-                           timeout=IO_TIMEOUT))
-        page = body["changes"]
-        assert page, f"no change sets after {after} though the store is at {through}"
+        body = json_ok(api(port, "GET", f"{path}?after={after}&limit={READ_PAGE}", timeout=IO_TIMEOUT))
+        page = body[field]
+        assert page, f"no {field} after {after} though {path} is at {through}"
         frames += page
-        after = page[-1]["version"]
+        after = page[-1][number]
     return frames
+
+
+def changes_between(port: int, store: str, after: int, through: int) -> list[dict]:
+    return read_pages(port, f"/api/stores/{store}/changes", "changes", "version", after, through)
 
 
 def messages_between(port: int, topic: str, after: int, through: int) -> list[dict]:
-    frames = []
-    while after < through:
-        body = json_ok(api(port, "GET", f"/api/topics/{topic}/messages?after={after}&limit={READ_PAGE}",
-                           timeout=IO_TIMEOUT))
-        page = body["messages"]
-        assert page, f"no messages after {after} though the topic is at {through}"
-        frames += page
-        after = page[-1]["seq"]
-    return frames
+    return read_pages(port, f"/api/topics/{topic}/messages", "messages", "seq", after, through)
 
 
 def topic_seqs(port: int) -> dict[str, int]:

@@ -25,7 +25,8 @@ import pytest
 
 from conftest import api, assert_json_error, json_ok, store_snapshot
 from test_cluster import redis  # noqa: F401  (a fixture)
-from test_conditional_writes import Engine
+# The `engine` (memory, disk and redis) and `port` fixtures are the conditional writes' own.
+from test_conditional_writes import ENGINES, Engine, engine, port  # noqa: F401  (fixtures)
 from wsclient import (
     EPOCH,
     assert_changes_frame,
@@ -35,24 +36,12 @@ from wsclient import (
     subscribe,
 )
 
-ENGINES = ["memory", "disk", "redis"]
 # The redis engine cannot delete a store yet (501, below).
 DELETING_ENGINES = ["memory", "disk"]
 KEPT = 5                  # --history (and --retain) of the tests that read past what is kept
 COMMITS_PAST_KEPT = 20
 STREAM_TIMEOUT = 15.0     # a run of frames that is already due
 _names = itertools.count()
-
-
-@pytest.fixture(params=ENGINES)
-def engine(request, start_server, tmp_path) -> Engine:
-    redis_server = request.getfixturevalue("redis") if request.param == "redis" else None
-    return Engine(request.param, start_server, tmp_path, redis_server)
-
-
-@pytest.fixture
-def port(engine) -> int:
-    return engine.start().port
 
 
 @pytest.fixture(params=DELETING_ENGINES)
