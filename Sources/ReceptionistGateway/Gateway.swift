@@ -61,7 +61,8 @@ public final class Gateway {
         let router = Router(
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
             publisher: publisher, idempotency: Idempotency(store: engine.idempotency), config: config, access: access, counters: counters,
-            operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } })
+            operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } },
+            storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) })
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
         loop.context = streams

@@ -36,17 +36,23 @@ from wsclient import (
     subscribe,
 )
 
-# The redis engine cannot delete a store yet (501, below).
-DELETING_ENGINES = ["memory", "disk"]
+# The engines whose node keeps all it can read (the redis engine reads further back from its
+# log in Redis, tested apart), and that can delete a store (the redis engine cannot yet: 501).
+LOCAL_ENGINES = ["memory", "disk"]
 KEPT = 5                  # --history (and --retain) of the tests that read past what is kept
 COMMITS_PAST_KEPT = 20
 STREAM_TIMEOUT = 15.0     # a run of frames that is already due
 _names = itertools.count()
 
 
-@pytest.fixture(params=DELETING_ENGINES)
-def deleting_port(request, start_server, tmp_path) -> int:
-    return Engine(request.param, start_server, tmp_path).start().port
+@pytest.fixture(params=LOCAL_ENGINES)
+def local_engine(request, start_server, tmp_path) -> Engine:
+    return Engine(request.param, start_server, tmp_path)
+
+
+@pytest.fixture
+def deleting_port(local_engine) -> int:
+    return local_engine.start().port
 
 
 def keeping(engine: Engine, count: int) -> tuple[str, ...]:
@@ -192,7 +198,8 @@ def test_at_past_the_current_version_or_not_a_number_is_400(port):
     assert_json_error(at(port, "no-such-store", 0), 404, "not_found")
 
 
-def test_at_older_than_kept_is_410_naming_the_oldest_readable(engine):
+def test_at_older_than_kept_is_410_naming_the_oldest_readable(local_engine):
+    engine = local_engine
     port = engine.start(*keeping(engine, KEPT)).port
     store = fresh_store(port)
     states = [{}]
@@ -266,7 +273,8 @@ def test_filtered_changes_match_a_filtered_subscription(port, options, query):
         f for f in frames if f["version"] > middle]
 
 
-def test_changes_after_older_than_kept_is_410_naming_the_oldest(engine):
+def test_changes_after_older_than_kept_is_410_naming_the_oldest(local_engine):
+    engine = local_engine
     port = engine.start(*keeping(engine, KEPT)).port
     store = fresh_store(port)
     with connect(port) as ws:
@@ -331,7 +339,8 @@ def test_messages_after_are_the_frames_subscribers_received(port):
     assert read_messages(port, topic, f"after={len(texts)}&limit=10")["messages"] == []
 
 
-def test_messages_after_older_than_history_is_410_naming_the_oldest(engine):
+def test_messages_after_older_than_history_is_410_naming_the_oldest(local_engine):
+    engine = local_engine
     port = engine.start(*keeping(engine, KEPT)).port
     topic = fresh_topic()
     with connect(port) as ws:
@@ -345,6 +354,30 @@ def test_messages_after_older_than_history_is_410_naming_the_oldest(engine):
     assert 1 <= oldest <= COMMITS_PAST_KEPT - KEPT, oldest
     assert_gone(read_messages_raw(port, topic, f"after={oldest - 1}&limit=10"), oldest)
     assert read_messages(port, topic, f"after={oldest}&limit=1000")["messages"] == frames[oldest:]
+
+
+def test_redis_reads_past_the_replica_history_from_the_log(start_server, tmp_path, redis):
+    """A node keeps `--history` change sets and messages; what it no longer holds is read from
+    the log in Redis (`--redis-history`), so every version and message reads as it was."""
+    port = Engine("redis", start_server, tmp_path, redis).start("--history", str(KEPT)).port
+    store, topic = fresh_store(port), fresh_topic()
+    states = [{}]
+    with connect(port) as ws, connect(port) as news:
+        subscribe(ws, store=store)
+        assert subscribe(news, topic=topic)["seq"] == 0
+        for n in range(1, COMMITS_PAST_KEPT + 1):
+            commit(port, store, [{"op": "put", "model": f"m{n % 3}", "value": {"n": n}}])
+            states.append(store_snapshot(port, store)["models"])
+            resp = api(port, "POST", f"/api/topics/{topic}/messages", {"n": n})
+            assert json_ok(resp, resp.status)["seq"] == n
+        frames = collect_changes(ws, store, COMMITS_PAST_KEPT)
+        messages = [recv_json(news, STREAM_TIMEOUT) for _ in range(COMMITS_PAST_KEPT)]
+    for version in range(0, COMMITS_PAST_KEPT + 1):
+        assert json_ok(at(port, store, version))["models"] == states[version], version
+    assert read_changes(port, store, "after=0&limit=1000")["changes"] == frames
+    assert read_changes(port, store, "after=3&limit=4")["changes"] == frames[3:7]
+    assert read_messages(port, topic, "after=0&limit=1000")["messages"] == messages
+    assert read_messages(port, topic, "after=2&limit=3")["messages"] == messages[2:5]
 
 
 # ---- Deleting a store ---------------------------------------------------------------

@@ -1,4 +1,5 @@
 import ReceptionistJSON
+import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistPush
 import ReceptionistWire
@@ -13,6 +14,9 @@ struct StoreAPI {
     let handoff: JobHandoff
     /// Tells the hub on the loop that a store was deleted (its subscribers are told).
     let deleted: @Sendable (String) -> Void
+    /// The cluster's log in Redis, which reads of the past fall back on when a replica's history
+    /// does not reach back; nil on one node.
+    let log: LoopBound<any StoreSource>?
 
     /// Change sets one `changes` read answers at most.
     static let maxChangesPerRead = 1000
@@ -30,13 +34,17 @@ struct StoreAPI {
             }
         case 1:
             switch method {
-            case .get, .head: return .work { snapshot(path[0], request) }
+            case .get, .head:
+                guard let text = StreamRequest.query(request, "at") else { return .work { snapshot(path[0], request) } }
+                return past(path[0], after: UInt64(text)) { older in snapshot(path[0], request, older: older) }
             case .delete: return .work { delete(path[0]) }
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, DELETE"))
             }
         case 2 where path[1] == "changes":
             switch method {
-            case .get, .head: return .work { changes(path[0], request) }
+            case .get, .head:
+                let after = StreamRequest.query(request, "after").flatMap { UInt64($0) }
+                return past(path[0], after: after) { older in changes(path[0], request, older: older) }
             case .post: break
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
             }
@@ -102,13 +110,28 @@ struct StoreAPI {
         return .json(.ok, ["store": .string(name), "deleted": true])
     }
 
+    /// A read of the past, on a job thread. In a cluster, when the replica's history does not
+    /// reach back to `after`, the change sets below it are read from the log in Redis first (on
+    /// the loop, bounded by `--redis-history` and `--redis-timeout`) and handed to `read`.
+    private func past(_ name: String, after: UInt64?, _ read: @escaping @Sendable ([ChangeSet]) -> Reply) -> RouteResult {
+        guard let log, let after, let store = stores.store(name), after < store.historyFloor else {
+            return .work { read([]) }
+        }
+        let floor = store.historyFloor
+        return .later { done in
+            log.value.storeHistory(of: name, after: after, through: floor) { older in
+                handoff.run({ reply in reply(read(older ?? [])) }, answer: done)
+            }
+        }
+    }
+
     /// The store now, or with `?at=N` as it was at version N.
-    private func snapshot(_ name: String, _ request: HTTPRequest) -> Reply {
+    private func snapshot(_ name: String, _ request: HTTPRequest, older: [ChangeSet] = []) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         let snapshot: StoreSnapshot
         if let text = StreamRequest.query(request, "at") {
             guard let version = UInt64(text) else { return .error(.badRequest, "at must be a version number") }
-            switch store.snapshot(at: version) {
+            switch store.snapshot(at: version, older: older) {
             case .success(let past): snapshot = past
             case .failure(let error): return .error(error)
             }
@@ -122,7 +145,7 @@ struct StoreAPI {
     }
 
     /// `?after=A&limit=K[&until=B][&models=…][&paths=…]`: the change sets after A, as `changes` frames.
-    private func changes(_ name: String, _ request: HTTPRequest) -> Reply {
+    private func changes(_ name: String, _ request: HTTPRequest, older: [ChangeSet]) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         func number(_ field: String) -> Result<UInt64?, ReplyError> {
             guard let text = StreamRequest.query(request, field) else { return .success(nil) }
@@ -145,7 +168,7 @@ struct StoreAPI {
         let filter = ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
         let epoch = store.epoch
         let read: [ChangeSet]
-        switch store.changes(after: after, until: until, limit: Int(limit)) {
+        switch store.changes(after: after, until: until, limit: Int(limit), older: older) {
         case .success(let changeSets): read = changeSets
         case .failure(let error): return .error(error)
         }

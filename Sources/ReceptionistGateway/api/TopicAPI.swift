@@ -33,7 +33,7 @@ struct TopicAPI {
             }
             return .reply(.json(.ok, ["topics": .array(topics)]))
         case 2 where path[1] == "messages":
-            if method == .get || method == .head { return .reply(messages(path[0], request)) }
+            if method == .get || method == .head { return messages(path[0], request) }
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST")) }
             let key: IdempotencyKey?
             switch Idempotency.key(of: request) {
@@ -78,31 +78,47 @@ struct TopicAPI {
         }
     }
 
-    /// `?after=N&limit=K`: the messages after N still kept, as `message` frames.
-    private func messages(_ name: String, _ request: HTTPRequest) -> Reply {
-        if let problem = hub.check(.topic(name)) { return .error(.badRequest, problem.message) }
+    /// `?after=N&limit=K`: the messages after N still kept, as `message` frames: from the topic's
+    /// history, and in a cluster from the log in Redis below it.
+    private func messages(_ name: String, _ request: HTTPRequest) -> RouteResult {
+        if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
         guard let afterText = StreamRequest.query(request, "after"), let after = UInt64(afterText) else {
-            return .error(.badRequest, "after is required: the number to read after")
+            return .reply(.error(.badRequest, "after is required: the number to read after"))
         }
         var limit = UInt64(100)
         if let text = StreamRequest.query(request, "limit") {
-            guard let value = UInt64(text) else { return .error(.badRequest, "limit must be a number") }
+            guard let value = UInt64(text) else { return .reply(.error(.badRequest, "limit must be a number")) }
             limit = min(value, UInt64(Self.maxMessagesPerRead))
         }
         // Read, never made: a topic is made by a publish or a subscription.
         guard let topic = hub.topics[name] else {
-            return .error(.notFound, "no topic '\(name)': nothing was published to it and nobody subscribes to it")
+            return .reply(.error(.notFound, "no topic '\(name)': nothing was published to it and nobody subscribes to it"))
         }
         guard after <= topic.seq else {
-            return .error(.invalidRead("number \(after) is ahead of the topic, which is at \(topic.seq)"))
+            return .reply(.error(.invalidRead("number \(after) is ahead of the topic, which is at \(topic.seq)")))
         }
         let (gap, events) = topic.replay(after: after)
-        if let gap {
-            return .error(.gone("message \(after + 1) is older than the history kept", oldest: gap.upperBound))
+        guard let gap else { return .reply(Self.page(topic, events.prefix(Int(limit)))) }
+        let gone = Reply.error(.gone("message \(after + 1) is older than the history kept", oldest: gap.upperBound))
+        var filled: Reply?
+        let answered: (Reply) -> Void = { filled = $0 }
+        var done: ((Reply) -> Void)? = answered
+        let asked = log.older(name, after: after, through: gap.upperBound) { [topic] entries in
+            // Only a log that closes the gap exactly is used; else the gap stands.
+            let closes = entries.count == Int(gap.count) && entries.first?.seq == gap.lowerBound
+                && zip(entries, entries.dropFirst()).allSatisfy { $0.seq + 1 == $1.seq }
+            done?(closes ? Self.page(topic, (entries.map(topic.event) + events).prefix(Int(limit))) : gone)
         }
-        var body = Array("{\"topic\":".utf8) + JSONWriter.encode(.string(name))
+        guard asked else { return .reply(gone) }
+        if let filled { return .reply(filled) }
+        return .later { reply in done = reply }
+    }
+
+    /// `{"topic","epoch","messages":[…]}` of `events`, each as its frame.
+    private static func page(_ topic: Topic, _ events: ArraySlice<PushEvent>) -> Reply {
+        var body = Array("{\"topic\":".utf8) + JSONWriter.encode(.string(topic.name))
         body += ",\"epoch\":".utf8 + JSONWriter.encode(.string(topic.epoch)) + ",\"messages\":[".utf8
-        for (index, event) in events.prefix(Int(limit)).enumerated() {
+        for (index, event) in events.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
             body += event.json
         }

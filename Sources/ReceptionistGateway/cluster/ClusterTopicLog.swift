@@ -1,4 +1,5 @@
 import ReceptionistModel
+import ReceptionistPush
 
 /// The `redis` engine's topics: Redis numbers each message; the answer waits on the loop until
 /// this node has it too, or the deadline passes. Nothing waits meanwhile, and publishes sent in
@@ -16,6 +17,11 @@ final class ClusterTopicLog: TopicLog {
 
     func refusal(for topic: String) -> StoreError? {
         cluster.isUp(for: topic) ? nil : .unavailable("Redis \(cluster.shard(topic).endpoint) is unreachable")
+    }
+
+    func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool {
+        cluster.history(of: topic, after: after, through: through) { done($0 ?? []) }
+        return true
     }
 
     func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {

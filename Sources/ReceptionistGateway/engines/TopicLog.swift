@@ -16,6 +16,15 @@ protocol TopicLog: AnyObject {
     /// and keeps it; `done` runs on the loop, once, with its number, after it is in this node's
     /// history and queued to every subscriber.
     func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void)
+    /// Reads the messages `after + 1 ... through` of `topic` that the log keeps beyond this node's
+    /// history (the cluster's log in Redis); `done` runs once, on the loop, with what it found
+    /// (nothing when the log could not be read in time). False, and no call, when the log keeps
+    /// nothing beyond the history (memory, disk).
+    func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool
+}
+
+extension TopicLog {
+    func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool { false }
 }
 
 /// The `memory` engine's topics: numbered and kept in the hub, answered at once.

@@ -23,11 +23,13 @@ final class Router {
     init(
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, mailbox: Mailbox, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
-        counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String) -> Void
+        counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String) -> Void,
+        storeLog: LoopBound<any StoreSource>?
     ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(
-            stores: stores, idempotency: idempotency, handoff: JobHandoff(jobs: jobs, mailbox: mailbox), deleted: storeDeleted)
+            stores: stores, idempotency: idempotency, handoff: JobHandoff(jobs: jobs, mailbox: mailbox), deleted: storeDeleted,
+            log: storeLog)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
         topicAPI = TopicAPI(hub: hub, publisher: publisher, idempotency: idempotency)
         presenceAPI = PresenceAPI(hub: hub, stores: stores)

@@ -170,7 +170,7 @@ public final class Topic: PresenceMembers {
     }
 
     /// A message read back from the shared log, for one resume: encoded as a live one is.
-    func event(_ entry: TopicEntry) -> PushEvent {
+    public func event(_ entry: TopicEntry) -> PushEvent {
         PushEvent(
             name: "message", id: entry.seq,
             json: PushEncoder.message(topic: name, seq: entry.seq, publishedAt: entry.publishedAt, data: entry.data))
