@@ -67,4 +67,21 @@ private func unordered(_ value: JSONValue) -> JSONValue {
         #expect(try store.changes(after: 7, limit: 100).get().isEmpty)
         #expect(try store.changes(after: 3, limit: 0).get().isEmpty)
     }
+
+    @Test func changeSetsFromASharedLogCloseTheGapBelowTheHistoryOnlyWhenWhole() throws {
+        let (full, snapshots) = try recorded(historyLimit: 100)
+        let (store, _) = try recorded(historyLimit: 3)
+        let log = try full.changes(after: 0, limit: 100).get()
+        #expect(store.historyFloor == 4)
+        // Versions 1...4 come from the log: every version reads as it was.
+        for version in UInt64(0)...7 {
+            let past = try store.snapshot(at: version, older: log).get()
+            #expect(past.models.mapValues(unordered) == snapshots[version]!.mapValues(unordered), "version \(version)")
+        }
+        #expect(try store.changes(after: 1, limit: 100, older: log).get().map(\.version) == [2, 3, 4, 5, 6, 7])
+        // A log with a hole, or one that does not reach down far enough, is not used.
+        let holed = log.filter { $0.version != 3 }
+        #expect(throws: StoreError.self) { try store.snapshot(at: 1, older: holed).get() }
+        #expect(throws: StoreError.self) { try store.changes(after: 0, limit: 10, older: Array(log.dropFirst())).get() }
+    }
 }
