@@ -70,6 +70,9 @@ public enum ReplicatedChangeSet {
 
     /// `encode(changeSet)` as JSON text, written straight into bytes (no tree built): what the
     /// disk engine stores for every change set.
+    private static let modelOpen = Array("{\"m\":".utf8), pathOpen = Array(",\"p\":[".utf8)
+    private static let valueKey = Array(",\"v\":".utf8), oldKey = Array(",\"o\":".utf8)
+
     public static func encodedText(_ changeSet: ChangeSet) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(32 + changeSet.changes.count * 48)
@@ -85,9 +88,9 @@ public enum ReplicatedChangeSet {
             for index in changes.indices {
                 let change = base + index
                 if index > 0 { out.append(UInt8(ascii: ",")) }
-                out += "{\"m\":".utf8
+                out.append(contentsOf: modelOpen)
                 JSONWriter.writeString(change.pointee.model, to: &out)
-                out += ",\"p\":[".utf8
+                out.append(contentsOf: pathOpen)
                 change.pointee.keyPath.withComponents { keys in
                     for position in keys.indices {
                         if position > 0 { out.append(UInt8(ascii: ",")) }
@@ -96,11 +99,11 @@ public enum ReplicatedChangeSet {
                 }
                 out.append(UInt8(ascii: "]"))
                 if let value = change.pointee.newValue {
-                    out += ",\"v\":".utf8
+                    out.append(contentsOf: valueKey)
                     JSONWriter.write(value, to: &out)
                 }
                 if let old = change.pointee.oldValue {
-                    out += ",\"o\":".utf8
+                    out.append(contentsOf: oldKey)
                     JSONWriter.write(old, to: &out)
                 }
                 out.append(UInt8(ascii: "}"))
