@@ -41,6 +41,9 @@ enum DiskSchema {
                 throw DiskError("\(path) has data format \(schema); this gateway reads format \(version)")
             }
             _ = try db.text("PRAGMA journal_mode = WAL")
+            // 64 MiB of pages kept by the connection (SQLite's default is 2 MiB): the writer read
+            // back the pages of its own recent inserts from the kernel once they left it.
+            try db.execute("PRAGMA cache_size = -65536")
             // FULL syncs the log at every commit; NORMAL only at checkpoints, which the writer runs
             // at its interval (and never by itself: the automatic checkpoint is off then).
             try db.execute(fsync == .always ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0")
