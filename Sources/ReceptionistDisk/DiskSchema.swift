@@ -8,7 +8,7 @@ import ReceptionistSync
 enum DiskSchema {
     /// "RCPT": a database of another application is refused, never served.
     static let applicationID: Int64 = 0x5243_5054
-    static let version: Int64 = 1
+    static let version: Int64 = 2
     static let fileName = "receptionist.sqlite3"
 
     static let tables = """
@@ -16,8 +16,8 @@ enum DiskSchema {
         CREATE TABLE IF NOT EXISTS stores(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, version INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS models(store TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, value BLOB NOT NULL,
             PRIMARY KEY(store, id)) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS change_sets(store TEXT NOT NULL, version INTEGER NOT NULL, entry BLOB NOT NULL,
-            PRIMARY KEY(store, version)) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS change_sets(store TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
+            entries BLOB NOT NULL, PRIMARY KEY(store, first)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS topics(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS messages(topic TEXT NOT NULL, seq INTEGER NOT NULL, published_at INTEGER NOT NULL,
             data BLOB NOT NULL, PRIMARY KEY(topic, seq)) WITHOUT ROWID;
@@ -66,20 +66,25 @@ enum DiskSchema {
             var contents = DiskContents()
             let stores = try db.prepare("SELECT name, epoch, version FROM stores ORDER BY name")
             let history = try db.prepare(
-                "SELECT entry FROM change_sets WHERE store = ?1 AND version > ?2 ORDER BY version")
+                "SELECT entries FROM change_sets WHERE store = ?1 AND last > ?2 ORDER BY first")
             while try stores.step() {
                 let name = stores.text(0), epoch = stores.text(1), version = UInt64(stores.int64(2))
                 let loaded = try loadModels(name, db: db, path: path)
                 history.reset()
                 history.bind(1, name)
-                history.bind(2, Int64(version > UInt64(retain) ? version - UInt64(retain) : 0))
+                let cutoff = version > UInt64(retain) ? version - UInt64(retain) : 0
+                history.bind(2, Int64(cutoff))
                 var changeSets: [ChangeSet] = []
                 while try history.step() {
-                    let entry = try history.withBlob(0) { bytes in try parse(bytes, what: "a change set of store '\(name)'") }
-                    guard let changeSet = ReplicatedChangeSet.changeSet(of: name, entry) else {
-                        throw DiskError("a change set of store '\(name)' is damaged")
+                    // A row holds the change sets one batch stored, as a JSON array of log entries.
+                    let entries = try history.withBlob(0) { bytes in try parse(bytes, what: "change sets of store '\(name)'") }
+                    guard case .array(let items) = entries else { throw DiskError("change sets of store '\(name)' are damaged") }
+                    for item in items {
+                        guard let changeSet = ReplicatedChangeSet.changeSet(of: name, item),
+                              changeSets.last.map({ $0.version + 1 == changeSet.version }) ?? true
+                        else { throw DiskError("a change set of store '\(name)' is damaged") }
+                        if changeSet.version > cutoff { changeSets.append(changeSet) }
                     }
-                    changeSets.append(changeSet)
                 }
                 contents.stores.append(.init(name: name, epoch: epoch, version: version, models: loaded, history: changeSets))
             }

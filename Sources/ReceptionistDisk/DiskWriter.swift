@@ -26,11 +26,11 @@ final class DiskWriter {
     init(db: SQLiteDatabase, options: DiskOptions, contents: DiskContents) throws(SQLiteError) {
         self.db = db
         self.options = options
-        insertChange = try db.prepare("INSERT INTO change_sets(store, version, entry) VALUES (?1, ?2, ?3)")
+        insertChange = try db.prepare("INSERT INTO change_sets(store, first, last, entries) VALUES (?1, ?2, ?3, ?4)")
         upsertModel = try db.prepare("INSERT OR REPLACE INTO models(store, id, version, value) VALUES (?1, ?2, ?3, ?4)")
         deleteModel = try db.prepare("DELETE FROM models WHERE store = ?1 AND id = ?2")
         setStoreVersion = try db.prepare("UPDATE stores SET version = ?2 WHERE name = ?1")
-        compactChanges = try db.prepare("DELETE FROM change_sets WHERE store = ?1 AND version <= ?2")
+        compactChanges = try db.prepare("DELETE FROM change_sets WHERE store = ?1 AND last <= ?2")
         insertStore = try db.prepare("INSERT OR REPLACE INTO stores(name, epoch, version) VALUES (?1, ?2, 0)")
         deleteStoreRow = try db.prepare("DELETE FROM stores WHERE name = ?1")
         deleteStoreModels = try db.prepare("DELETE FROM models WHERE store = ?1")
@@ -49,11 +49,16 @@ final class DiskWriter {
     /// and the version of its last change: written once at the batch's end, however many of the
     /// batch's change sets touched it.
     private var touched: [String: [String: (value: JSONValue?, version: UInt64)]] = [:]
+    /// The change sets a batch stored, by store: the first version, and the log entries as one
+    /// JSON array, written as one row at the batch's end (a row per change set cost SQLite's
+    /// per-row work for every single-change commit).
+    private var entries: [String: (first: UInt64, bytes: [UInt8])] = [:]
 
     /// Writes `batch` in one transaction and settles it. Returns how many writes were stored.
     func write(_ batch: [DiskWrite], engine: DiskEngine) -> Int {
         let before = (stores, topics, expectedVersions)
         touched = [:]
+        entries = [:]
         var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
         var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
         var messages: [(DiskMessage, StoreError?)] = []
@@ -138,10 +143,10 @@ final class DiskWriter {
         guard store.isCurrent(generation: record.generation), version == live.next else {
             return .storageFailed("change set \(version) of '\(name)' does not follow the stored version \(live.next - 1)")
         }
-        insertChange.bind(1, name)
-        insertChange.bind(2, Int64(version))
-        insertChange.bind(3, blob: ReplicatedChangeSet.encodedText(record.changeSet))
-        try insertChange.run()
+        var pending = entries.removeValue(forKey: name) ?? (version, [UInt8(ascii: "[")])
+        if pending.bytes.count > 1 { pending.bytes.append(UInt8(ascii: ",")) }
+        pending.bytes += ReplicatedChangeSet.encodedText(record.changeSet)
+        entries[name] = pending
         // The models and the store's version are written once at the batch's end.
         // The store's table moved out and back: its name is hashed once a record, not per model.
         var models = touched.removeValue(forKey: name) ?? [:]
@@ -156,8 +161,17 @@ final class DiskWriter {
         return nil
     }
 
-    /// Writes each model the batch touched, once, as it is after the batch, and each store's version.
+    /// Writes each store's change sets of the batch as one row, each model the batch touched,
+    /// once, as it is after the batch, and each store's version.
     private func writeTouchedModels() throws(SQLiteError) {
+        for (name, pending) in entries {
+            guard let live = stores[name] else { continue }
+            insertChange.bind(1, name)
+            insertChange.bind(2, Int64(pending.first))
+            insertChange.bind(3, Int64(live.next - 1))
+            insertChange.bind(4, blob: pending.bytes + [UInt8(ascii: "]")])
+            try insertChange.run()
+        }
         for (name, models) in touched {
             if let live = stores[name] {
                 setStoreVersion.bind(1, name)
@@ -189,8 +203,9 @@ final class DiskWriter {
     }
 
     private func deleteStore(_ name: String) throws(SQLiteError) {
-        // Models of the store's earlier life touched in this batch are gone with it.
+        // Models and change sets of the store's earlier life in this batch are gone with it.
         touched[name] = nil
+        entries[name] = nil
         for statement in [deleteStoreModels, deleteStoreChanges, deleteStoreRow] {
             statement.bind(1, name)
             try statement.run()
