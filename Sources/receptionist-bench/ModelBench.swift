@@ -41,7 +41,7 @@ struct ModelBench: ParsableCommand {
     @Option(help: "Where the disk engine's folders are made (one per configuration, removed after).")
     var dataRoot = "/tmp"
 
-    @Option(help: "Commits a thread has in flight at once: 1 commits and waits (a job's commit); more hands each commit over and goes on, as the HTTP API does, waiting only past this many.")
+    @Option(help: "Commits a thread has in flight at once: 1 commits and waits (a job's commit); more hands each commit over and goes on, as the HTTP API does; a full window waits until half of it is answered.")
     var window = 1
 
     func validate() throws {
@@ -149,7 +149,12 @@ struct ModelBench: ParsableCommand {
                         if window == 1 {
                             try! store.commit(operations)
                         } else {
-                            inFlight.wait(until: { $0 < window }, then: { $0 += 1 })
+                            // A full window waits until half of it is answered, not for each
+                            // answer: one wake-up per half window, not one per commit.
+                            if inFlight.withLock({ $0 >= window }) {
+                                inFlight.wait(until: { $0 <= window / 2 }, then: { _ in })
+                            }
+                            inFlight.withLock { $0 += 1 }
                             store.commit(operations) { result in
                                 _ = try! result.get()
                                 inFlight.withLock { $0 -= 1 }
