@@ -25,10 +25,10 @@ public final class DiskEngine: StoreJournal, Sendable {
     private let queue = ConditionLock(Queue())
     /// Settles store change sets in the order the writer stored them.
     let notifier: SerialWorker
-    /// Batches stored and not yet settled: the writer waits past `maxUnsettledBatches`, so a store
-    /// observer that blocks (on the loop's backpressure) holds the disk back, never grows memory.
+    /// Batches stored and not yet settled: the writer waits past `options.maxUnsettledBatches`, so
+    /// a store observer that blocks (on the loop's backpressure) holds the disk back, never grows
+    /// memory.
     private let unsettledBatches = ConditionLock(0)
-    static let maxUnsettledBatches = 64
     /// Writes stored in one transaction, at most.
     static let maxBatch = 1024
     private let finished = ConditionLock(false)
@@ -77,7 +77,8 @@ public final class DiskEngine: StoreJournal, Sendable {
             let writer = writer.value
             let interval = options.fsync == .interval ? options.intervalSeconds : 3600
             while true {
-                unsettledBatches.wait(until: { $0 < Self.maxUnsettledBatches }, then: { _ in })
+                let maxUnsettled = options.maxUnsettledBatches
+                unsettledBatches.wait(until: { $0 < maxUnsettled }, then: { _ in })
                 let (batch, stopping) = queue.wait(
                     seconds: interval, until: { (!$0.writes.isEmpty && !$0.held) || $0.stopping },
                     then: { queue, _ -> ([DiskWrite], Bool) in
@@ -131,7 +132,7 @@ public final class DiskEngine: StoreJournal, Sendable {
     }
 
     /// Runs `body` once the notifier has settled what was stored before it; counted against
-    /// `maxUnsettledBatches`. Writer thread.
+    /// `options.maxUnsettledBatches`. Writer thread.
     func settleLater(_ body: @escaping @Sendable () -> Void) {
         unsettledBatches.withLock { $0 += 1 }
         notifier.enqueue { [unsettledBatches] in

@@ -18,6 +18,9 @@ public struct DiskOptions: Sendable {
     /// Writes waiting for the writer thread, at most: past it a store's committer waits and a
     /// topic's publish is refused.
     public var maxQueued: Int
+    /// Stored batches whose change sets wait for the notifier (their observers), at most: past it
+    /// the writer waits, so a blocked observer holds the disk back and never grows memory.
+    public var maxUnsettledBatches = 64
 
     public init(
         directory: String, fsync: Fsync = .always, intervalSeconds: Double = 1, retain: Int = 100_000,

@@ -171,4 +171,43 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         #expect(stored.withLock { $0 } == 4)
         #expect(append(engine, "t", seq: 5) == .some(nil))
     }
+
+    @Test func aBlockedObserverHoldsTheWriterBackPastTheUnsettledBatches() throws {
+        var options = DiskOptions(directory: temporaryDirectory())
+        options.maxUnsettledBatches = 2
+        let (engine, _) = try DiskEngine.open(options)
+        defer { engine.close() }
+        let store = try StoreRegistry(journal: engine).create("s")
+        // The observer blocks on its first change set until the gate opens.
+        let gate = ConditionLock(false)
+        let entered = ConditionLock(false)
+        let token = store.observe { _ in
+            entered.withLock { $0 = true }
+            entered.broadcast()
+            gate.wait(until: { $0 }, then: { _ in })
+        }
+        defer { token.cancel() }
+        let answered = PThreadLock(0)
+        func commit(_ n: Int) {
+            store.commit([.put(model: "m\(n)", value: [:])]) { _ in answered.withLock { $0 += 1 } }
+        }
+        // The store's creation was a batch of its own, settled at once.
+        let base = engine.syncs.load(ordering: .relaxed)
+        func syncs() -> UInt64 { engine.syncs.load(ordering: .relaxed) - base }
+        commit(1)
+        #expect(entered.wait(seconds: 10, until: { $0 }, then: { value, _ in value }), "the observer never ran")
+        // The notifier is stuck in the first batch's settle: one more batch is stored, then none.
+        commit(2)
+        for _ in 0..<1000 where syncs() < 2 { usleep(1000) }
+        #expect(syncs() == 2)
+        commit(3)
+        usleep(200_000)
+        #expect(syncs() == 2, "the writer stored a third batch while two waited for a blocked observer")
+        gate.withLock { $0 = true }
+        gate.broadcast()
+        for _ in 0..<5000 where answered.withLock({ $0 }) < 3 { usleep(1000) }
+        #expect(answered.withLock { $0 } == 3)
+        #expect(syncs() == 3)
+        #expect(store.version == 3)
+    }
 }
