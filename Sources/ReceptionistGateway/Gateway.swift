@@ -44,7 +44,7 @@ public final class Gateway {
         hub = PushHub(
             stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
             presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))
-        try engine.start(config, hub: hub, loop: loop, logger: logger)
+        let started = try engine.start(config, hub: hub, loop: loop, logger: logger)
 
         let counters = GatewayCounters()
         let metrics = GatewayMetrics()
@@ -55,12 +55,12 @@ public final class Gateway {
             loop: loop, drain: drain, table: table, hub: hub, stores: stores, jobs: jobs, counters: counters, metrics: metrics,
             engine: engine.cluster, disk: engine.disk)
         let access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
-        let publisher = TopicPublisher(hub: hub, log: engine.topicLog, rate: config.publishRate)
+        let publisher = TopicPublisher(hub: hub, log: started.topicLog, rate: config.publishRate)
         let boundHub = LoopBound(hub, loop: loop)
         let mailbox = loop.mailbox
         let router = Router(
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
-            publisher: publisher, idempotency: Idempotency(store: engine.idempotency), config: config, access: access, counters: counters,
+            publisher: publisher, idempotency: Idempotency(store: started.idempotency), config: config, access: access, counters: counters,
             operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } },
             storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) })
         let streams = StreamServices(

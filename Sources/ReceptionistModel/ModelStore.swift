@@ -125,7 +125,10 @@ public final class ModelStore: Sendable {
         return snapshot.models[id].map { ($0, snapshot.version, snapshot.version) }
     }
 
-    public var modelIDs: [String] { Array(snapshot().models.keys) }
+    /// The settled models' ids: read from the slots, unless a change set is still being stored.
+    public var modelIDs: [String] {
+        state.withLock { $0.unsettled.isEmpty ? $0.models.modelIDs : nil } ?? Array(snapshot().models.keys)
+    }
 
     /// How many models the store holds, at which version: what a listing shows, without building
     /// a snapshot.

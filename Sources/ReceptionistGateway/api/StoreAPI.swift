@@ -114,10 +114,9 @@ struct StoreAPI {
     /// reach back to `after`, the change sets below it are read from the log in Redis first (on
     /// the loop, bounded by `--redis-history` and `--redis-timeout`) and handed to `read`.
     private func past(_ name: String, after: UInt64?, _ read: @escaping @Sendable ([ChangeSet]) -> Reply) -> RouteResult {
-        guard let log, let after, let store = stores.store(name), after < store.historyFloor else {
+        guard let log, let after, let floor = stores.store(name)?.historyFloor, after < floor else {
             return .work { read([]) }
         }
-        let floor = store.historyFloor
         return .later { done in
             log.value.storeHistory(of: name, after: after, through: floor) { older in
                 handoff.run({ reply in reply(read(older ?? [])) }, answer: done)

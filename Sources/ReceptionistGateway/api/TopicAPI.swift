@@ -100,18 +100,16 @@ struct TopicAPI {
         let (gap, events) = topic.replay(after: after)
         guard let gap else { return .reply(Self.page(topic, events.prefix(Int(limit)))) }
         let gone = Reply.error(.gone("message \(after + 1) is older than the history kept", oldest: gap.upperBound))
-        var filled: Reply?
-        let answered: (Reply) -> Void = { filled = $0 }
-        var done: ((Reply) -> Void)? = answered
-        let asked = log.older(name, after: after, through: gap.upperBound) { [topic] entries in
-            // Only a log that closes the gap exactly is used; else the gap stands.
-            let closes = entries.count == Int(gap.count) && entries.first?.seq == gap.lowerBound
-                && zip(entries, entries.dropFirst()).allSatisfy { $0.seq + 1 == $1.seq }
-            done?(closes ? Self.page(topic, (entries.map(topic.event) + events).prefix(Int(limit))) : gone)
+        let log = self.log
+        return .later { done in
+            let asked = log.older(name, after: after, through: gap.upperBound) { entries in
+                // Only a log that closes the gap exactly is used; else the gap stands.
+                let closes = entries.count == Int(gap.count) && entries.first?.seq == gap.lowerBound
+                    && zip(entries, entries.dropFirst()).allSatisfy { $0.seq + 1 == $1.seq }
+                done(closes ? Self.page(topic, (entries.map(topic.event) + events).prefix(Int(limit))) : gone)
+            }
+            if !asked { done(gone) }
         }
-        guard asked else { return .reply(gone) }
-        if let filled { return .reply(filled) }
-        return .later { reply in done = reply }
     }
 
     /// `{"topic","epoch","messages":[…]}` of `events`, each as its frame.

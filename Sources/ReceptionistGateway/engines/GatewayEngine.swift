@@ -17,8 +17,14 @@ final class GatewayEngine {
     private let contents: DiskContents?
     /// Set by `start`.
     private(set) var cluster: ClusterEngine?
-    private(set) var topicLog: any TopicLog = NoTopicLog()
-    private(set) var idempotency: any IdempotencyStore = LocalIdempotencyStore(windowSeconds: 1, maxKeys: 1)
+
+    /// What `start` makes for the rest of the gateway.
+    struct Started {
+        /// Where topics' messages are numbered and kept.
+        let topicLog: any TopicLog
+        /// The idempotency keys' table: in memory, or in Redis for a cluster.
+        let idempotency: any IdempotencyStore
+    }
 
     /// `opened` is the disk engine, opened before the loop (`DiskRestore.open`).
     init(config: GatewayConfig, opened: (DiskEngine, DiskContents)?, loop: EventLoop) {
@@ -33,17 +39,18 @@ final class GatewayEngine {
 
     /// Puts back what the disk holds, starts the cluster, and makes the topics' log and the
     /// idempotency table.
-    func start(_ config: GatewayConfig, hub: PushHub, loop: EventLoop, logger: Logger) throws {
+    func start(_ config: GatewayConfig, hub: PushHub, loop: EventLoop, logger: Logger) throws -> Started {
         if let contents { DiskRestore.restore(contents, stores: stores, hub: hub) }
         cluster = try ClusterEngine.start(config, replication: replication, loop: loop, stores: stores, hub: hub, logger: logger)
         if let cluster {
-            topicLog = ClusterTopicLog(cluster: cluster)
-            idempotency = RedisIdempotencyStore(
-                engine: cluster, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
-        } else {
-            topicLog = disk.map { DiskTopicLog(hub: hub, engine: $0, loop: loop) } ?? MemoryTopicLog(hub: hub)
-            idempotency = LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
+            return Started(
+                topicLog: ClusterTopicLog(cluster: cluster),
+                idempotency: RedisIdempotencyStore(
+                    engine: cluster, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys))
         }
+        return Started(
+            topicLog: disk.map { DiskTopicLog(hub: hub, engine: $0, loop: loop) } ?? MemoryTopicLog(hub: hub),
+            idempotency: LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys))
     }
 
     /// `--demo`: the `tiles` store, made (or, in a cluster, joined) and animated.
@@ -60,14 +67,5 @@ final class GatewayEngine {
     func close() {
         cluster?.close()
         disk?.close()
-    }
-}
-
-/// The log before `start`: refuses everything (nothing publishes before the gateway listens).
-private final class NoTopicLog: TopicLog {
-    var answersAtOnce: Bool { true }
-    func refusal(for topic: String) -> StoreError? { .unavailable("the gateway is starting") }
-    func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
-        done(.failure(.unavailable("the gateway is starting")))
     }
 }
