@@ -52,23 +52,34 @@ public final class StoreRegistry: Sendable {
         return store
     }
 
-    /// Deletes the store `name` and, journaled, everything kept of it; returns it. A store made
-    /// again under the name starts at version 0 in a new epoch. Not with a shared log (`unavailable`).
-    @discardableResult
-    public func delete(_ name: String) throws(StoreError) -> ModelStore {
-        guard replication == nil else { throw .unsupported("the redis engine cannot delete a store yet") }
-        guard let store = stores.withLock({ $0.removeValue(forKey: name) }) else { throw .noSuchStore(name) }
+    /// Deletes the store `name` and, journaled, everything kept of it. A store made again under
+    /// the name starts at version 0 in a new epoch. With a shared log, the log deletes it, and
+    /// each node drops its replica as it hears of it (`dropReplica`).
+    public func delete(_ name: String) throws(StoreError) {
+        if let replication { return try replication.deleteStore(name) }
+        guard stores.withLock({ $0.removeValue(forKey: name) }) != nil else { throw .noSuchStore(name) }
         if let journal { try journal.deleteStore(name) }
-        return store
     }
 
-    /// The replica named `name`, created empty at version 0 if this node has not seen it yet.
+    /// Drops this node's replica of `name` if it is of the store deleted in `epoch` (nil: any),
+    /// not one made again since under the name; returns whether it did.
     @discardableResult
-    public func replica(_ name: String) -> ModelStore {
+    public func dropReplica(_ name: String, epoch: String?) -> Bool {
+        stores.withLock { stores in
+            guard let store = stores[name], epoch == nil || store.epoch == epoch else { return false }
+            stores[name] = nil
+            return true
+        }
+    }
+
+    /// The replica named `name`, created empty at version 0 if this node has not seen it yet: in
+    /// `epoch` where it is known (this node has just made the store), else as below.
+    @discardableResult
+    public func replica(_ name: String, epoch: String? = nil) -> ModelStore {
         // Every node's replica of one cluster store must name the same epoch, so that a client
         // resumes on any node: until the first snapshot brings the epoch kept in Redis (which
         // `resetReplica` takes), it is one derived from the name, the same on every node.
-        let fresh = ModelStore(name: name, historyLimit: historyLimit, replication: replication, epoch: Self.clusterEpoch(name))
+        let fresh = ModelStore(name: name, historyLimit: historyLimit, replication: replication, epoch: epoch ?? Self.clusterEpoch(name))
         return stores.withLock { stores in
             if let existing = stores[name] { return existing }
             stores[name] = fresh

@@ -4,8 +4,8 @@ import ReceptionistJSON
 /// every change set of a store one global version. The local `ModelStore` is then a replica,
 /// changed only by `applyReplicated` and `resetReplica`, in the log's order.
 ///
-/// Any thread. `commit` never waits; `createStore` blocks the calling job thread until the log
-/// answers (stores are made rarely).
+/// Any thread. `commit` never waits; `createStore` and `deleteStore` block the calling job thread until the log
+/// answers (stores are made and deleted rarely).
 public protocol StoreReplication: Sendable {
     /// Appends `changeSet` (computed against `expectedVersion`) to the store's log if the log is
     /// still at `expectedVersion`. `models` holds the touched models' new values (nil: deleted).
@@ -20,6 +20,11 @@ public protocol StoreReplication: Sendable {
 
     /// Registers a new store in the log; throws `storeExists` or `unavailable`.
     func createStore(_ name: String) throws(StoreError)
+
+    /// Deletes the store and its log; throws `noSuchStore` or `unavailable`. Blocks the calling
+    /// job thread until the log answers. Every node's replica of it is dropped, and its
+    /// subscribers told, as each node hears of it.
+    func deleteStore(_ name: String) throws(StoreError)
 }
 
 /// What the log said to a commit.

@@ -40,12 +40,17 @@ import Testing
         for notice: ClusterKeys.Notice in [
             .storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1"), .topicPublished("news-1", seq: 42, epoch: "5c1e"),
             .presenceChanged(.topic("chat"), node: "00aa"), .presenceChanged(.store("tiles"), node: "ff01"),
+            .storeDeleted("orders", epoch: "5c1e"), .storeDeleted("old", epoch: ""),
         ] {
             #expect(ClusterKeys.decode(Array(ClusterKeys.encode(notice).utf8)) == notice)
         }
         // As the publish script sends it: the name's notice with the number and epoch appended.
         #expect(ClusterKeys.decode(Array("t:a.b-c:7:00ff".utf8)) == .topicPublished("a.b-c", seq: 7, epoch: "00ff"))
         #expect(ClusterKeys.decode(Array("t:a:x:00ff".utf8)) == .topicPublished("a:x:00ff"), "not a number: taken whole as a name, which no topic has")
+        // As the deletion script sends it: the notice without an epoch, and the epoch appended.
+        #expect(ClusterKeys.decode(Array((ClusterKeys.encode(.storeDeleted("orders", epoch: "")) + "00ff").utf8))
+            == .storeDeleted("orders", epoch: "00ff"))
+        #expect(ClusterKeys.decode(Array("d:orders".utf8)) == nil, "no epoch: not a deletion any node could match")
         #expect(ClusterKeys.decode(Array("x:y".utf8)) == nil)
         #expect(ClusterKeys.decode(Array("s:".utf8)) == nil)
         #expect(ClusterKeys.decode(Array("p:00aa:x:chat".utf8)) == nil)

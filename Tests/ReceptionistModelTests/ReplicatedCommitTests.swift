@@ -29,6 +29,7 @@ import Testing
         }
 
         func createStore(_ name: String) throws(StoreError) {}
+        func deleteStore(_ name: String) throws(StoreError) {}
 
         var sent: [Sent] { held.withLock { $0 } }
 

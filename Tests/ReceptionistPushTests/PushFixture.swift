@@ -56,6 +56,7 @@ final class FakeReplication: StoreReplication {
     }
 
     func createStore(_ name: String) throws(StoreError) {}
+    func deleteStore(_ name: String) throws(StoreError) {}
 }
 
 /// The shared log of stores as the hub sees it: holds each lookup until the test answers it.

@@ -36,4 +36,23 @@ import Testing
         #expect(fresh.trace == ["snapshot s 0", "changes s 1"])
         #expect(whole.trace.last == "unsubscribed s")
     }
+
+    /// A node hears of a cluster store's deletion with the epoch it had: its replica goes only if
+    /// it is that store, never one made again under the name since.
+    @Test func aReplicaIsDroppedOnlyForTheEpochDeleted() {
+        let stores = StoreRegistry(replication: FakeReplication())
+        let old = stores.replica("s")
+        old.resetReplica(models: [:], version: 3, epoch: "00aa")
+        #expect(!stores.dropReplica("s", epoch: "00bb"))
+        #expect(stores.store("s") === old)
+        #expect(stores.dropReplica("s", epoch: "00aa"))
+        #expect(stores.store("s") == nil)
+        #expect(!stores.dropReplica("s", epoch: "00aa"), "already gone")
+
+        let again = stores.replica("s")
+        again.resetReplica(models: [:], version: 0, epoch: "00cc")
+        #expect(!stores.dropReplica("s", epoch: "00aa"), "a late notice of the old store")
+        #expect(stores.store("s") === again)
+        #expect(stores.dropReplica("s", epoch: nil))
+    }
 }

@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from conftest import api, assert_json_error, json_ok, store_snapshot
+from conftest import api, assert_json_error, json_ok, store_snapshot, wait_for
 from test_cluster import redis  # noqa: F401  (a fixture)
 # The `engine` (memory, disk and redis) and `port` fixtures are the conditional writes' own.
 from test_conditional_writes import ENGINES, Engine, engine, port  # noqa: F401  (fixtures)
@@ -37,7 +37,7 @@ from wsclient import (
 )
 
 # The engines whose node keeps all it can read (the redis engine reads further back from its
-# log in Redis, tested apart), and that can delete a store (the redis engine cannot yet: 501).
+# log in Redis, tested apart).
 LOCAL_ENGINES = ["memory", "disk"]
 KEPT = 5                  # --history (and --retain) of the tests that read past what is kept
 COMMITS_PAST_KEPT = 20
@@ -50,9 +50,10 @@ def local_engine(request, start_server, tmp_path) -> Engine:
     return Engine(request.param, start_server, tmp_path)
 
 
-@pytest.fixture
-def deleting_port(local_engine) -> int:
-    return local_engine.start().port
+@pytest.fixture(params=ENGINES)
+def deleting_port(request, start_server, tmp_path) -> int:
+    redis_server = request.getfixturevalue("redis") if request.param == "redis" else None
+    return Engine(request.param, start_server, tmp_path, redis_server).start().port
 
 
 def keeping(engine: Engine, count: int) -> tuple[str, ...]:
@@ -382,12 +383,37 @@ def test_redis_reads_past_the_replica_history_from_the_log(start_server, tmp_pat
 
 # ---- Deleting a store ---------------------------------------------------------------
 
-def test_the_redis_engine_refuses_to_delete_a_store_and_keeps_it(start_server, tmp_path, redis):
-    port = Engine("redis", start_server, tmp_path, redis).start().port
-    store = fresh_store(port)
-    commit(port, store, [{"op": "put", "model": "m", "value": {"n": 1}}])
-    assert_json_error(api(port, "DELETE", f"/api/stores/{store}"), 501, "not_implemented")
-    assert store_snapshot(port, store)["models"] == {"m": {"n": 1}}
+def test_a_store_deleted_on_one_node_is_gone_from_every_node(start_server, tmp_path, redis):
+    """The deletion goes through Redis: another node's subscribers are told, its replica goes,
+    and the store made again (on that other node) is a new one in a new epoch everywhere."""
+    engine = Engine("redis", start_server, tmp_path, redis)
+    a, b = engine.start().port, engine.start().port
+    store = fresh_store(a)
+    for n in range(1, 4):
+        commit(a, store, [{"op": "put", "model": f"m{n}", "value": {"n": n}}])
+    wait_for(lambda: api(b, "GET", f"/api/stores/{store}").status == 200
+             and store_snapshot(b, store)["version"] == 3, 10, "node B never caught up")
+    old = store_snapshot(b, store)
+    with connect(b) as ws:
+        assert subscribe(ws, store=store)["version"] == 3
+        assert json_ok(api(a, "DELETE", f"/api/stores/{store}")) == {"store": store, "deleted": True}
+        assert recv_json(ws, STREAM_TIMEOUT) == {"type": "unsubscribed", "store": store, "reason": "deleted"}
+        for node in (a, b):
+            assert_json_error(api(node, "GET", f"/api/stores/{store}"), 404, "not_found")
+            assert_json_error(api(node, "DELETE", f"/api/stores/{store}"), 404, "not_found")
+            assert store not in {s["name"] for s in json_ok(api(node, "GET", "/api/stores"))["stores"]}
+
+        assert json_ok(api(b, "POST", "/api/stores", {"name": store}), 201) == {"name": store, "version": 0}
+        commit(b, store, [{"op": "put", "model": "new", "value": {"n": 0}}])
+        for node in (a, b):
+            wait_for(lambda: api(node, "GET", f"/api/stores/{store}").status == 200
+                     and store_snapshot(node, store)["version"] == 1, 10, "a node never saw the new store")
+            fresh = store_snapshot(node, store)
+            assert fresh["models"] == {"new": {"n": 0}} and fresh["epoch"] != old["epoch"], fresh
+            assert [c["version"] for c in read_changes(node, store, "after=0&limit=10")["changes"]] == [1]
+    with connect(a) as ws:
+        frame = subscribe(ws, store=store, since=old["version"], epoch=old["epoch"])
+        assert (frame["type"], frame["reset"], frame["version"]) == ("snapshot", True, 1), frame
 
 
 def test_deleted_store_tells_its_subscribers_and_comes_back_in_a_new_epoch(deleting_port):

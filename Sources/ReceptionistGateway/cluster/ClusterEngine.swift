@@ -110,10 +110,16 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// After (re)connecting to a server: learn the stores created on it meanwhile and re-read every
     /// stream it holds from where this node stopped, so nothing published while away is missed.
     private func catchUp(_ link: RedisLink) {
+        // A store this node followed and Redis no longer holds was deleted (or lost) while
+        // away, and its notice missed: it is read whole, so its replica and subscribers are
+        // reset into an epoch of their own rather than left serving what is gone.
+        let followed = Set(storeReaders.keys.filter { shard($0) === link })
         _ = link.commands.send(["SMEMBERS", link.keys.stores]) { [unowned self] reply in
-            for name in reply?.elements?.compactMap(\.text) ?? [] where StoreRegistry.isValidName(name) {
+            guard let names = reply?.elements?.compactMap(\.text) else { return }
+            for name in names where StoreRegistry.isValidName(name) {
                 self.storeReader(name).read()
             }
+            for name in followed.subtracting(names) { self.resyncStore(name) }
         }
         for (name, following) in storeReaders where shard(name) === link { following.reader.read() }
         for (name, pair) in topicReaders where shard(name) === link { pair.reader.read() }
@@ -130,6 +136,12 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         case .storeChanged(let name)?:
             guard StoreRegistry.isValidName(name) else { return }
             storeReader(name).read()
+        case .storeDeleted(let name, let epoch)?:
+            // This node's own deletion has dropped its replica already (`deleteStore`), and a
+            // store made again since under the name has another epoch: both are left alone.
+            guard StoreRegistry.isValidName(name), stores.dropReplica(name, epoch: epoch) else { return }
+            stopFollowing(name)
+            hub.storeDeleted(name)
         case .topicPublished(let name, let seq, let epoch)?:
             guard PushHub.isValidTopicName(name) else { return }
             let (reader, follower) = topicReader(name)
@@ -284,12 +296,15 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
         let link = shard(name), keys = link.keys
         guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
+        let epoch = ModelStore.newEpoch()
         let sent = link.commands.eval(ClusterScripts.createStore, [
             "3", keys.storeVersion(name), keys.stores, keys.storeEpoch(name), name, keys.channel,
-            ClusterKeys.encode(.storeCreated(name)), ModelStore.newEpoch(),
+            ClusterKeys.encode(.storeCreated(name)), epoch,
         ]) { [unowned self] reply in
             switch reply {
             case .integer(1)?:
+                // The replica is made in the store's epoch, so it is never seen in another.
+                stores.replica(name, epoch: epoch)
                 completion(nil)
                 resyncStore(name)
             case .integer?:
@@ -301,5 +316,36 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             }
         }
         if !sent { completion(.unavailable(link.refusal)) }
+    }
+
+    /// Deletes a store in Redis; `completion` gets nil when deleted. This node's replica is
+    /// dropped before the answer (its subscribers are told by the caller), so a store made again
+    /// at once is a new replica; the other nodes drop theirs when the notice reaches them.
+    func deleteStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+        let link = shard(name), keys = link.keys
+        guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
+        let sent = link.commands.eval(ClusterScripts.deleteStore, [
+            "5", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), keys.stores,
+            name, keys.channel, ClusterKeys.encode(.storeDeleted(name, epoch: "")),
+        ]) { [unowned self] reply in
+            switch reply {
+            case .string?:
+                stores.dropReplica(name, epoch: nil)
+                stopFollowing(name)
+                completion(nil)
+            case .null?:
+                completion(.noSuchStore(name))
+            case .error(let text)?:
+                completion(.unavailable("Redis refused: \(text)"))
+            default:
+                completion(.outcomeUnknown("lost the connection to Redis before it answered; the store may or may not be deleted"))
+            }
+        }
+        if !sent { completion(.unavailable(link.refusal)) }
+    }
+
+    /// Stops reading a deleted store's log; a read already sent is ignored when it answers.
+    private func stopFollowing(_ name: String) {
+        storeReaders.removeValue(forKey: name)?.follower.stop()
     }
 }

@@ -44,6 +44,9 @@ struct ClusterKeys: Sendable {
     enum Notice: Equatable {
         case storeCreated(String)
         case storeChanged(String)
+        /// The store was deleted in the epoch named (`d:orders:5c1e…`): a node drops its replica
+        /// only if it is that store, not one made again since under the name.
+        case storeDeleted(String, epoch: String)
         case topicPublished(String, seq: UInt64? = nil, epoch: String? = nil)
         /// A node's presence entry for a topic or store changed: `p:<node>:t:<topic>` (or `s:`).
         case presenceChanged(StreamTarget, node: String)
@@ -53,6 +56,7 @@ struct ClusterKeys: Sendable {
         switch notice {
         case .storeCreated(let name): "n:\(name)"
         case .storeChanged(let name): "s:\(name)"
+        case .storeDeleted(let name, let epoch): "d:\(name):\(epoch)"
         case .topicPublished(let name, let seq?, let epoch?): "t:\(name):\(seq):\(epoch)"
         case .topicPublished(let name, _, _): "t:\(name)"
         case .presenceChanged(.topic(let name), let node): "p:\(node):t:\(name)"
@@ -66,6 +70,10 @@ struct ClusterKeys: Sendable {
         switch payload[0] {
         case UInt8(ascii: "n"): return .storeCreated(name)
         case UInt8(ascii: "s"): return .storeChanged(name)
+        case UInt8(ascii: "d"):
+            let parts = name.split(separator: ":", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty else { return nil }
+            return .storeDeleted(String(parts[0]), epoch: String(parts[1]))
         case UInt8(ascii: "t"):
             let parts = name.split(separator: ":", omittingEmptySubsequences: false)
             guard parts.count == 3, let seq = UInt64(parts[1]), !parts[2].isEmpty else { return .topicPublished(name) }

@@ -67,6 +67,18 @@ enum ClusterScripts {
         return 1
         """)
 
+    /// KEYS: version, models, log, epoch, stores set. ARGV: name, channel, notice (a deletion's
+    /// with no epoch: the script appends it). Deletes everything kept of the store; returns the epoch it had ("" for a store
+    /// made before epochs were kept), or false when there is no such store.
+    static let deleteStore = RedisScript("""
+        if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+        local epoch = redis.call('GET', KEYS[4]) or ''
+        redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+        redis.call('SREM', KEYS[5], ARGV[1])
+        redis.call('PUBLISH', ARGV[2], ARGV[3] .. epoch)
+        return epoch
+        """)
+
     /// The topic's epoch (KEYS[3]), set to `fresh` if it has none; and whether it was just made.
     /// Prefixed to the topic scripts.
     private static let topicEpoch = """

@@ -58,4 +58,14 @@ final class RedisStoreReplication: StoreReplication {
         }
         if let outcome { throw outcome }
     }
+
+    func deleteStore(_ name: String) throws(StoreError) {
+        guard let engine = engine.withLock({ $0 }) else { throw .unavailable("the cluster is starting") }
+        let outcome: StoreError? = LoopCall.wait(
+            mailbox, seconds: timeoutSeconds, timedOut: .outcomeUnknown("Redis did not answer in time; the store may or may not be deleted")
+        ) { done in
+            engine.value.deleteStore(name, completion: done)
+        }
+        if let outcome { throw outcome }
+    }
 }

@@ -27,6 +27,9 @@ final class StoreFollower: StreamFollower {
     /// comes; its entry is dropped at the next wait after that deadline, so the list holds at
     /// most one time-out's worth of this node's commits.
     private var waiters: [(version: UInt64, since: UInt64, answer: () -> Void)] = []
+    /// Set when the store is deleted: a read or a batch still on its way is dropped, so nothing
+    /// makes the replica again under the name.
+    private var stopped = false
 
     init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
         self.name = name
@@ -38,9 +41,16 @@ final class StoreFollower: StreamFollower {
         self.logger = logger
     }
 
+    /// The store was deleted: its commits still waiting are answered by their deadline.
+    func stop() {
+        stopped = true
+        waiters.removeAll()
+    }
+
     /// Calls `answer` once the replica has applied `version` (at once if it has). Entries older
     /// than `seconds` are dropped: their commits were answered by their deadline.
     func whenApplied(_ version: UInt64, seconds: Double, answer: @escaping () -> Void) {
+        guard !stopped else { return }
         guard stores.replica(name).version < version else { return answer() }
         let now = loop.nowMilliseconds
         let span = UInt64(max(0, seconds) * 1000)
@@ -53,7 +63,7 @@ final class StoreFollower: StreamFollower {
     /// Answers the waiters the replica has reached; on the loop, after the replica thread has
     /// applied a batch or a reset.
     private func answerWaiters() {
-        guard !waiters.isEmpty else { return }
+        guard !stopped, !waiters.isEmpty else { return }
         let version = stores.replica(name).version
         let reached = waiters.filter { $0.version <= version }
         waiters.removeAll { $0.version <= version }
@@ -63,6 +73,7 @@ final class StoreFollower: StreamFollower {
     var acceptsMore: Bool { batchesInFlight < Self.maxBatchesInFlight }
 
     func follow(_ entries: [StreamEntry], reader: StreamReader) {
+        guard !stopped else { return }
         var batch: [(UInt64, [UInt8])] = []
         for entry in entries {
             guard let version = entry.number("v"), let json = entry.fields["c"] else { continue }
@@ -127,6 +138,7 @@ final class StoreFollower: StreamFollower {
 
     /// Reads the store whole and resets the replica to it.
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
+        guard !stopped else { return done(nil) }
         let store = stores.replica(name)
         let applier = self.applier
         let sent = commands.eval(ClusterScripts.snapshot, [
