@@ -51,8 +51,9 @@ final class DiskWriter {
     private var touched: [String: [String: (value: JSONValue?, version: UInt64)]] = [:]
     /// The change sets a batch stored, by store: the first version, and the log entries as one
     /// JSON array, written as one row at the batch's end (a row per change set cost SQLite's
-    /// per-row work for every single-change commit).
-    private var entries: [String: (first: UInt64, bytes: [UInt8])] = [:]
+    /// per-row work for every single-change commit). Each array is closed after every change set,
+    /// so it is bound as it stands.
+    private var entries: [String: (first: UInt64, text: JSONBuffer)] = [:]
 
     /// Writes `batch` in one transaction and settles it. Returns how many writes were stored.
     func write(_ batch: [DiskWrite], engine: DiskEngine) -> Int {
@@ -143,10 +144,18 @@ final class DiskWriter {
         guard store.isCurrent(generation: record.generation), version == live.next else {
             return .storageFailed("change set \(version) of '\(name)' does not follow the stored version \(live.next - 1)")
         }
-        var pending = entries.removeValue(forKey: name) ?? (version, [UInt8(ascii: "[")])
-        if pending.bytes.count > 1 { pending.bytes.append(UInt8(ascii: ",")) }
-        pending.bytes += ReplicatedChangeSet.encodedText(record.changeSet)
-        entries[name] = pending
+        if let pending = entries[name] {
+            pending.text.removeLast()  // the array's `]`
+            pending.text.append(UInt8(ascii: ","))
+            ReplicatedChangeSet.write(record.changeSet, to: pending.text)
+            pending.text.append(UInt8(ascii: "]"))
+        } else {
+            let text = JSONBuffer(capacity: 4096)
+            text.append(UInt8(ascii: "["))
+            ReplicatedChangeSet.write(record.changeSet, to: text)
+            text.append(UInt8(ascii: "]"))
+            entries[name] = (version, text)
+        }
         // The models and the store's version are written once at the batch's end.
         // The store's table moved out and back: its name is hashed once a record, not per model.
         var models = touched.removeValue(forKey: name) ?? [:]
@@ -169,7 +178,7 @@ final class DiskWriter {
             insertChange.bind(1, name)
             insertChange.bind(2, Int64(pending.first))
             insertChange.bind(3, Int64(live.next - 1))
-            insertChange.bind(4, blob: pending.bytes + [UInt8(ascii: "]")])
+            pending.text.withUnsafeBytes { insertChange.bind(4, blob: $0) }
             try insertChange.run()
         }
         for (name, models) in touched {

@@ -124,10 +124,13 @@ final class SQLiteStatement {
     }
 
     func bind(_ index: Int32, blob: [UInt8]) {
-        blob.withUnsafeBytes { bytes in
-            // An empty blob is still a blob, not NULL: SQLite takes a non-null pointer for it.
-            _ = receptionist_sqlite_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count))
-        }
+        blob.withUnsafeBytes { bind(index, blob: $0) }
+    }
+
+    /// Binds a copy of `bytes` (SQLite copies them before this returns).
+    func bind(_ index: Int32, blob bytes: UnsafeRawBufferPointer) {
+        // An empty blob is still a blob, not NULL: SQLite takes a non-null pointer for it.
+        _ = receptionist_sqlite_bind_blob(statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count))
     }
 
     func bindNull(_ index: Int32) {

@@ -100,6 +100,17 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
         }
     }
 
+    /// Appends the literal's UTF-8 bytes to `buffer`, as `write(to:)` does.
+    public func write(to buffer: JSONBuffer) {
+        switch storage {
+        case .integer(let value):
+            buffer.append(decimal: value)
+        case .text(let text):
+            var text = text
+            text.withUTF8 { buffer.append($0) }
+        }
+    }
+
     /// The integer whose canonical decimal text `bytes` is, or nil: a sign only as `-`, no
     /// leading zero, not `-0`, and within `Int64`.
     static func canonicalInteger(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {

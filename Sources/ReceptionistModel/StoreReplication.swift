@@ -73,49 +73,49 @@ public enum ReplicatedChangeSet {
         ]
     }
 
-    /// `encode(changeSet)` as JSON text, written straight into bytes (no tree built): what the
-    /// disk engine stores for every change set.
-    private static let modelOpen = Array("{\"m\":".utf8), pathOpen = Array(",\"p\":[".utf8)
-    private static let valueKey = Array(",\"v\":".utf8), oldKey = Array(",\"o\":".utf8)
-
+    /// `encode(changeSet)` as JSON text, written straight into bytes (no tree built).
     public static func encodedText(_ changeSet: ChangeSet) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(32 + changeSet.changes.count * 48)
-        out += "{\"v\":".utf8
-        out += String(changeSet.version).utf8
-        out += ",\"t\":".utf8
-        out += String(changeSet.committedAtMicroseconds).utf8
-        out += ",\"c\":[".utf8
+        let buffer = JSONBuffer(capacity: 32 + changeSet.changes.count * 48)
+        write(changeSet, to: buffer)
+        return buffer.bytes
+    }
+
+    /// Appends `encode(changeSet)` as JSON text to `buffer`: what the disk engine stores for
+    /// every change set, so it is written field by field with no tree and no array in between.
+    public static func write(_ changeSet: ChangeSet, to out: JSONBuffer) {
+        out.append("{\"v\":")
+        JSONNumber(changeSet.version).write(to: out)
+        out.append(",\"t\":")
+        JSONNumber(changeSet.committedAtMicroseconds).write(to: out)
+        out.append(",\"c\":[")
         // Read in place, field by field: iterating copied each change whole (a retain and a
         // release of each of its fields).
         changeSet.changes.withUnsafeBufferPointer { changes in
             guard let base = changes.baseAddress else { return }
             for index in changes.indices {
                 let change = base + index
-                if index > 0 { out.append(UInt8(ascii: ",")) }
-                out.append(contentsOf: modelOpen)
-                JSONWriter.writeString(change.pointee.model, to: &out)
-                out.append(contentsOf: pathOpen)
+                out.append(index > 0 ? ",{\"m\":" : "{\"m\":")
+                out.writeString(change.pointee.model)
+                out.append(",\"p\":[")
                 change.pointee.keyPath.withComponents { keys in
                     for position in keys.indices {
                         if position > 0 { out.append(UInt8(ascii: ",")) }
-                        JSONWriter.writeString(keys[position], to: &out)
+                        out.writeString(keys[position])
                     }
                 }
                 out.append(UInt8(ascii: "]"))
                 if let value = change.pointee.newValue {
-                    out.append(contentsOf: valueKey)
-                    JSONWriter.write(value, to: &out)
+                    out.append(",\"v\":")
+                    out.write(value)
                 }
                 if let old = change.pointee.oldValue {
-                    out.append(contentsOf: oldKey)
-                    JSONWriter.write(old, to: &out)
+                    out.append(",\"o\":")
+                    out.write(old)
                 }
                 out.append(UInt8(ascii: "}"))
             }
         }
-        out += "]}".utf8
-        return out
+        out.append("]}")
     }
 
     /// Decodes an entry; nil when it is not one.

@@ -13,6 +13,8 @@ import Testing
             [.patch(model: "a", patch: ["style": ["border": ["width": 3]], "label": "A", "x.y": .null])],
             [.set(model: "a", keyPath: "style.color", value: "red"), .put(model: "b", value: [:])],
             [.delete(model: "b")],
+            [.put(model: "q\"\\é", value: ["é": "😀 \u{1}", "n": -9_223_372_036_854_775_807, "f": 1.5])],
+            [.set(model: "q\"\\é", keyPath: ModelKeyPath(["a.b", "c\""]), value: [1, [true, .null]])],
         ]
         for operations in commits {
             let changeSet = try origin.commit(operations)
@@ -22,6 +24,8 @@ import Testing
             // Read back from the log, it is the change set observers saw, old values included.
             let readBack = try JSONParser.parse(JSONWriter.encode(ReplicatedChangeSet.encode(changeSet)))
             #expect(ReplicatedChangeSet.changeSet(of: "s", readBack) == changeSet)
+            // What the disk engine stores, written with no tree, is the same text.
+            #expect(ReplicatedChangeSet.encodedText(changeSet) == JSONWriter.encode(ReplicatedChangeSet.encode(changeSet)))
         }
         #expect(replica.snapshot().models == origin.snapshot().models && replica.version == origin.version)
     }

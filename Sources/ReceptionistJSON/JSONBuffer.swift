@@ -1,0 +1,136 @@
+/// Compact JSON text written into memory the buffer owns and grows: what `JSONWriter` writes, for
+/// a writer that encodes a great many small values in a row (the disk engine's change sets).
+/// Each append is a bounds check and a copy, without an array's uniqueness and capacity
+/// bookkeeping, which cost more than the bytes themselves on such values.
+///
+/// One thread at a time; not `Sendable`.
+public final class JSONBuffer {
+    @usableFromInline var base: UnsafeMutablePointer<UInt8>
+    @usableFromInline var capacity: Int
+    @usableFromInline var used = 0
+    public var count: Int { used }
+
+    public init(capacity: Int = 256) {
+        self.capacity = max(16, capacity)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    /// Forgets the text, keeping the memory.
+    public func removeAll() { used = 0 }
+
+    public var last: UInt8? { used > 0 ? base[used - 1] : nil }
+
+    public func removeLast() {
+        precondition(used > 0, "nothing to remove")
+        used -= 1
+    }
+
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: used))
+    }
+
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: used)) }
+
+    /// Room for `more` bytes past the text.
+    @inlinable func reserve(_ more: Int) {
+        if used + more > capacity { grow(to: used + more) }
+    }
+
+    @usableFromInline func grow(to needed: Int) {
+        var grown = capacity * 2
+        while grown < needed { grown *= 2 }
+        let larger = UnsafeMutablePointer<UInt8>.allocate(capacity: grown)
+        larger.update(from: base, count: used)
+        base.deallocate()
+        base = larger
+        capacity = grown
+    }
+
+    /// `value` in decimal, written in place.
+    public func append(decimal value: Int64) {
+        var magnitude = value.magnitude
+        var digits = 1
+        var scale: UInt64 = 10
+        while digits < 20, magnitude >= scale {
+            digits += 1
+            if digits < 20 { scale &*= 10 }
+        }
+        let sign = value < 0 ? 1 : 0
+        reserve(digits + sign)
+        if sign == 1 { base[used] = UInt8(ascii: "-") }
+        var index = used + sign + digits
+        repeat {
+            index -= 1
+            base[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
+            magnitude /= 10
+        } while magnitude > 0
+        used += sign + digits
+    }
+
+    @inlinable public func append(_ byte: UInt8) {
+        reserve(1)
+        base[used] = byte
+        used += 1
+    }
+
+    @inlinable public func append(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let source = bytes.baseAddress else { return }
+        reserve(bytes.count)
+        (base + used).update(from: source, count: bytes.count)
+        used += bytes.count
+    }
+
+    /// A literal's bytes (ASCII in practice: keys and punctuation).
+    @inlinable public func append(_ text: StaticString) {
+        append(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    public func append(_ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { append($0) }
+    }
+
+    public func write(_ value: JSONValue) {
+        switch value {
+        case .null: append("null")
+        case .bool(let flag): append(flag ? "true" : "false")
+        case .number(let number): number.write(to: self)
+        case .string(let text): writeString(text)
+        case .array(let elements):
+            append(UInt8(ascii: "["))
+            for (i, element) in elements.enumerated() {
+                if i > 0 { append(UInt8(ascii: ",")) }
+                write(element)
+            }
+            append(UInt8(ascii: "]"))
+        case .object(let members):
+            append(UInt8(ascii: "{"))
+            for (i, (key, member)) in members.enumerated() {
+                if i > 0 { append(UInt8(ascii: ",")) }
+                writeString(key)
+                append(UInt8(ascii: ":"))
+                write(member)
+            }
+            append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// `text` quoted, escaped as `JSONWriter.writeString` escapes it.
+    public func writeString(_ text: String) {
+        // Most strings need no escape: copied whole from the string's own bytes.
+        let plain = text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
+            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+            reserve(bytes.count + 2)
+            base[used] = UInt8(ascii: "\"")
+            if let source = bytes.baseAddress { (base + used + 1).update(from: source, count: bytes.count) }
+            base[used + 1 + bytes.count] = UInt8(ascii: "\"")
+            used += bytes.count + 2
+            return true
+        }
+        if plain == true { return }
+        var escaped: [UInt8] = []
+        JSONWriter.writeString(text, to: &escaped)
+        append(escaped)
+    }
+}

@@ -1,0 +1,42 @@
+import ReceptionistJSON
+import Testing
+
+@Suite struct JSONBufferTests {
+    /// The buffer writes what `JSONWriter` writes, byte for byte, for every kind of value.
+    @Test func writesWhatTheWriterWrites() throws {
+        let texts = [
+            "0", "-1", "9223372036854775807", "-9223372036854775808", "18446744073709551616", "1.10", "-0.0", "1e400",
+            "\"\"", "\"plain\"", "\"quote \\\" back \\\\ slash\"", "\"line\\nbreak\\ttab\\u0001\"", "\"é ✓ 😀\"",
+            "\"a string of more than fifteen bytes, held apart from the String itself\"",
+            "true", "false", "null", "[]", "{}", "[1,[2,[3]],{\"k\":\"v\"}]",
+            "{\"style\":{\"border\":{\"width\":1}},\"x.y\":null,\"tags\":[\"a\",\"b\\\"\"]}",
+        ]
+        for text in texts {
+            let value = try JSONParser.parse(text)
+            let buffer = JSONBuffer(capacity: 1)
+            buffer.write(value)
+            #expect(buffer.bytes == JSONWriter.encode(value), "\(text)")
+        }
+    }
+
+    /// Integers in place, at every width, with a sign; the buffer grows past its first capacity.
+    @Test func decimalsAndGrowth() {
+        let values: [Int64] = [0, 9, 10, 99, 100, -1, -10, 1_000_000_007, Int64.max, Int64.min, -999_999_999_999_999_999]
+        let buffer = JSONBuffer(capacity: 16)
+        var expected: [UInt8] = []
+        for _ in 0..<40 {
+            for value in values {
+                buffer.append(decimal: value)
+                buffer.append(UInt8(ascii: ","))
+                expected += String(value).utf8
+                expected.append(UInt8(ascii: ","))
+            }
+        }
+        #expect(buffer.bytes == expected)
+        #expect(buffer.last == UInt8(ascii: ","))
+        buffer.removeLast()
+        #expect(buffer.count == expected.count - 1)
+        buffer.removeAll()
+        #expect(buffer.count == 0 && buffer.last == nil)
+    }
+}
