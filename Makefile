@@ -16,13 +16,18 @@ FUZZ_TEST_SECONDS ?= 30
 
 all: build
 
+# A built gateway is stamped with the commit it was built from (`receptionist --version`).
+STAMP = python3 scripts/stamp-commit.py
+
 build:
 	@scripts/install-deps.sh build
 	$(SWIFT) build
+	$(STAMP) .build/debug/receptionist
 
 release:
 	@scripts/install-deps.sh build
 	$(SWIFT) build -c release
+	$(STAMP) .build/release/receptionist
 
 run: release
 	.build/release/receptionist serve --host $(HOST) --port $(PORT) --public Public --demo --data-dir $(DATA_DIR)
@@ -60,6 +65,7 @@ fuzz:
 e2e-test: $(VENV)/.installed
 	@scripts/install-deps.sh test
 	$(SWIFT) build --product receptionist
+	$(STAMP) .build/debug/receptionist
 	RECEPTIONIST_BIN=.build/debug/receptionist timeout $(TEST_TIMEOUT) $(PYTHON) -m pytest Tests/e2e
 
 # The image from deploy/Dockerfile on a local Debian base, run under podman (as root), and the
@@ -67,6 +73,7 @@ e2e-test: $(VENV)/.installed
 container-test: $(VENV)/.installed
 	@scripts/install-deps.sh container
 	$(SWIFT) build -c release --static-swift-stdlib --product receptionist
+	$(STAMP) .build/release/receptionist
 	PYTHON=$(PYTHON) timeout $(TEST_TIMEOUT) Tests/container/run.sh .build/release/receptionist
 
 # Mixed load against the release binary for SOAK_SECONDS, watching its memory and descriptors;
@@ -76,6 +83,7 @@ SOAK_SECONDS ?= 600
 soak: $(VENV)/.installed
 	@scripts/install-deps.sh test
 	$(SWIFT) build -c release --product receptionist
+	$(STAMP) .build/release/receptionist
 	SOAK_SECONDS=$(SOAK_SECONDS) RECEPTIONIST_BIN=.build/release/receptionist \
 		timeout $$(( $(SOAK_SECONDS) + 300 )) $(PYTHON) Tests/soak/soak.py
 

@@ -35,6 +35,8 @@ let package = Package(
         // hiredis and its libuv adapter, a header of static functions compiled once here. Linked by
         // name: Debian's hiredis.pc adds a compiler flag SwiftPM refuses. Only the loop module uses it.
         .target(name: "CHiredis", linkerSettings: [.linkedLibrary("hiredis"), .linkedLibrary("uv")]),
+        // The commit a binary was built from, written in after the link (scripts/stamp-commit.py).
+        .target(name: "CBuildStamp"),
 
         // Primitives every other module may share: locks, threads, thread-confined boxes and
         // immutable byte buffers. No IO.
@@ -72,7 +74,7 @@ let package = Package(
             name: "ReceptionistGateway",
             dependencies: [
                 "ReceptionistPush", "ReceptionistWire", "ReceptionistLoop", "ReceptionistModel", "ReceptionistJSON",
-                "ReceptionistSync", "ReceptionistDisk",
+                "ReceptionistSync", "ReceptionistDisk", "CBuildStamp",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "DequeModule", package: "swift-collections"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ReceptionistGateway
 
 /// The `receptionist` command line.
 @main
@@ -11,6 +12,7 @@ struct ReceptionistCommand: ParsableCommand {
             for example RECEPTIONIST_PORT=9000 or RECEPTIONIST_MAX_HEAD_BYTES=8192. \
             A flag given on the command line wins over the environment.
             """,
+        version: BuildInfo.description,
         subcommands: [ServeCommand.self],
         defaultSubcommand: ServeCommand.self
     )

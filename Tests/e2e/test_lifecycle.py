@@ -1,7 +1,11 @@
 """Start-up, configuration, connection timeouts and caps, graceful drain, logging."""
 
+import pathlib
+import re
+import shutil
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -30,6 +34,46 @@ def test_startup_announces_real_port_on_stdout(start_server):
     server.send_signal(signal.SIGTERM)
     assert server.wait_exit(EXIT_TIMEOUT) == 0
     assert server.stdout_after_announcement() == b"", "stdout must hold exactly one line"
+
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+VERSION_LINE = re.compile(r"^(\d+\.\d+\.\d+) \(commit ([0-9a-f]{40}|unknown), (debug|release)\)$")
+
+
+def version_of(binary) -> str:
+    result = subprocess.run([str(binary), "--version"], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.decode().strip()
+
+
+def test_version_names_the_release_and_the_commit_it_was_built_from(tmp_path):
+    """`--version` prints the version and the commit `scripts/stamp-commit.py` wrote in; a copy
+    stamped with another commit says that one, so the line is read from the binary, not made up."""
+    line = version_of(server_binary())
+    match = VERSION_LINE.match(line)
+    assert match, line
+    changelog = (REPOSITORY / "CHANGELOG.md").read_text()
+    assert f"## [{match[1]}]" in changelog, f"{match[1]} has no entry in CHANGELOG.md"
+    copy = tmp_path / "receptionist"
+    shutil.copy2(server_binary(), copy)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    subprocess.run([sys.executable, str(REPOSITORY / "scripts/stamp-commit.py"), str(copy), commit], check=True, timeout=60)
+    assert version_of(copy) == f"{match[1]} (commit {commit}, {match[3]})"
+    refused = subprocess.run([sys.executable, str(REPOSITORY / "scripts/stamp-commit.py"), str(copy), "not-a-commit"],
+                             capture_output=True, timeout=60)
+    assert refused.returncode != 0 and version_of(copy) == f"{match[1]} (commit {commit}, {match[3]})"
+
+
+def test_a_binary_built_by_make_names_the_commit_checked_out(start_server):
+    """`make` stamps every gateway it builds; `/metrics` carries the same commit."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPOSITORY, capture_output=True, text=True, timeout=30)
+    if head.returncode != 0:
+        pytest.skip("not a git work tree")
+    commit = VERSION_LINE.match(version_of(server_binary()))[2]
+    assert commit == head.stdout.strip(), "build with `make` (it stamps the binary), or the binary is stale"
+    server = start_server()
+    metrics = http_client_request(server.port, "GET", "/metrics").body.decode()
+    assert f'commit="{commit}"' in metrics
 
 
 def test_serve_help_documents_options_and_defaults():

@@ -95,7 +95,7 @@ final class GatewayMetrics {
                 namespace: "receptionist", metricName: "loop_lag", unitName: "seconds",
                 helpText: "How late the loop ran a timer due every 100 ms."),
             buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5])
-        gauge("build_info", "The running build.", [("version", BuildInfo.version), ("configuration", BuildInfo.configuration)]).set(Int64(1))
+        gauge("build_info", "The running build.", [("version", BuildInfo.version), ("commit", BuildInfo.commit), ("configuration", BuildInfo.configuration)]).set(Int64(1))
     }
 
     /// Reports whether the shared engine is reachable (1) or not (0), and the commands waiting
