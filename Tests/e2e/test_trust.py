@@ -18,6 +18,7 @@ import websockets
 
 from conftest import (
     HOST,
+    REPO_ROOT,
     RawConnection,
     assert_json_error,
     http_client_request,
@@ -245,7 +246,7 @@ def test_websocket_upgrades_are_same_origin_by_default(start_server):
 
 def test_allowed_origins_for_websockets_and_cors(start_server):
     app = "https://app.example"
-    server = start_server("--allowed-origin", app)
+    server = start_server("--allowed-origin", app, public=REPO_ROOT / "Public")
     assert upgrade_status(server.port, app)[0] == 101
     assert upgrade_status(server.port, "https://evil.example")[0] == 403
     resp = request(server.port, "GET", "/api/topics", headers={"Origin": app})
@@ -262,6 +263,15 @@ def test_allowed_origins_for_websockets_and_cors(start_server):
     refused = request(server.port, "POST", "/api/topics/news/messages", {"n": 2}, headers={"Origin": "https://evil.example"})
     assert_json_error(refused, 403, "forbidden")
     assert refused.header("Access-Control-Allow-Origin") is None
+    # A page on an allowed origin may import the client library (a module script is fetched
+    # with CORS); one on another origin is served the file without the header, so its browser
+    # refuses to run it.
+    library = request(server.port, "GET", "/receptionist-client.js", headers={"Origin": app})
+    assert library.status == 200 and library.header("Access-Control-Allow-Origin") == app
+    assert library.header("Vary") == "Origin"
+    other = request(server.port, "GET", "/receptionist-client.js", headers={"Origin": "https://evil.example"})
+    assert other.status == 200 and other.header("Access-Control-Allow-Origin") is None
+    assert request(server.port, "GET", "/receptionist-client.js").header("Access-Control-Allow-Origin") is None
 
 
 # ---- Limits ------------------------------------------------------------------

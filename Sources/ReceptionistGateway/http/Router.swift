@@ -61,10 +61,14 @@ final class Router {
         } catch {
             return .reply(Reply(.error(.badRequest, "the path is not allowed: \(error)"), closesConnection: true))
         }
-        guard let segments = api?.segments else {
-            return .reply(readOnly(request) { staticFiles.reply(for: request) })
-        }
         let origin = request.headers["Origin"]
+        guard let segments = api?.segments else {
+            let reply = readOnly(request) { staticFiles.reply(for: request) }
+            // A page on an allowed origin may import the client library: a module script is
+            // fetched with CORS.
+            guard origin != nil, origins.allows(origin: origin, host: request.headers["Host"]) else { return .reply(reply) }
+            return .reply(reply.withHeaders(origins.corsHeaders(origin: origin)))
+        }
         if let refusal = refuseOrigin(request, "call this API") { return .reply(refusal) }
         if request.method == .options, let origin {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
