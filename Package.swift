@@ -69,7 +69,7 @@ let package = Package(
             name: "ReceptionistPush",
             dependencies: ["ReceptionistModel", "ReceptionistWire", "ReceptionistJSON", "ReceptionistSync"],
             swiftSettings: strict),
-        // Wiring, in folders by concern: http, streams, api, trust, operations, cluster.
+        // Wiring, in folders by concern: http, streams, api, trust, operations, engines, cluster, demo.
         .target(
             name: "ReceptionistGateway",
             dependencies: [
