@@ -112,8 +112,10 @@ function validateStoreOptions(options) {
   }
   if (options.maxRate !== undefined) {
     const rate = options.maxRate;
-    if (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0 || rate > 1000) {
-      throw new TypeError('subscribeStore: `maxRate` must be a number with 0 < maxRate ≤ 1000');
+    // The gateway's own bounds (SubscriptionOptions.minRate and maxRateLimit): a rate it would
+    // refuse is refused here, before anything is sent.
+    if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0.01 || rate > 1000) {
+      throw new TypeError('subscribeStore: `maxRate` must be a number with 0.01 ≤ maxRate ≤ 1000');
     }
     out.maxRate = rate;
   }

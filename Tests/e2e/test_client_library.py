@@ -219,12 +219,13 @@ def test_bad_options_and_a_second_subscription_to_a_store_throw(page, gateway):
             attempt(() => harness.store('one', 'x', 'other', {paths: ['style..border']})),
             attempt(() => harness.store('one', 'x', 'other', {maxRate: 0})),
             attempt(() => harness.store('one', 'x', 'other', {maxRate: 1001})),
+            attempt(() => harness.store('one', 'x', 'other', {maxRate: 0.005})),
             attempt(() => harness.store('one', 'x', 'other', {old: 'yes'})),
             attempt(() => harness.topic('one', 'x', 'news', {maxRate: 4})),
             attempt(() => harness.topic('one', 'x', 'news', {since: -1})),
         ];""")
     assert refusals[0].startswith("Error: ") and "already subscribes to store 'tiles'" in refusals[0], refusals
-    for refusal, field in zip(refusals[1:], ["models", "model id", "path", "maxRate", "maxRate", "old", "maxRate", "since"]):
+    for refusal, field in zip(refusals[1:], ["models", "model id", "path", "maxRate", "maxRate", "maxRate", "old", "maxRate", "since"]):
         assert refusal is not None and refusal.startswith("TypeError: ") and field in refusal, refusals
     wait_status(page, ["tiles"], "live")
     # Nothing refused reached the gateway: one subscribe, on one socket.
