@@ -74,6 +74,7 @@ container-test: $(VENV)/.installed
 	@scripts/install-deps.sh container
 	$(SWIFT) build -c release --static-swift-stdlib --product receptionist
 	$(STAMP) .build/release/receptionist
+	timeout $(TEST_TIMEOUT) $(PYTHON) -m pytest -q -c Tests/container/pytest.ini Tests/container
 	PYTHON=$(PYTHON) timeout $(TEST_TIMEOUT) Tests/container/run.sh .build/release/receptionist
 
 # Mixed load against the release binary for SOAK_SECONDS, watching its memory and descriptors;

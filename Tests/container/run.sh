@@ -69,8 +69,8 @@ step "manifests"
 timeout 60 "$python" "$here/check_manifests.py" deploy || fail "deploy/ manifests"
 # The schema check catches an invalid manifest: a copy with a broken Deployment must fail it.
 cp -R deploy "$scratch/broken"
-sed -i 's/^  replicas: 1$/  replicas: "2"/' "$scratch/broken/k8s/deployment.yaml"
-grep -q '^  replicas: "2"$' "$scratch/broken/k8s/deployment.yaml" || fail "could not break the copy of deployment.yaml"
+sed -i 's/^  replicas: 1$/  replicas: "2"/' "$scratch/broken/k8s/single-node/deployment-patch.yaml"
+grep -q '^  replicas: "2"$' "$scratch/broken/k8s/single-node/deployment-patch.yaml" || fail "could not break the copy of the single-node Deployment"
 if report=$(timeout 60 "$python" "$here/check_manifests.py" "$scratch/broken" 2>&1); then
   fail "check_manifests.py passes a Deployment whose replicas is a string"
 fi
