@@ -50,21 +50,25 @@ final class RedisStoreReplication: StoreReplication {
     }
 
     func createStore(_ name: String) throws(StoreError) {
-        guard let engine = engine.withLock({ $0 }) else { throw .unavailable("the cluster is starting") }
-        let outcome: StoreError? = LoopCall.wait(
-            mailbox, seconds: timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")
-        ) { done in
-            engine.value.createStore(name, completion: done)
+        try onLoop(timedOut: .unavailable("Redis did not answer in time")) { engine, done in
+            engine.createStore(name, completion: done)
         }
-        if let outcome { throw outcome }
     }
 
     func deleteStore(_ name: String) throws(StoreError) {
+        try onLoop(timedOut: .outcomeUnknown("Redis did not answer in time; the store may or may not be deleted")) { engine, done in
+            engine.deleteStore(name, completion: done)
+        }
+    }
+
+    /// Runs `start` on the loop and waits for its answer (nil: done) within `--redis-timeout`.
+    private func onLoop(
+        timedOut: StoreError,
+        _ start: @escaping @Sendable (ClusterEngine, @escaping @Sendable (StoreError?) -> Void) -> Void
+    ) throws(StoreError) {
         guard let engine = engine.withLock({ $0 }) else { throw .unavailable("the cluster is starting") }
-        let outcome: StoreError? = LoopCall.wait(
-            mailbox, seconds: timeoutSeconds, timedOut: .outcomeUnknown("Redis did not answer in time; the store may or may not be deleted")
-        ) { done in
-            engine.value.deleteStore(name, completion: done)
+        let outcome: StoreError? = LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: timedOut) { done in
+            start(engine.value, done)
         }
         if let outcome { throw outcome }
     }
