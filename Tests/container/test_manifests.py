@@ -20,9 +20,11 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 
 import check_manifests  # noqa: E402  (imported from this folder)
-from check_manifests import CheckError, render, strategic_merge  # noqa: E402
+from kustomize_render import compare_with_kustomize, real_kustomize, render, split_image, strategic_merge  # noqa: E402
+from manifest_checks import BUILD_INFO  # noqa: E402
+from manifest_errors import CheckError  # noqa: E402
 
-KUSTOMIZE, KUSTOMIZE_TOOL = check_manifests.real_kustomize()
+KUSTOMIZE, KUSTOMIZE_TOOL = real_kustomize()
 needs_kustomize = pytest.mark.skipif(KUSTOMIZE is None, reason=f"no real kustomize here: {KUSTOMIZE_TOOL}")
 
 
@@ -271,7 +273,7 @@ def test_a_patch_of_a_missing_resource_fails(k8s):
 
 def test_an_image_behind_the_tree_version_fails(k8s):
     # A copy laid out as in the repository, with a BuildInfo.swift of a newer version.
-    build_info = k8s.parent.parent / check_manifests.BUILD_INFO
+    build_info = k8s.parent.parent / BUILD_INFO
     build_info.parent.mkdir(parents=True)
     build_info.write_text('public enum BuildInfo {\n    public static let version = "9.9.9"\n}\n')
     tag = yaml.safe_load((k8s / "base" / "kustomization.yaml").read_text())["images"][0]["newTag"]
@@ -352,7 +354,7 @@ def test_the_renderer_merges_patches_and_sets_images(tmp_path):
 @needs_kustomize
 def test_the_renderer_renders_what_kustomize_renders(tmp_path):
     overlay = write_kustomizations(tmp_path)
-    check_manifests.compare_with_kustomize("overlay", overlay, render(overlay), KUSTOMIZE, KUSTOMIZE_TOOL)
+    compare_with_kustomize("overlay", overlay, render(overlay), KUSTOMIZE, KUSTOMIZE_TOOL)
 
 
 @needs_kustomize
@@ -361,7 +363,7 @@ def test_a_rendering_unlike_kustomize_fails(tmp_path):
     documents = render(overlay)
     documents[0]["spec"]["template"]["spec"]["containers"][1]["env"].reverse()
     with pytest.raises(CheckError, match=r"rendered otherwise by .*\.env\[0\]\.name: \"C\" here, \"D\" from kustomize"):
-        check_manifests.compare_with_kustomize("overlay", overlay, documents, KUSTOMIZE, KUSTOMIZE_TOOL)
+        compare_with_kustomize("overlay", overlay, documents, KUSTOMIZE, KUSTOMIZE_TOOL)
 
 
 def test_an_old_kubectl_is_not_compared_with(tmp_path, monkeypatch):
@@ -370,7 +372,7 @@ def test_an_old_kubectl_is_not_compared_with(tmp_path, monkeypatch):
     fake.write_text("#!/bin/sh\necho '{\"clientVersion\": {\"gitVersion\": \"v1.20.2\"}}'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert check_manifests.real_kustomize() == (None, "kubectl's kustomize is older than v4")
+    assert real_kustomize() == (None, "kubectl's kustomize is older than v4")
 
 
 def test_a_patch_item_without_its_merge_key_fails():
@@ -393,4 +395,4 @@ def test_a_patch_directive_fails():
     ],
 )
 def test_image_references_split(reference, parts):
-    assert check_manifests.split_image(reference) == parts
+    assert split_image(reference) == parts
