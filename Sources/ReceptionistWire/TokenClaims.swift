@@ -1,6 +1,6 @@
 import ReceptionistJSON
 
-/// What a subscription token lets its holder read, and until when.
+/// What a subscription token lets its holder read and write, and until when.
 ///
 /// `stores` and `topics` list names; `"*"` allows every name, and a name ending in `*` allows
 /// every name with that prefix (`"news.*"`). A kind the token does not list is not readable.
@@ -14,6 +14,9 @@ public struct TokenClaims: Sendable, Equatable {
     public var publish: [String]
     /// Topics and stores whose presence the holder may follow (`presence`), patterns as `topics`.
     public var presence: [String]
+    /// Stores whose models the holder may write over HTTP (`write`), patterns as `stores`:
+    /// `PUT`, `PATCH` and `DELETE` of a model and change sets, not creating or deleting a store.
+    public var write: [String]
     /// The `info` claim: a JSON object of at most `maxInfoBytes`, as compact JSON text, shown to
     /// presence subscribers beside the holder's `sub`.
     public var info: [UInt8]?
@@ -23,7 +26,7 @@ public struct TokenClaims: Sendable, Equatable {
 
     public init(
         subject: String? = nil, expiresAt: Double, stores: [String] = [], topics: [String] = [], publish: [String] = [],
-        presence: [String] = [], info: [UInt8]? = nil
+        presence: [String] = [], write: [String] = [], info: [UInt8]? = nil
     ) {
         self.subject = subject
         self.expiresAt = expiresAt
@@ -31,7 +34,13 @@ public struct TokenClaims: Sendable, Equatable {
         self.topics = topics
         self.publish = publish
         self.presence = presence
+        self.write = write
         self.info = info
+    }
+
+    /// Whether the token lets its holder write the models of `store`.
+    public func allowsWriting(to store: String) -> Bool {
+        Self.matches(write, store)
     }
 
     /// Whether the token lets its holder follow who else subscribes to `target`.
@@ -71,6 +80,7 @@ public struct TokenClaims: Sendable, Equatable {
         topics = try Self.names(payload["topics"], claim: "topics")
         publish = try Self.names(payload["publish"], claim: "publish")
         presence = try Self.names(payload["presence"], claim: "presence")
+        write = try Self.names(payload["write"], claim: "write")
         info = try Self.info(payload["info"])
     }
 

@@ -74,7 +74,7 @@ final class Router {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
         }
         let caller: Caller
-        switch checkMutation(request, client: client, now: now) {
+        switch checkMutation(request, segments, client: client, now: now) {
         case .success(let allowed): caller = allowed
         case .failure(let refusal): return .reply(refusal.reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
@@ -137,15 +137,18 @@ final class Router {
 
     /// A mutating call needs the API key (when one is configured) and room in its publish bucket.
     /// Returns who the caller is, or the refusal.
-    private func checkMutation(_ request: HTTPRequest, client: String, now: UInt64) -> Result<Caller, ReplyError> {
+    private func checkMutation(_ request: HTTPRequest, _ segments: [String], client: String, now: UInt64) -> Result<Caller, ReplyError> {
         switch request.method {
         case .post, .put, .patch, .delete: break
         default: return .success(Caller())
         }
-        switch access.checkKey(request, client: client) {
+        switch access.checkKey(request, client: client, grantable: Self.grantable(request, segments)) {
         case .refused(let detail):
             counters.refused(.apiKey)
             return .failure(ReplyError(.error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")])))
+        case .forbidden(let detail):
+            counters.refused(.apiKey)
+            return .failure(ReplyError(.error(.forbidden, detail)))
         case .allowed(let rateKey, let scope):
             if case .limited(let seconds) = publisher.limiter.take(rateKey, now: now) {
                 counters.refused(.publishRate)
@@ -153,6 +156,20 @@ final class Router {
                                                   headers: [("Retry-After", "\(seconds)")])))
             }
             return .success(Caller(scope: scope, rateKey: rateKey))
+        }
+    }
+
+    /// What a token's grant may cover of a mutation: a store's models and change sets (`write`),
+    /// or a topic's messages (`publish`); nil for the rest (creating or deleting a store, jobs,
+    /// batches), which take the API key.
+    static func grantable(_ request: HTTPRequest, _ segments: [String]) -> StreamTarget? {
+        switch (segments.count, segments.first) {
+        case (4, "stores") where segments[2] == "models", (3, "stores") where segments[2] == "changes":
+            return .store(segments[1])
+        case (3, "topics") where segments[2] == "messages" && request.method == .post:
+            return .topic(segments[1])
+        default:
+            return nil
         }
     }
 

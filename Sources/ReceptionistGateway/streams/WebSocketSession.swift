@@ -161,7 +161,7 @@ final class WebSocketSession: StreamSession {
         case .allowed(let rateKey, _):
             core.publishRateKey = rateKey
             writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticatedKey))
-        case .refused(let detail):
+        case .refused(let detail), .forbidden(let detail):  // a key alone: never `forbidden`
             services.counters.refused(.apiKey)
             sendError(ClientMessage.Problem(.unauthorized, detail))
         }

@@ -28,17 +28,41 @@ struct AccessControl: Sendable {
         /// Allowed; the identity that publish rates are counted against, and the scope of its
         /// idempotency keys (empty without API keys: one scope for everyone).
         case allowed(rateKey: String, scope: String)
+        /// No valid credential (401).
         case refused(String)
+        /// A valid token that does not grant this write (403).
+        case forbidden(String)
     }
 
     /// Checks `Authorization: Bearer <key>` on a mutating request. Every configured key is compared,
     /// each in constant time, so the time taken does not tell which key, or which byte, was close.
-    func checkKey(_ request: HTTPRequest, client: String) -> KeyCheck {
+    ///
+    /// A write to a store's models (`grantable` `.store`) or a publish to a topic (`.topic`) may
+    /// instead carry a subscription token whose `write` (or `publish`) claim covers it: how a
+    /// browser writes without holding the API key. Its rate and idempotency keys are counted by
+    /// the token's `sub`.
+    func checkKey(_ request: HTTPRequest, client: String, grantable: StreamTarget? = nil) -> KeyCheck {
         guard requiresAPIKey else { return .allowed(rateKey: "address " + client, scope: "") }
         guard let presented = Self.bearer(request.headers["Authorization"]) else {
-            return .refused("this call needs an API key: send Authorization: Bearer <key>")
+            return .refused("this call needs an API key or a token that grants it: send Authorization: Bearer <credential>")
         }
-        return check(presented)
+        let byKey = check(presented)
+        guard case .refused = byKey, let grantable, requiresToken, presented.utf8.contains(UInt8(ascii: ".")) else { return byKey }
+        switch checkToken(presented) {
+        case .failure(let failure):
+            return .refused("the token is not valid: \(failure.description)")
+        case .success(let claims):
+            let who = "token " + (claims.subject ?? "address " + client)
+            switch grantable {
+            case .store(let name) where claims.allowsWriting(to: name),
+                 .topic(let name) where claims.allowsPublishing(to: name):
+                return .allowed(rateKey: who, scope: who)
+            case .store(let name):
+                return .forbidden("the token does not grant writing to store '\(name)' (its \"write\" claim)")
+            case .topic(let name):
+                return .forbidden("the token does not grant publishing to topic '\(name)' (its \"publish\" claim)")
+            }
+        }
     }
 
     /// Checks an API key a WebSocket client presented in an `auth` message, as `checkKey` does a
