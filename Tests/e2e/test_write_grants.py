@@ -72,3 +72,40 @@ def test_without_a_token_secret_a_token_is_no_credential(start_server):
     resp = request(server.port, "PATCH", "/api/stores/board/models/tile-1", {"color": "#000002"},
                    bearer(token_for(write=["tiles"])))
     assert_json_error(resp, 401, "unauthorized")
+
+
+def test_the_viewer_paints_with_its_token(start_server):
+    """The viewer opened with `?token=` subscribes with it and paints with it: a token whose
+    `write` names the store paints; one without it is refused and the store does not move."""
+    from selenium.webdriver.common.by import By
+
+    from conftest import REPO_ROOT, wait_for
+    from test_viewer import new_browser, set_brush, wait_live
+
+    server = start_server("--api-key", KEY, "--token-secret", SECRET, public=REPO_ROOT / "Public")
+    port = server.port
+    key = {"Authorization": f"Bearer {KEY}"}
+    json_ok(request(port, "POST", "/api/stores", {"name": "board"}, key), 201)
+    for n in range(4):
+        json_ok(request(port, "PUT", f"/api/stores/board/models/tile-{n}", {"color": "#000000", "label": f"T{n}"}, key), 201)
+
+    def color() -> str:
+        return json_ok(request(port, "GET", "/api/stores/board/models/tile-2"))["value"]["color"]
+
+    driver = new_browser()
+    try:
+        for token, paints in ((token_for(stores=["board"]), False), (token_for(stores=["board"], write=["board"]), True)):
+            driver.get(f"http://127.0.0.1:{port}/?store=board&token={token}")
+            wait_live(driver)
+            before = color()
+            brush = "#12ab34" if paints else "#ab1234"
+            set_brush(driver, brush)
+            driver.find_element(By.CSS_SELECTOR, '[data-model="tile-2"]').click()
+            if paints:
+                wait_for(lambda: color() == brush, 5.0, "the viewer's paint did not reach the store")
+            else:
+                wait_for(lambda: "403" in driver.find_element(By.ID, "toast").text, 5.0,
+                         "a paint without the write claim was not refused on the page")
+                assert color() == before
+    finally:
+        driver.quit()
