@@ -11,7 +11,7 @@ case "${1:-build}" in
   # The container test: podman on the runc runtime, a base image made by debootstrap, and nginx
   # to check the load balancer's configuration; netavark and aardvark-dns give the compose test's
   # bridge network its name resolution (Tests/container/containers.conf picks netavark).
-  container) packages+=(curl podman runc debootstrap uidmap slirp4netns fuse-overlayfs nginx-light python3 python3-venv
+  container) packages+=(curl podman runc debootstrap uidmap slirp4netns fuse-overlayfs nginx-light python3 python3-venv chromium chromium-driver
                         netavark aardvark-dns iptables) ;;
   *) echo "usage: $0 build|test|bench|container" >&2; exit 2 ;;
 esac
