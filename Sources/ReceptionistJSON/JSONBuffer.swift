@@ -48,26 +48,39 @@ public final class JSONBuffer {
         capacity = grown
     }
 
-    /// `value` in decimal, written in place.
+    /// `value` in decimal, written in place: its digits counted first, then written from the
+    /// last, two at a time.
     public func append(decimal value: Int64) {
         var magnitude = value.magnitude
         var digits = 1
-        var scale: UInt64 = 10
-        while digits < 20, magnitude >= scale {
+        var bound: UInt64 = 10
+        while digits < 19, magnitude >= bound {
             digits += 1
-            if digits < 20 { scale &*= 10 }
+            bound &*= 10
         }
         let sign = value < 0 ? 1 : 0
         reserve(digits + sign)
         if sign == 1 { base[used] = UInt8(ascii: "-") }
         var index = used + sign + digits
-        repeat {
-            index -= 1
-            base[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
-            magnitude /= 10
-        } while magnitude > 0
-        used += sign + digits
+        used = index
+        while magnitude >= 100 {
+            let pair = Int(magnitude % 100)
+            magnitude /= 100
+            index -= 2
+            base[index] = Self.digitPairs[pair &* 2]
+            base[index + 1] = Self.digitPairs[pair &* 2 + 1]
+        }
+        if magnitude >= 10 {
+            index -= 2
+            base[index] = Self.digitPairs[Int(magnitude) &* 2]
+            base[index + 1] = Self.digitPairs[Int(magnitude) &* 2 + 1]
+        } else {
+            base[index - 1] = UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0")
+        }
     }
+
+    /// "00" to "99", each pair's two digits.
+    private static let digitPairs: [UInt8] = (0..<100).flatMap { [UInt8(ascii: "0") + UInt8($0 / 10), UInt8(ascii: "0") + UInt8($0 % 10)] }
 
     @inlinable public func append(_ byte: UInt8) {
         reserve(1)
@@ -116,16 +129,22 @@ public final class JSONBuffer {
         }
     }
 
-    /// `text` quoted, escaped as `JSONWriter.writeString` escapes it.
+    /// `text` quoted, escaped as `JSONWriter.writeString` escapes it. Most strings (ids, keys,
+    /// colors) need no escape: their bytes are checked and copied in one pass over the string's
+    /// own storage.
     public func writeString(_ text: String) {
-        // Most strings need no escape: copied whole from the string's own bytes.
         let plain = text.utf8.withContiguousStorageIfAvailable { bytes -> Bool in
-            for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
             reserve(bytes.count + 2)
-            base[used] = UInt8(ascii: "\"")
-            if let source = bytes.baseAddress { (base + used + 1).update(from: source, count: bytes.count) }
-            base[used + 1 + bytes.count] = UInt8(ascii: "\"")
-            used += bytes.count + 2
+            var at = used
+            base[at] = UInt8(ascii: "\"")
+            at += 1
+            for byte in bytes {
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return false }
+                base[at] = byte
+                at += 1
+            }
+            base[at] = UInt8(ascii: "\"")
+            used = at + 1
             return true
         }
         if plain == true { return }
