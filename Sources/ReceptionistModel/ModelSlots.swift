@@ -52,22 +52,29 @@ struct ModelSlots: Sendable {
         _ changes: [ModelChange], version: UInt64, deleted: [(id: String, tag: UInt64)]
     ) -> [(id: String, tag: UInt64, value: JSONValue?)] {
         var touched: [(id: String, tag: UInt64, value: JSONValue?)] = deleted.map { ($0.id, $0.tag, self[$0.id]) }
-        for change in changes {
-            let slot: Int
-            if change.slotHint >= 0, Int(change.slotHint) < values.count {
-                slot = Int(change.slotHint)
-            } else if let found = self.slot(of: change.model) {
-                slot = found
-            } else {
-                continue  // deleted: listed in `deleted`
+        // Read in place, field by field: iterating copied each change whole (its model, path and
+        // both values retained and released) to read two of its fields.
+        changes.withUnsafeBufferPointer { changes in
+            guard let base = changes.baseAddress else { return }
+            for index in changes.indices {
+                let change = base + index
+                let hint = Int(change.pointee.slotHint)
+                let slot: Int
+                if hint >= 0, hint < values.count {
+                    slot = hint
+                } else if let found = self.slot(of: change.pointee.model) {
+                    slot = found
+                } else {
+                    continue  // deleted: listed in `deleted`
+                }
+                guard versions[slot] != version else { continue }
+                if deleted.isEmpty || !deleted.contains(where: { $0.id == change.pointee.model }) {
+                    touched.append((change.pointee.model, versions[slot], values[slot]))
+                } else if let found = touched.firstIndex(where: { $0.id == change.pointee.model }) {
+                    touched[found].value = values[slot]  // deleted, then put again
+                }
+                versions[slot] = version
             }
-            guard versions[slot] != version else { continue }
-            if deleted.isEmpty || !deleted.contains(where: { $0.id == change.model }) {
-                touched.append((change.model, versions[slot], values[slot]))
-            } else if let index = touched.firstIndex(where: { $0.id == change.model }) {
-                touched[index].value = values[slot]  // deleted, then put again
-            }
-            versions[slot] = version
         }
         return touched
     }
