@@ -39,18 +39,19 @@ def http_seeds():
         "head": b"HEAD /index.html HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"abc\"\r\n\r\n",
         "post-body": b"POST /api/stores HTTP/1.1\r\nHost: a\r\nContent-Length: 16\r\n"
         b"Content-Type: application/json\r\n\r\n{\"name\":\"shape\"}",
-        "put-model": b"PUT /api/stores/s/models/a HTTP/1.1\r\nContent-Length: 17\r\n\r\n{\"color\":\"#f00\"}",
-        "patch": b"PATCH /api/jobs/job-1 HTTP/1.1\r\nContent-Length: 11\r\n\r\n{\"rate\":10}",
+        "put-model": b"PUT /api/stores/s/models/a HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n{\"color\":\"#f00\"}",
+        "patch": b"PATCH /api/jobs/job-1 HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\n{\"rate\":10}",
         "delete": b"DELETE /api/jobs/job-2 HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
         "options": b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
-        "chunked": b"POST /api/topics/news/messages HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "chunked": b"POST /api/topics/news/messages HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: t\r\n\r\n",
-        "chunked-upper": b"POST / HTTP/1.1\r\nTransfer-Encoding: Chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n",
-        "pipelined": b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nContent-Length: 2\r\n\r\nxyGET /c HTTP/1.1\r\n\r\n",
+        "chunked-upper": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n",
+        "pipelined": b"GET /a HTTP/1.1\r\nHost: a\r\n\r\nGET /b HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nxy"
+                     b"GET /c HTTP/1.1\r\nHost: a\r\n\r\n",
         "upgrade": b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
         b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
         b"Sec-WebSocket-Protocol: receptionist.v1\r\n\r\n\x81\x85\x37\xfa\x21\x3d\x7f\x9f\x4d\x51\x58",
-        "sse": b"GET /api/stores/tiles/events HTTP/1.1\r\nAccept: text/event-stream\r\nLast-Event-ID: 1200\r\n\r\n",
+        "sse": b"GET /api/stores/tiles/events HTTP/1.1\r\nHost: a\r\nAccept: text/event-stream\r\nLast-Event-ID: 1200\r\n\r\n",
         "bare-lf": b"GET / HTTP/1.1\nHost: a\n\n",
         "leading-crlf": b"\r\n\r\nGET / HTTP/1.1\r\n\r\n",
         # Malformed: each must be refused the same way however it is split.
@@ -70,8 +71,14 @@ def http_seeds():
         "bad-te-twice": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
         "bad-chunk-size": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         "bad-found-g1": b"G1\x00\x00\x00\x00\x00\x00\x00\x1d: a\r\n\r\n",
-        "found-trailers": b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 4\r\nX: y\r\n\r\n",
+        "found-trailers": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 4\r\nX: y\r\n\r\n",
         "bad-found-version": b"POST / HTTP/q.1\rd\r\n\r\nzz\r\n",
+        # RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, with two, or with an invalid one.
+        "host-missing": b"GET / HTTP/1.1\r\n\r\n",
+        "host-twice": b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+        "host-invalid": b"GET / HTTP/1.1\r\nHost: a b:8x\r\n\r\n",
+        "host-ipv6-port": b"GET / HTTP/1.1\r\nHost: [2001:db8::1]:8080\r\n\r\n",
+        "host-empty": b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
     }
     splits = [BYTEWISE, PAIRS, RANDOM, HALVES]
     for index, (name, stream) in enumerate(requests.items()):

@@ -228,6 +228,11 @@ public final class HTTPRequestParser {
             pendingError = problem
             return -1
         }
+        let hosts = headers.fields.filter { $0.name.asciiCaseInsensitiveEquals("Host") }.map(\.value)
+        if let problem = HTTPHost.problem(hosts, required: minor >= 1) {
+            pendingError = HTTPParseError(status: .badRequest, detail: problem)
+            return -1
+        }
         if parser.pointee.content_length != UInt64.max, parser.pointee.content_length > UInt64(limits.maxBodyBytes) {
             pendingError = HTTPParseError(
                 status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")

@@ -248,6 +248,14 @@ PROTOCOL_ERRORS = {
     "single-token-request-line": (b"HELLO\r\n\r\n", BAD_REQUEST),
     "request-line-without-target": (b"GET HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", BAD_REQUEST),
     "header-without-colon": (b"GET /healthz HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n", BAD_REQUEST),
+    # RFC 9112 3.2: an HTTP/1.1 request without Host, any with two, or with an invalid one.
+    "no-host": (b"GET /healthz HTTP/1.1\r\n\r\n", BAD_REQUEST),
+    "two-hosts": (http_request("GET", "/healthz", [("Host", HOST), ("host", HOST)]), BAD_REQUEST),
+    "two-hosts-http10": (http_request("GET", "/healthz", [("Host", HOST), ("Host", "b")], version="HTTP/1.0"),
+                         BAD_REQUEST),
+    "invalid-host": (http_request("GET", "/healthz", {"Host": "a b"}), BAD_REQUEST),
+    "invalid-host-port": (http_request("GET", "/healthz", {"Host": f"{HOST}:80x"}), BAD_REQUEST),
+    "invalid-host-slash": (http_request("GET", "/healthz", {"Host": "a/b"}), BAD_REQUEST),
 }
 
 
@@ -259,6 +267,21 @@ def test_protocol_errors_answer_json_and_close(server, raw, expected):
         assert_json_error(resp, expected)
         assert resp.connection() == "close"
         conn.expect_closed()
+
+
+def test_a_missing_host_is_named_and_hosts_any_client_may_send_are_taken(server):
+    with RawConnection(server.port) as conn:
+        conn.send(b"GET /healthz HTTP/1.1\r\n\r\n")
+        resp = conn.read_response()
+        assert_json_error(resp, BAD_REQUEST)
+        assert resp.json()["detail"] == "an HTTP/1.1 request needs a Host header"
+    for host in (f"{HOST}:{server.port}", HOST, "[::1]:8080", "gateway.example", ""):
+        with RawConnection(server.port) as conn:
+            conn.send(http_request("GET", "/healthz", {"Host": host}))
+            assert conn.read_response().status == 200, host
+    with RawConnection(server.port) as conn:
+        conn.send(b"GET /healthz HTTP/1.0\r\n\r\n")  # HTTP/1.0 may leave Host out
+        assert conn.read_response().status == 200
 
 
 def test_protocol_error_does_not_affect_other_connections(server):

@@ -1,0 +1,77 @@
+/// The `Host` header as RFC 9112 §3.2 requires it: an HTTP/1.1 request carries exactly one, an
+/// HTTP/1.0 request at most one, and its value is `uri-host [ ":" port ]` (RFC 3986): a bracketed
+/// IP literal, or a registered name or IPv4 address, which may be empty, then decimal digits for
+/// the port. Anything else is answered 400, so that no Host two parties could read differently
+/// (a proxy and this gateway) is taken.
+///
+/// Pure value.
+public enum HTTPHost {
+    /// Why the request's Host field lines (`values`, in order) are not acceptable, or nil.
+    /// `required` for HTTP/1.1 and later.
+    public static func problem(_ values: [String], required: Bool) -> String? {
+        switch values.count {
+        case 0: return required ? "an HTTP/1.1 request needs a Host header" : nil
+        case 1: return isValid(values[0]) ? nil : "the Host header is not a host and an optional port"
+        default: return "more than one Host header"
+        }
+    }
+
+    /// Whether `value` (spaces and tabs around it aside) is `uri-host [ ":" port ]`.
+    public static func isValid(_ value: String) -> Bool {
+        var bytes = Array(value.utf8)[...]
+        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
+        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes.removeFirst() }
+        return isValid(Array(bytes))
+    }
+
+    private static func isValid(_ bytes: [UInt8]) -> Bool {
+        var index = 0
+        if bytes.first == UInt8(ascii: "[") {
+            guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1,
+                  isIPLiteral(bytes[1..<close]) else { return false }
+            index = close + 1
+        } else {
+            while index < bytes.count, bytes[index] != UInt8(ascii: ":") {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "%") {
+                    guard index + 2 < bytes.count, isHex(bytes[index + 1]), isHex(bytes[index + 2]) else { return false }
+                    index += 3
+                    continue
+                }
+                guard isUnreserved(byte) || isSubDelimiter(byte) else { return false }
+                index += 1
+            }
+        }
+        guard index < bytes.count else { return true }
+        guard bytes[index] == UInt8(ascii: ":") else { return false }
+        return bytes[(index + 1)...].allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+    }
+
+    /// The inside of `[...]`: an IPv6 address (hex digits, colons, and dots for an embedded
+    /// IPv4 address; a zone is not allowed in a URI), or `v<hex>.<...>` (IPvFuture).
+    private static func isIPLiteral(_ inner: ArraySlice<UInt8>) -> Bool {
+        if let first = inner.first, first == UInt8(ascii: "v") || first == UInt8(ascii: "V") {
+            guard let dot = inner.firstIndex(of: UInt8(ascii: ".")), dot > inner.startIndex + 1, dot < inner.endIndex - 1
+            else { return false }
+            return inner[(inner.startIndex + 1)..<dot].allSatisfy(isHex)
+                && inner[(dot + 1)...].allSatisfy { isUnreserved($0) || isSubDelimiter($0) || $0 == UInt8(ascii: ":") }
+        }
+        return inner.contains(UInt8(ascii: ":"))
+            && inner.allSatisfy { isHex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }
+    }
+
+    private static func isHex(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte)
+            || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+    }
+
+    private static func isSubDelimiter(_ byte: UInt8) -> Bool {
+        Array("!$&'()*+,;=".utf8).contains(byte)
+    }
+}
