@@ -191,8 +191,11 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         func commit(_ n: Int) {
             store.commit([.put(model: "m\(n)", value: [:])]) { _ in answered.withLock { $0 += 1 } }
         }
-        // The store's creation was a batch of its own, settled at once.
+        // The store's creation was a batch of its own, settled at once; it is answered before
+        // its sync is counted, so the count is read once it has it.
+        for _ in 0..<1000 where engine.syncs.load(ordering: .relaxed) < 1 { usleep(1000) }
         let base = engine.syncs.load(ordering: .relaxed)
+        #expect(base == 1)
         func syncs() -> UInt64 { engine.syncs.load(ordering: .relaxed) - base }
         commit(1)
         #expect(entered.wait(seconds: 10, until: { $0 }, then: { value, _ in value }), "the observer never ran")
