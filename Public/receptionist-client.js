@@ -127,6 +127,24 @@ function validateStoreOptions(options) {
     if (typeof options.presence !== 'boolean') throw new TypeError('subscribeStore: `presence` must be true or false');
     if (options.presence) out.presence = true;
   }
+  // Resuming a copy kept from before (a page reload: `saved()`): the version it is at, its
+  // epoch, and the models as they were then; the gateway sends only what changed since.
+  if (options.since !== undefined) {
+    if (!Number.isSafeInteger(options.since) || options.since < 0) {
+      throw new TypeError('subscribeStore: `since` must be a non-negative integer');
+    }
+    if (!isObject(options.state)) {
+      throw new TypeError('subscribeStore: `since` needs `state`, the models at that version (see saved())');
+    }
+    if (options.epoch !== undefined && (typeof options.epoch !== 'string' || options.epoch === '')) {
+      throw new TypeError('subscribeStore: `epoch` must be a non-empty string');
+    }
+    out.since = options.since;
+    out.state = options.state;
+    if (options.epoch !== undefined) out.epoch = options.epoch;
+  } else if (options.epoch !== undefined || options.state !== undefined) {
+    throw new TypeError('subscribeStore: `epoch` and `state` go with `since`');
+  }
   return out;
 }
 
@@ -473,10 +491,11 @@ class Subscription extends Emitter {
 export class StoreSubscription extends Subscription {
   constructor(client, name, options) {
     super(client, 'store', name, options.presence === true);
-    this.options = Object.freeze(options);
-    this._models = new Map();
-    this._version = null;
-    this._epoch = null;
+    const { since, epoch, state, ...rest } = options;
+    this.options = Object.freeze(rest);
+    this._models = since === undefined ? new Map() : new Map(Object.entries(state));
+    this._version = since ?? null;
+    this._epoch = epoch ?? null;
     // Filtered frames leave versions out ("nothing filtered out is sent"), so only an
     // unfiltered subscription can tell a skipped version from one that had nothing for it.
     this._filtered = options.models !== undefined || options.paths !== undefined;
@@ -497,6 +516,19 @@ export class StoreSubscription extends Subscription {
 
   /** {id: value}: `JSON.stringify(subscription)` gives the state. */
   toJSON() { return Object.fromEntries(this._models); }
+
+  /**
+   * What to keep to resume after a reload, or null before the first snapshot: `{since, epoch,
+   * state}`, plain JSON. Give it back with the same options: `subscribeStore(name, {...options,
+   * ...saved})`; the gateway then sends only the change sets after `since` (or a reset snapshot
+   * when it no longer has them, or the store's epoch changed).
+   */
+  saved() {
+    if (this._version === null) return null;
+    const saved = { since: this._version, state: this.toJSON() };
+    if (this._epoch !== null) saved.epoch = this._epoch;
+    return saved;
+  }
 
   _subscribeMessage() {
     const message = { type: 'subscribe', store: this.name };

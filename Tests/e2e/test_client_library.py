@@ -71,6 +71,7 @@ HARNESS = """<!doctype html>
     store(client, id, name, options) { track(id, clients.get(client).client.subscribeStore(name, options)); },
     topic(client, id, name, options) { track(id, clients.get(client).client.subscribeTopic(name, options)); },
     unsubscribe(id) { subs.get(id).sub.unsubscribe(); },
+    saved(id) { return subs.get(id).sub.saved(); },
     view(id) {
       const { sub, log } = subs.get(id);
       return JSON.parse(JSON.stringify({

@@ -1,0 +1,79 @@
+"""The browser client resumes a store kept across a page reload: `saved()` gives `{since, epoch,
+state}`, plain JSON for localStorage, and `subscribeStore(name, {...saved})` on the next page
+gets only the change sets committed meanwhile, with no snapshot; a saved copy of another epoch
+is reset (docs/CLIENT.md).
+"""
+
+from __future__ import annotations
+
+import json
+
+from conftest import store_snapshot
+from test_client_library import (  # noqa: F401  (fixtures)
+    call, chromium_installed, gateway, open_page, page, public_dir, view, wait_status)
+from test_viewer import wait
+from wsclient import commit, new_store
+
+TIMEOUT = 10.0
+
+
+def test_a_saved_store_resumes_after_a_reload_with_only_what_it_missed(page, gateway):
+    port = gateway.port
+    store = new_store(port, {"a": {"n": 1}, "b": {"n": 2}}, prefix="resume")
+    commit(port, store, [{"op": "set", "model": "a", "path": "n", "value": 3}])
+    open_page(page, port)
+    call(page, "client", "one", {})
+    call(page, "store", "one", "before", store, {})
+    wait_status(page, ["before"], "live")
+    wait(page, lambda d: view(d, "before")["version"] == 2, TIMEOUT, "the first page never reached version 2")
+    # Kept as a page would keep it: through JSON.
+    saved = json.loads(json.dumps(call(page, "saved", "before")))
+    assert saved["since"] == 2 and saved["state"] == {"a": {"n": 3}, "b": {"n": 2}} and saved["epoch"]
+
+    # Committed while no page is open.
+    commit(port, store, [{"op": "put", "model": "c", "value": {"n": 4}}])
+    commit(port, store, [{"op": "delete", "model": "b"}])
+    open_page(page, port)  # a reload
+    call(page, "client", "two", {})
+    call(page, "store", "two", "after", store, saved)
+    expected = store_snapshot(port, store)
+
+    def caught_up(d):
+        state = view(d, "after")
+        return state["version"] == expected["version"] and state["models"] == expected["models"]
+    wait(page, caught_up, TIMEOUT, "the reloaded page never caught up")
+    state = view(page, "after")
+    assert state["log"]["snapshots"] == [], "resumed with a snapshot: the saved copy was not used"
+    kinds = [frame["type"] for frame in state["log"]["frames"]]
+    assert kinds == ["subscribed", "changes", "changes"], kinds
+    assert [c["model"] for c in state["log"]["changes"]] == ["c", "b"]
+
+
+def test_a_saved_copy_of_another_epoch_is_reset(page, gateway):
+    port = gateway.port
+    store = new_store(port, {"a": {"n": 1}}, prefix="resume")
+    open_page(page, port)
+    call(page, "client", "one", {})
+    stale = {"since": 1, "epoch": "0000000000000000", "state": {"gone": {"n": 0}}}
+    call(page, "store", "one", "s", store, stale)
+    wait(page, lambda d: view(d, "s")["models"] == {"a": {"n": 1}}, TIMEOUT, "the stale copy was never reset")
+    snapshots = view(page, "s")["log"]["snapshots"]
+    assert len(snapshots) == 1 and snapshots[0]["reset"] is True, snapshots
+    assert snapshots[0]["epoch"] == store_snapshot(port, store)["epoch"]
+
+
+def test_resume_options_are_checked_before_anything_is_sent(page, gateway):
+    open_page(page, gateway.port)
+    call(page, "client", "one", {})
+    refusals = page.execute_script("""
+        const attempt = (work) => { try { work(); return null; } catch (error) { return `${error.name}: ${error.message}`; } };
+        return [
+            attempt(() => harness.store('one', 'a', 's1', {since: 3})),
+            attempt(() => harness.store('one', 'b', 's2', {since: -1, state: {}})),
+            attempt(() => harness.store('one', 'c', 's3', {since: 1.5, state: {}})),
+            attempt(() => harness.store('one', 'd', 's4', {epoch: 'x'})),
+            attempt(() => harness.store('one', 'e', 's5', {state: {}})),
+            attempt(() => harness.store('one', 'f', 's6', {since: 1, state: {}, epoch: ''})),
+        ];""")
+    for refusal, field in zip(refusals, ["state", "since", "since", "since", "since", "epoch"]):
+        assert refusal is not None and refusal.startswith("TypeError: ") and field in refusal, refusals
