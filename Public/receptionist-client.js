@@ -810,6 +810,34 @@ export class ReceptionistClient extends Emitter {
     return this._add(new StoreSubscription(this, name, validateStoreOptions(options)));
   }
 
+  /**
+   * Publishes `data` (any JSON value) to `topic` over HTTP, with the client's token as
+   * `Authorization: Bearer` when it has one (its `publish` claim must name the topic). Resolves
+   * with the message's sequence number; rejects with an Error carrying the gateway's `code`
+   * (`forbidden`, `too_many_requests`, …) and `status`. `idempotencyKey` makes a retry safe.
+   */
+  async publish(topic, data, { idempotencyKey } = {}) {
+    if (typeof topic !== 'string' || topic === '') throw new TypeError('publish: the topic name must be a non-empty string');
+    const body = JSON.stringify(data);
+    if (body === undefined) throw new TypeError('publish: `data` must be a JSON value');
+    const headers = { 'Content-Type': 'application/json' };
+    const token = await new Promise((resolve) => this._withToken(resolve));
+    if (token) headers.Authorization = `Bearer ${token}`;
+    if (idempotencyKey !== undefined) headers['Idempotency-Key'] = String(idempotencyKey);
+    const response = await fetch(`${this._base.http}/api/topics/${encodeURIComponent(topic)}/messages`,
+      { method: 'POST', headers, body });
+    const text = await response.text();
+    let answer = null;
+    try { answer = text ? JSON.parse(text) : null; } catch { answer = null; }
+    if (!response.ok || !answer || typeof answer.seq !== 'number') {
+      const error = new Error(`publish to ${topic}: ${response.status} ${answer?.detail ?? response.statusText}`);
+      error.code = answer?.error ?? 'unavailable';
+      error.status = response.status;
+      throw error;
+    }
+    return answer.seq;
+  }
+
   /** Follows a topic: every message from now on, or after `since` when given. */
   subscribeTopic(name, options = {}) {
     if (typeof name !== 'string' || name === '') throw new TypeError('subscribeTopic: the topic name must be a non-empty string');

@@ -72,6 +72,10 @@ HARNESS = """<!doctype html>
     topic(client, id, name, options) { track(id, clients.get(client).client.subscribeTopic(name, options)); },
     unsubscribe(id) { subs.get(id).sub.unsubscribe(); },
     saved(id) { return subs.get(id).sub.saved(); },
+    async publish(client, topic, data, options) {
+      try { return { seq: await clients.get(client).client.publish(topic, data, options) }; }
+      catch (error) { return { name: error.name, code: error.code ?? null, status: error.status ?? null }; }
+    },
     view(id) {
       const { sub, log } = subs.get(id);
       return JSON.parse(JSON.stringify({

@@ -77,3 +77,36 @@ def test_resume_options_are_checked_before_anything_is_sent(page, gateway):
         ];""")
     for refusal, field in zip(refusals, ["state", "since", "since", "since", "since", "epoch"]):
         assert refusal is not None and refusal.startswith("TypeError: ") and field in refusal, refusals
+
+
+# ---- Publishing ----------------------------------------------------------------------------
+
+def test_publish_answers_the_seq_and_the_message_arrives_as_sent(page, gateway):
+    port = gateway.port
+    open_page(page, port)
+    call(page, "client", "one", {})
+    topic = f"pub-{new_store(port, prefix='t')}"
+    call(page, "topic", "one", "news", topic, {})
+    wait_status(page, ["news"], "live")
+    data = {"headline": "héllo", "n": [1, 2.50, None], "deep": {"ok": True}}
+    assert call(page, "publish", "one", topic, data) == {"seq": 1}
+    assert call(page, "publish", "one", topic, "second", {"idempotencyKey": "k-1"}) == {"seq": 2}
+    assert call(page, "publish", "one", topic, "second", {"idempotencyKey": "k-1"}) == {"seq": 2}, "a retry was applied twice"
+    wait(page, lambda d: len(view(d, "news")["log"]["messages"]) == 2, TIMEOUT, "the messages never arrived")
+    messages = view(page, "news")["log"]["messages"]
+    assert [(m["seq"], m["data"]) for m in messages] == [(1, data), (2, "second")]
+    # A value JSON cannot hold is refused before anything is sent.
+    refused = page.execute_script("return await window.harness.publish('one', 'x', undefined)")
+    assert refused == {"name": "TypeError", "code": None, "status": None}, refused
+
+
+def test_publish_with_a_token_needs_its_publish_claim(page, start_server, public_dir):
+    from test_trust import KEY, SECRET, token_for
+
+    server = start_server("--api-key", KEY, "--token-secret", SECRET, public=public_dir)
+    open_page(page, server.port)
+    call(page, "client", "granted", {"token": token_for(publish=["news"])})
+    call(page, "client", "anonymous", {})
+    assert call(page, "publish", "granted", "news", {"n": 1}) == {"seq": 1}
+    assert call(page, "publish", "granted", "other", {"n": 1}) == {"name": "Error", "code": "forbidden", "status": 403}
+    assert call(page, "publish", "anonymous", "news", {"n": 2}) == {"name": "Error", "code": "unauthorized", "status": 401}
