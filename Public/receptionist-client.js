@@ -782,6 +782,7 @@ export class ReceptionistClient extends Emitter {
     this._wsFailuresBeforeOpen = 0;
     this._retryTimer = null;
     this._retryAt = null;
+    this._renewTimer = null;
     this._drainDelayMs = null;
     this._status = 'idle';
     this._onOnline = () => this._online();
@@ -1000,6 +1001,7 @@ export class ReceptionistClient extends Emitter {
     }
     if (type === 'authenticated') {
       if (head && head.kind === 'auth') this._pending.shift();
+      this._scheduleRenewal(frame.expiresAt);
       this._emit('authenticated', { expiresAt: frame.expiresAt });
       return;
     }
@@ -1064,8 +1066,34 @@ export class ReceptionistClient extends Emitter {
     return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), DEFAULTS.maxDrainDelayMs) : 0;
   }
 
+  /**
+   * A token given as a function is asked again ahead of `expiresAt` (seconds since the epoch) and
+   * presented on the open connection (an `auth` message replaces the token), so a connection
+   * outlives its tokens without reconnecting: at a quarter of the time left, at most a minute,
+   * before it runs out.
+   */
+  _scheduleRenewal(expiresAt) {
+    this._cancelRenewal();
+    if (typeof this._token !== 'function' || typeof expiresAt !== 'number' || this._tokenIn !== 'message') return;
+    const leftMs = expiresAt * 1000 - Date.now();
+    const generation = this._generation;
+    this._renewTimer = setTimeout(() => {
+      this._renewTimer = null;
+      this._withToken((token) => {
+        if (generation !== this._generation || !this._open || !token) return;
+        this._send({ type: 'auth', token }, { kind: 'auth' });
+      });
+    }, Math.max(0, leftMs - Math.min(60_000, leftMs / 4)));
+  }
+
+  _cancelRenewal() {
+    if (this._renewTimer) clearTimeout(this._renewTimer);
+    this._renewTimer = null;
+  }
+
   _lost(generation, opened, event) {
     if (generation !== this._generation) return;
+    this._cancelRenewal();
     this._socket = null;
     this._open = false;
     this._pending = [];
@@ -1119,6 +1147,7 @@ export class ReceptionistClient extends Emitter {
   }
 
   _dropSocket() {
+    this._cancelRenewal();
     this._generation += 1;
     const socket = this._socket;
     this._socket = null;

@@ -60,18 +60,24 @@ HARNESS = """<!doctype html>
   window.harness = {
     client(id, options) {
       const client = new ReceptionistClient(options);
-      const log = { statuses: [], draining: [], closes: [], errors: [], transports: [] };
+      const log = { statuses: [], draining: [], closes: [], errors: [], transports: [], authenticated: [] };
       client.on('status', (e) => push(log.statuses, e.status));
       client.on('draining', (e) => push(log.draining, e.reconnectAfterMs));
       client.on('close', (e) => push(log.closes, e.code));
       client.on('error', (e) => push(log.errors, e.code));
       client.on('transport', (e) => push(log.transports, e.transport));
+      client.on('authenticated', (e) => push(log.authenticated, e.expiresAt));
       clients.set(id, { client, log });
     },
     store(client, id, name, options) { track(id, clients.get(client).client.subscribeStore(name, options)); },
     topic(client, id, name, options) { track(id, clients.get(client).client.subscribeTopic(name, options)); },
     unsubscribe(id) { subs.get(id).sub.unsubscribe(); },
     saved(id) { return subs.get(id).sub.saved(); },
+    // A token source as a backend endpoint would be: the next token each time it is asked.
+    clientWithTokens(id, tokens) {
+      const queue = [...tokens];
+      this.client(id, { token: () => (queue.length > 1 ? queue.shift() : queue[0]) });
+    },
     async publish(client, topic, data, options) {
       try { return { seq: await clients.get(client).client.publish(topic, data, options) }; }
       catch (error) { return { name: error.name, code: error.code ?? null, status: error.status ?? null }; }

@@ -110,3 +110,39 @@ def test_publish_with_a_token_needs_its_publish_claim(page, start_server, public
     assert call(page, "publish", "granted", "news", {"n": 1}) == {"seq": 1}
     assert call(page, "publish", "granted", "other", {"n": 1}) == {"name": "Error", "code": "forbidden", "status": 403}
     assert call(page, "publish", "anonymous", "news", {"n": 2}) == {"name": "Error", "code": "unauthorized", "status": 401}
+
+
+# ---- Token renewal ---------------------------------------------------------------------------
+
+def test_a_token_source_is_asked_again_before_expiry_and_the_connection_stays(start_server, public_dir):
+    """Tokens of a few seconds each: the client presents the next one on the open connection
+    before the last runs out, so one socket carries the subscription past both expiries."""
+    import time
+
+    from test_client_library import RECORDING, sockets
+    from test_trust import SECRET, make_token
+    from test_viewer import new_browser
+
+    server = start_server("--token-secret", SECRET, public=public_dir)
+    port = server.port
+    store = new_store(port, {"a": {"n": 0}}, prefix="renew")
+    now = int(time.time())
+    tokens = [make_token({"sub": "r", "exp": now + seconds, "stores": ["*"]}) for seconds in (3, 6, 600)]
+    driver = new_browser(RECORDING)
+    try:
+        open_page(driver, port)
+        call(driver, "clientWithTokens", "one", tokens)
+        call(driver, "store", "one", "s", store, {})
+        wait_status(driver, ["s"], "live")
+        wait(driver, lambda d: len(call(d, "clientLog", "one")["authenticated"]) == 3, 12.0,
+             "the client did not present the next tokens before the last ran out")
+        expiries = call(driver, "clientLog", "one")["authenticated"]
+        assert expiries == sorted(expiries) and expiries[-1] == now + 600, expiries
+        wait(driver, lambda d: time.time() > now + 7, 10.0, "")  # past the second token's expiry
+        version = commit(port, store, [{"op": "set", "model": "a", "path": "n", "value": 1}])
+        wait(driver, lambda d: view(d, "s")["version"] == version, TIMEOUT, "the change after the expiries never came")
+        log = call(driver, "clientLog", "one")
+        assert len(sockets(driver)) == 1 and log["closes"] == [] and "token_expired" not in log["errors"], log
+        assert [m["type"] for m in sockets(driver)[0]["sent"]].count("auth") == 3
+    finally:
+        driver.quit()
