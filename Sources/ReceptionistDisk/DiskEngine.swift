@@ -93,12 +93,7 @@ public final class DiskEngine: StoreJournal, Sendable {
                         return (batch, false)
                     })
                 queue.broadcast()
-                if !batch.isEmpty {
-                    let stored = writer.write(batch, engine: self)
-                    syncs.add(1, ordering: .relaxed)
-                    syncedWrites.add(UInt64(stored), ordering: .relaxed)
-                    if stored < batch.count { failedWrites.add(UInt64(batch.count - stored), ordering: .relaxed) }
-                }
+                if !batch.isEmpty { _ = writer.write(batch, engine: self) }
                 writer.checkpointIfDue(now: Clock.microsecondsSinceEpoch())
                 if stopping && batch.isEmpty { break }
             }
@@ -129,6 +124,14 @@ public final class DiskEngine: StoreJournal, Sendable {
         }
         if accepted { queue.broadcast() }
         return accepted
+    }
+
+    /// Counts a transaction of `batch` writes, `stored` of them stored (`/metrics`). Writer thread,
+    /// before any of them is answered.
+    func counted(batch: Int, stored: Int) {
+        syncs.add(1, ordering: .relaxed)
+        syncedWrites.add(UInt64(stored), ordering: .relaxed)
+        if stored < batch { failedWrites.add(UInt64(batch - stored), ordering: .relaxed) }
     }
 
     /// Runs `body` once the notifier has settled what was stored before it; counted against

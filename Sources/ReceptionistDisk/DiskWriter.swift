@@ -97,9 +97,12 @@ final class DiskWriter {
             try? db.execute("ROLLBACK")
             (stores, topics, expectedVersions) = before
             let failure = StoreError.storageFailed(error.isFull ? "the disk is full" : "\(error)")
+            engine.counted(batch: batch.count, stored: 0)
             fail(batch, failure, engine: engine)
             return 0
         }
+        // Counted before anything is answered: whoever is told of a write finds it counted.
+        engine.counted(batch: batch.count, stored: stored)
         // Settled in order, on the notifier: a store's observers may block on the loop.
         // The batch and the models it wrote go with the closure, so the notifier thread, lightly
         // loaded, releases them: freeing the values the committers replaced was a sixth of this
