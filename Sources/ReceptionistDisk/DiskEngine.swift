@@ -93,7 +93,7 @@ public final class DiskEngine: StoreJournal, Sendable {
                         return (batch, false)
                     })
                 queue.broadcast()
-                if !batch.isEmpty { _ = writer.write(batch, engine: self) }
+                if !batch.isEmpty { writer.write(batch, engine: self) }
                 writer.checkpointIfDue(now: Clock.microsecondsSinceEpoch())
                 if stopping && batch.isEmpty { break }
             }

@@ -55,8 +55,8 @@ final class DiskWriter {
     /// so it is bound as it stands.
     private var entries: [String: (first: UInt64, text: JSONBuffer)] = [:]
 
-    /// Writes `batch` in one transaction and settles it. Returns how many writes were stored.
-    func write(_ batch: [DiskWrite], engine: DiskEngine) -> Int {
+    /// Writes `batch` in one transaction, counts it and settles it.
+    func write(_ batch: [DiskWrite], engine: DiskEngine) {
         let before = (stores, topics, expectedVersions)
         touched = [:]
         entries = [:]
@@ -99,7 +99,7 @@ final class DiskWriter {
             let failure = StoreError.storageFailed(error.isFull ? "the disk is full" : "\(error)")
             engine.counted(batch: batch.count, stored: 0)
             fail(batch, failure, engine: engine)
-            return 0
+            return
         }
         // Counted before anything is answered: whoever is told of a write finds it counted.
         engine.counted(batch: batch.count, stored: stored)
@@ -116,7 +116,6 @@ final class DiskWriter {
         }
         for (message, problem) in messages { message.completion(problem) }
         for signal in signals { signal.finish(nil) }
-        return stored
     }
 
     private func fail(_ batch: [DiskWrite], _ failure: StoreError, engine: DiskEngine) {

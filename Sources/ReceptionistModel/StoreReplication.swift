@@ -73,13 +73,6 @@ public enum ReplicatedChangeSet {
         ]
     }
 
-    /// `encode(changeSet)` as JSON text, written straight into bytes (no tree built).
-    public static func encodedText(_ changeSet: ChangeSet) -> [UInt8] {
-        let buffer = JSONBuffer(capacity: 32 + changeSet.changes.count * 48)
-        write(changeSet, to: buffer)
-        return buffer.bytes
-    }
-
     /// Appends `encode(changeSet)` as JSON text to `buffer`: what the disk engine stores for
     /// every change set, so it is written field by field with no tree and no array in between.
     public static func write(_ changeSet: ChangeSet, to out: JSONBuffer) {

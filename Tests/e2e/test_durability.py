@@ -310,32 +310,33 @@ def test_history_kept_across_a_restart_is_what_retain_and_history_allow(start_se
 
 # ---- kill -9 under load ------------------------------------------------------------------
 
-class Writer(threading.Thread):
-    """Commits single-change change sets to its own model on one keep-alive connection, one
-    request in flight, noting each acknowledged version with the value it wrote."""
+class AckedLoad(threading.Thread):
+    """Sends one request after another on one keep-alive connection, one in flight, noting each
+    acknowledged number with what it sent, until stopped or killed; a refusal ends it."""
 
-    def __init__(self, port: int, store: str, index: int, round_: int, stop: threading.Event):
+    def __init__(self, port: int, path: str, key: str, stop: threading.Event):
         super().__init__(daemon=True)
-        self.port, self.store, self.index, self.round, self.stop = port, store, index, round_, stop
-        self.model = f"w{index}"
+        self.port, self.path, self.key, self.stop = port, path, key, stop
         self.acks: list[tuple[int, dict]] = []
         self.refused: list[str] = []
+
+    def body(self, n: int) -> tuple[dict, dict]:
+        """The n-th request's body and the value it carries."""
+        raise NotImplementedError
 
     def run(self) -> None:
         conn = http.client.HTTPConnection(HOST, self.port, timeout=IO_TIMEOUT)
         n = 0
         try:
             while not self.stop.is_set():
-                value = {"r": self.round, "w": self.index, "n": n}
-                body = json.dumps({"changes": [{"op": "put", "model": self.model, "value": value}]})
-                conn.request("POST", f"/api/stores/{self.store}/changes", body=body,
-                             headers={"Content-Type": "application/json"})
+                body, value = self.body(n)
+                conn.request("POST", self.path, body=json.dumps(body), headers={"Content-Type": "application/json"})
                 resp = conn.getresponse()
                 answer = resp.read()
-                if resp.status != 200:
+                if resp.status not in (200, 201):
                     self.refused.append(f"{resp.status}: {answer[:200]!r}")
                     return
-                self.acks.append((json.loads(answer)["version"], value))
+                self.acks.append((json.loads(answer)[self.key], value))
                 n += 1
         except (OSError, http.client.HTTPException):
             pass  # the kill
@@ -343,34 +344,29 @@ class Writer(threading.Thread):
             conn.close()
 
 
-class Publisher(threading.Thread):
-    """Publishes to one topic, one request in flight, noting each acknowledged seq and its data."""
+class Writer(AckedLoad):
+    """Commits single-change change sets to its own model, noting each acknowledged version with
+    the value it wrote."""
+
+    def __init__(self, port: int, store: str, index: int, round_: int, stop: threading.Event):
+        super().__init__(port, f"/api/stores/{store}/changes", "version", stop)
+        self.index, self.round, self.model = index, round_, f"w{index}"
+
+    def body(self, n: int) -> tuple[dict, dict]:
+        value = {"r": self.round, "w": self.index, "n": n}
+        return {"changes": [{"op": "put", "model": self.model, "value": value}]}, value
+
+
+class Publisher(AckedLoad):
+    """Publishes to one topic, noting each acknowledged seq and its data."""
 
     def __init__(self, port: int, topic: str, round_: int, stop: threading.Event):
-        super().__init__(daemon=True)
-        self.port, self.topic, self.round, self.stop = port, topic, round_, stop
-        self.acks: list[tuple[int, dict]] = []
-        self.refused: list[str] = []
+        super().__init__(port, f"/api/topics/{topic}/messages", "seq", stop)
+        self.round = round_
 
-    def run(self) -> None:
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=IO_TIMEOUT)
-        n = 0
-        try:
-            while not self.stop.is_set():
-                data = {"r": self.round, "n": n}
-                conn.request("POST", f"/api/topics/{self.topic}/messages", body=json.dumps(data),
-                             headers={"Content-Type": "application/json"})
-                resp = conn.getresponse()
-                answer = resp.read()
-                if resp.status not in (200, 201):
-                    self.refused.append(f"{resp.status}: {answer[:200]!r}")
-                    return
-                self.acks.append((json.loads(answer)["seq"], data))
-                n += 1
-        except (OSError, http.client.HTTPException):
-            pass
-        finally:
-            conn.close()
+    def body(self, n: int) -> tuple[dict, dict]:
+        data = {"r": self.round, "n": n}
+        return data, data
 
 
 class Follower(threading.Thread):
