@@ -32,6 +32,9 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // SQLite for the disk engine; imported by one file of it (`SQLiteDatabase`).
         .systemLibrary(name: "CSQLite", providers: [.apt(["libsqlite3-dev"])]),
+        // libcurl for the calls the gateway makes to the backend's hooks, driven by the loop through
+        // its multi-socket interface; imported by one folder of the loop module (`outbound`).
+        .systemLibrary(name: "CCurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // hiredis and its libuv adapter, a header of static functions compiled once here. Linked by
         // name: Debian's hiredis.pc adds a compiler flag SwiftPM refuses. Only the loop module uses it.
         .target(name: "CHiredis", linkerSettings: [.linkedLibrary("hiredis"), .linkedLibrary("uv")]),
@@ -57,7 +60,7 @@ let package = Package(
         // The only module that imports libuv (and hiredis, whose adapter drives the same loop).
         .target(
             name: "ReceptionistLoop",
-            dependencies: ["CLibUV", "CHiredis", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
+            dependencies: ["CLibUV", "CHiredis", "CCurl", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
             swiftSettings: strict),
         // The disk engine: stores and topics in one SQLite database, written by a thread of its own.
         .target(

@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh build|test|bench|container
 set -euo pipefail
 
-packages=(libuv1-dev libhttp-parser-dev libssl-dev libhiredis-dev zlib1g-dev libsqlite3-dev pkg-config)
+packages=(libuv1-dev libhttp-parser-dev libssl-dev libhiredis-dev zlib1g-dev libsqlite3-dev libcurl4-openssl-dev pkg-config)
 case "${1:-build}" in
   build) ;;
   test) packages+=(curl python3 python3-venv chromium chromium-driver redis-server nodejs node-typescript) ;;

@@ -76,6 +76,11 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
         publish["data"] = (try? JSONParser.parse(data)) ?? .null
         if let ref { publish["ref"] = .string(ref) }
         return .object(publish)
+    case .rpc(let id, let method, let data):
+        return ["type": "rpc", "id": .string(id), "method": .string(method), "data": data]
+    case .commit(_, let request, _):
+        // The message itself is what the gateway reads a commit from.
+        return request
     case .unsubscribe(let unsubscribed):
         members["type"] = "unsubscribe"
         target = unsubscribed

@@ -25,6 +25,8 @@ public final class Gateway {
     private let lagProbe: LagProbe
     private var listener: TCPListener?
     private var sweepTimer: LoopTimer?
+    /// The backend's hooks, when any is set.
+    private let hooks: HookClient?
     var acceptErrorsLogged = 0
 
     /// Binds the listening socket. Loop thread (the calling thread becomes it).
@@ -54,7 +56,10 @@ public final class Gateway {
         let operations = OperationsEndpoints(
             loop: loop, drain: drain, table: table, hub: hub, stores: stores, jobs: jobs, counters: counters, metrics: metrics,
             engine: engine.cluster, disk: engine.disk)
-        let access = AccessControl(apiKeys: config.apiKeys, tokenSecret: config.tokenSecret)
+        hooks = config.hooks.urls.isEmpty ? nil : HookClient(settings: config.hooks, loop: loop, logger: logger)
+        if let hooks { metrics.watch(hooks) }
+        let access = AccessControl(
+            apiKeys: config.apiKeys, tokenSecret: config.tokenSecret, connectHook: config.hooks.url(.connect) != nil)
         let publisher = TopicPublisher(hub: hub, log: started.topicLog, rate: config.publishRate)
         let boundHub = LoopBound(hub, loop: loop)
         let mailbox = loop.mailbox
@@ -64,7 +69,8 @@ public final class Gateway {
             operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } },
             storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) })
         let streams = StreamServices(
-            config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table)
+            config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table,
+            hooks: hooks, stores: stores, handoff: JobHandoff(jobs: jobs, mailbox: loop.mailbox))
         loop.context = streams
         // A topic's messages of one turn of the loop go to each subscriber together, in the
         // flush that ends the turn (invariant 47).
@@ -123,6 +129,7 @@ public final class Gateway {
     private func finish() {
         sweepTimer?.close()
         sweepTimer = nil
+        hooks?.close()
         lagProbe.close()
         let mailbox = loop.mailbox
         let engine = LoopBound(self.engine, loop: loop)

@@ -86,6 +86,8 @@ public struct GatewayConfig: Sendable {
     /// The most idempotency keys remembered at once (in a cluster, across every node); past it
     /// the oldest are forgotten first, and the window holds only as long as they last.
     public var maxIdempotencyKeys = 100_000
+    /// The backend's hooks (`docs/HOOKS.md`); none is called unless its URL is set.
+    public var hooks = HookSettings()
     /// Protocol messages a WebSocket client may send.
     public var clientMessageRate = RateLimit(perSecond: 50, burst: 100)
 

@@ -13,14 +13,21 @@ public enum ClientMessage: Sendable, Equatable {
     case authenticateKey(apiKey: String)
     /// Publishes `data` (the JSON text the client wrote, compacted) to a topic; `ref` is echoed.
     case publish(topic: String, data: [UInt8], ref: String?)
+    /// Calls the backend's RPC hook with `method` and `data` (the parsed value); `id` is echoed.
+    case rpc(id: String, method: String, data: JSONValue)
+    /// Commits a change set to a store, as `POST /api/stores/{store}/changes` does: `request` is
+    /// the message itself, whose `changes`, `ifVersion` and `ifMatch` the gateway reads.
+    case commit(store: String, request: JSONValue, ref: String?)
 
     /// Why a message could not be understood; answered with an `error` message, never a close.
     public struct Problem: Error, Sendable, Equatable {
         /// The protocol's error code, such as `bad_message` or `unknown_type`.
         public let code: Code
         public let message: String
-        /// The `ref` of the publish this answers, echoed so the client can match it.
+        /// The `ref` of the publish or commit this answers, echoed so the client can match it.
         public var ref: String?
+        /// The store's version now, for `precondition_failed`.
+        public var version: UInt64?
 
         public init(_ code: Code, _ message: String, ref: String? = nil) {
             self.code = code
@@ -43,6 +50,8 @@ public enum ClientMessage: Sendable, Equatable {
             case tooManySubscriptions = "too_many_subscriptions"
             case rateLimited = "rate_limited"
             case unavailable = "unavailable"
+            case preconditionFailed = "precondition_failed"
+            case storageFailed = "storage_failed"
         }
     }
 
@@ -71,8 +80,12 @@ public enum ClientMessage: Sendable, Equatable {
             return .success(.authenticate(token: token))
         case "publish":
             return decodePublish(value, text: text)
+        case "rpc":
+            return decodeRPC(value)
+        case "commit":
+            return decodeCommit(value)
         default:
-            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe, unsubscribe or publish"))
+            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe, unsubscribe, publish, commit or rpc"))
         }
         let target: StreamTarget
         switch (value["store"], value["topic"]) {
@@ -114,18 +127,52 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.subscribe(target, since: since, epoch: epoch, options: options, presence: presence))
     }
 
-    /// The most bytes a publish's `ref` may have.
+    /// The most bytes a publish's or commit's `ref`, or an RPC's `id`, may have.
     public static let maxRefBytes = 64
+
+    /// The most bytes an RPC's `method` may have.
+    public static let maxMethodBytes = 256
+
+    private static func decodeRef(_ value: JSONValue) -> Result<String?, Problem> {
+        guard let raw = value["ref"], raw != .null else { return .success(nil) }
+        guard let given = raw.stringValue, given.utf8.count <= maxRefBytes else {
+            return .failure(Problem(.badMessage, "\"ref\" must be a string of at most \(maxRefBytes) bytes"))
+        }
+        return .success(given)
+    }
+
+    private static func decodeRPC(_ value: JSONValue) -> Result<ClientMessage, Problem> {
+        guard let id = value["id"]?.stringValue, !id.isEmpty, id.utf8.count <= maxRefBytes else {
+            return .failure(Problem(.badMessage, "an rpc message needs a string \"id\" of 1 to \(maxRefBytes) bytes"))
+        }
+        guard let method = value["method"]?.stringValue, !method.isEmpty, method.utf8.count <= maxMethodBytes else {
+            return .failure(Problem(.badMessage, "an rpc message needs a string \"method\" of 1 to \(maxMethodBytes) bytes", ref: id))
+        }
+        return .success(.rpc(id: id, method: method, data: value["data"] ?? .null))
+    }
+
+    private static func decodeCommit(_ value: JSONValue) -> Result<ClientMessage, Problem> {
+        let ref: String?
+        switch decodeRef(value) {
+        case .success(let given): ref = given
+        case .failure(let problem): return .failure(problem)
+        }
+        guard let store = value["store"]?.stringValue else {
+            return .failure(Problem(.badMessage, "a commit message needs a string \"store\"", ref: ref))
+        }
+        guard case .array? = value["changes"] else {
+            return .failure(Problem(.badMessage, "a commit message needs an array \"changes\"", ref: ref))
+        }
+        return .success(.commit(store: store, request: value, ref: ref))
+    }
 
     /// A publish: its topic, its `ref`, and its `data` as the bytes the client wrote (compacted,
     /// never parsed and written again), found in the message's own text.
     private static func decodePublish(_ value: JSONValue, text: [UInt8]) -> Result<ClientMessage, Problem> {
-        var ref: String?
-        if let raw = value["ref"], raw != .null {
-            guard let given = raw.stringValue, given.utf8.count <= maxRefBytes else {
-                return .failure(Problem(.badMessage, "\"ref\" must be a string of at most \(maxRefBytes) bytes"))
-            }
-            ref = given
+        let ref: String?
+        switch decodeRef(value) {
+        case .success(let given): ref = given
+        case .failure(let problem): return .failure(problem)
         }
         guard let topic = value["topic"]?.stringValue else {
             return .failure(Problem(.badMessage, "a publish message needs a string \"topic\"", ref: ref))

@@ -99,6 +99,30 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "A file holding the token secret (its first line), instead of --token-secret.")
     var tokenSecretFile: String?
 
+    @Option(help: "URL of the connect hook: admits WebSocket and SSE connections that bring no token (docs/HOOKS.md).")
+    var hookConnect: String?
+
+    @Option(help: "URL of the publish hook: allows, rewrites or refuses what WebSocket clients without an API key publish.")
+    var hookPublish: String?
+
+    @Option(help: "URL of the write hook: allows or refuses a WebSocket client's commit that no grant covers.")
+    var hookWrite: String?
+
+    @Option(help: "URL of the RPC hook: answers a WebSocket client's {\"type\":\"rpc\"} messages.")
+    var hookRpc: String?
+
+    @Option(help: "Seconds a hook call may take, waiting included; past it the client is answered 'unavailable'.")
+    var hookTimeout = 2.0
+
+    @Option(help: "Most hook calls under way at once; more wait in a queue of --hook-max-queued.")
+    var hookMaxInflight = 256
+
+    @Option(help: "Most hook calls waiting; past it a client is answered 'unavailable' at once.")
+    var hookMaxQueued = 10_000
+
+    @Option(help: "A request header passed to the connect hook besides Cookie and Authorization (repeatable).")
+    var hookForwardHeader: [String] = []
+
     @Option(help: "An origin allowed to open WebSockets and call the API from a browser (repeatable; '*' for any). Default: same origin only.")
     var allowedOrigin: [String] = []
 
@@ -212,6 +236,14 @@ struct ServeCommand: ParsableCommand {
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
+        for url in [hookConnect, hookPublish, hookWrite, hookRpc].compactMap({ $0 })
+        where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
+            throw ValidationError("a hook URL must start with http:// or https://, not '\(url)'")
+        }
+        guard (0.01...60).contains(hookTimeout) else { throw ValidationError("--hook-timeout must be 0.01 to 60 seconds") }
+        guard hookMaxInflight > 0, hookMaxQueued >= 0 else {
+            throw ValidationError("--hook-max-inflight must be positive and --hook-max-queued not negative")
+        }
         guard redisMaxPending > 0 else { throw ValidationError("--redis-max-pending must be positive") }
         guard (0.1...300).contains(redisTimeout) else { throw ValidationError("--redis-timeout must be 0.1 to 300 seconds") }
         guard (0.3...300).contains(heartbeatTimeout) else { throw ValidationError("--heartbeat-timeout must be 0.3 to 300 seconds") }
@@ -301,6 +333,11 @@ struct ServeCommand: ParsableCommand {
                 directory: directory, fsync: DiskOptions.Fsync(rawValue: fsync) ?? .always, intervalSeconds: fsyncInterval,
                 retain: retain, topicHistory: history)
         }
+        config.hooks.urls = [.connect: hookConnect, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc].compactMapValues { $0 }
+        config.hooks.timeoutSeconds = hookTimeout
+        config.hooks.maxInFlight = hookMaxInflight
+        config.hooks.maxQueued = hookMaxQueued
+        config.hooks.forwardHeaders = hookForwardHeader
         config.redisMaxPendingCommands = redisMaxPending
         config.redisTimeoutSeconds = redisTimeout
         config.heartbeatTimeoutSeconds = heartbeatTimeout

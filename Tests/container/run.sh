@@ -25,7 +25,7 @@ redis_image=localhost/receptionist-test-redis:test
 nginx_image=localhost/receptionist-test-nginx:test
 compose_project=receptionist-compose-$$
 # The runtime libraries deploy/Dockerfile would otherwise install, so its build needs no network.
-runtime_packages=libuv1,libhttp-parser2.9,libssl3,libhiredis0.14,libsqlite3-0
+runtime_packages=libuv1,libhttp-parser2.9,libssl3,libhiredis0.14,libsqlite3-0,libcurl4
 
 # Podman's configuration for this test only: runc, cgroupfs, no systemd or journald.
 export CONTAINERS_CONF="$PWD/$here/containers.conf"

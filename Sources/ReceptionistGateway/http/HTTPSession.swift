@@ -9,7 +9,7 @@ import ReceptionistWire
 final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// A protocol the connection switches to once the current request is answered.
     private enum Handover {
-        case webSocket(WebSocketSession.Mode, response: [UInt8], claims: TokenClaims?, deflate: PerMessageDeflate?)
+        case webSocket(WebSocketSession.Mode, response: [UInt8], grant: StreamGrant, deflate: PerMessageDeflate?)
         case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
     }
 
@@ -97,7 +97,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         switch services.router.route(request, client: connection.peerAddress ?? "unknown", now: now) {
         case .reply(let reply):
             slot.fill(reply)
-        case .upgrade(let mode, let claims):
+        case .upgrade(let mode, let grant):
             guard slots.count == 1 else {
                 return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; upgrade on a fresh request"))
             }
@@ -105,7 +105,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             switch WebSocketHandshake.accept(request, supported: supported, compression: services.streams.compression != nil) {
             case .success(let accepted):
                 slots.removeAll()
-                handover = .webSocket(mode, response: accepted.response, claims: claims, deflate: accepted.deflate)
+                handover = .webSocket(mode, response: accepted.response, grant: grant, deflate: accepted.deflate)
             case .failure(let refusal):
                 slot.fill(Reply(.error(refusal.status, refusal.detail, headers: refusal.headers), closesConnection: true))
             }
@@ -142,18 +142,18 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Gives the connection to a WebSocket or SSE session; this session is done with it.
     private func hand(over handover: Handover, remainder: [UInt8]) {
         switch handover {
-        case .webSocket(let mode, let response, let claims, let deflate):
+        case .webSocket(let mode, let response, let grant, let deflate):
             connection.write(response)
             let session = WebSocketSession(
-                connection: connection, services: services.streams, mode: mode, claims: claims, deflate: deflate)
+                connection: connection, services: services.streams, mode: mode, claims: grant.claims, deflate: deflate)
             services.table.replaceSession(of: connection, with: session)
-            session.start(remainder: remainder)
+            session.start(remainder: remainder, connect: grant.connect)
         case .stream(let target, let since, let epoch, let options, let presence, let grant):
             let session = SSESession(connection: connection, services: services.streams, claims: grant.claims)
             services.table.replaceSession(of: connection, with: session)
             session.start(
                 target, since: since, epoch: epoch, options: options, presence: presence, date: services.dateCache.current,
-                corsOrigin: grant.corsOrigin)
+                grant: grant)
         }
     }
 

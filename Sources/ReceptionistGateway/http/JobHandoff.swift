@@ -14,6 +14,14 @@ struct JobHandoff: Sendable {
     /// handed, from any thread; `answer` then gets it on the loop. A full job queue is answered
     /// 503 at once.
     func run(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void, answer: @escaping (Reply) -> Void) {
+        run(work, answer: answer, whenFull: .error(.overCapacity, "the job queue is full; retry later"))
+    }
+
+    /// As `run`, for any answer: `whenFull` is given at once if the job queue is full.
+    func run<Answer: Sendable>(
+        _ work: @escaping @Sendable (_ reply: @escaping @Sendable (Answer) -> Void) -> Void, answer: @escaping (Answer) -> Void,
+        whenFull: Answer
+    ) {
         let back = ThreadBound(answer)
         let mailbox = self.mailbox
         let accepted = jobs.submit {
@@ -22,6 +30,6 @@ struct JobHandoff: Sendable {
                 _ = mailbox.post { back.value(reply) }
             }
         }
-        if !accepted { answer(.error(.overCapacity, "the job queue is full; retry later")) }
+        if !accepted { answer(whenFull) }
     }
 }

@@ -90,4 +90,9 @@ extension Reply {
 struct ReplyError: Error {
     let reply: Reply
     init(_ reply: Reply) { self.reply = reply }
+
+    /// The `detail` of the error's JSON body: why, in words, for a client that is not told by HTTP.
+    var detail: String {
+        (try? JSONParser.parse(reply.response.body))?["detail"]?.stringValue ?? "\(reply.response.status.code)"
+    }
 }

@@ -13,6 +13,8 @@ final class Router {
     private let presenceAPI: PresenceAPI
     private let hub: PushHub
     private let enableEcho: Bool
+    /// The headers the connect hook is also told (`--hook-forward-header`).
+    private let forwardHeaders: [String]
     private let access: AccessControl
     private let origins: OriginPolicy
     private let publisher: TopicPublisher
@@ -35,6 +37,7 @@ final class Router {
         presenceAPI = PresenceAPI(hub: hub, stores: stores)
         self.hub = hub
         enableEcho = config.enableEcho
+        forwardHeaders = config.hooks.forwardHeaders
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
         self.publisher = publisher
@@ -49,9 +52,9 @@ final class Router {
         }
         switch request.rawPath {
         case "/ws":
-            return upgrade(request, .push)
+            return upgrade(request, .push, client: client)
         case "/ws/echo" where enableEcho:
-            return upgrade(request, .echo)
+            return upgrade(request, .echo, client: client)
         default:
             break
         }
@@ -112,10 +115,10 @@ final class Router {
             return presence(request, .topic(segments[1]), client: client)
         case "stores" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
-            return stream(request, .store(segments[1]), origin: origin)
+            return stream(request, .store(segments[1]), origin: origin, client: client)
         case "topics" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
-            return stream(request, .topic(segments[1]), origin: origin)
+            return stream(request, .topic(segments[1]), origin: origin, client: client)
         case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
@@ -173,11 +176,22 @@ final class Router {
         }
     }
 
-    private func stream(_ request: HTTPRequest, _ target: StreamTarget, origin: String?) -> RouteResult {
+    /// What the connect hook needs to admit a connection that brought no token; nil if no
+    /// connect hook is set.
+    private func connectRequest(_ request: HTTPRequest, client: String) -> ConnectRequest? {
+        guard access.connectHook else { return nil }
+        return ConnectRequest(request, remoteAddress: client, forward: forwardHeaders)
+    }
+
+    private func stream(_ request: HTTPRequest, _ target: StreamTarget, origin: String?, client: String) -> RouteResult {
         if let draining = operations.refusingStreams { return .reply(draining) }
         var grant = StreamGrant(corsOrigin: origin)
         if access.requiresToken {
             let token = StreamRequest.query(request, "token") ?? AccessControl.bearer(request.headers["Authorization"])
+            if token == nil, let connect = connectRequest(request, client: client) {
+                grant.connect = connect
+                return StreamRequest.route(request, target: target, hub: hub, grant: grant)
+            }
             switch checkToken(token) {
             case .failure(let failure): return .reply(failure.reply)
             case .success(let claims):
@@ -206,21 +220,25 @@ final class Router {
         }
     }
 
-    private func upgrade(_ request: HTTPRequest, _ mode: WebSocketSession.Mode) -> RouteResult {
+    private func upgrade(_ request: HTTPRequest, _ mode: WebSocketSession.Mode, client: String) -> RouteResult {
         guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
         // A draining gateway takes no new streams; clients reconnect to another node.
         if let draining = operations.refusingStreams { return .reply(draining) }
         // Browsers always send Origin on a WebSocket upgrade; this is the guard against
         // cross-site WebSocket hijacking.
         if let refusal = refuseOrigin(request, "open a WebSocket here") { return .reply(refusal) }
-        var claims: TokenClaims?
-        if access.requiresToken, mode == .push, let token = StreamRequest.query(request, "token") {
+        var grant = StreamGrant()
+        guard access.requiresToken, mode == .push else { return .upgrade(mode, grant: grant) }
+        if let token = StreamRequest.query(request, "token") {
             switch checkToken(token) {
             case .failure(let failure): return .reply(failure.reply)
-            case .success(let verified): claims = verified
+            case .success(let verified): grant.claims = verified
             }
+        } else {
+            // Admitted by the connect hook, once the WebSocket is open; refused with close 1008.
+            grant.connect = connectRequest(request, client: client)
         }
-        return .upgrade(mode, claims: claims)
+        return .upgrade(mode, grant: grant)
     }
 
     /// The 403 for a request whose `Origin` is not allowed to `action`, or nil when it may.

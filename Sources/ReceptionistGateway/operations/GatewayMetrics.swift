@@ -22,6 +22,7 @@ final class GatewayMetrics {
     private var redis: Gauge?
     private var redisPending: Gauge?
     private var disk: [Counter] = []
+    private var hooks: HookMetrics?
 
     static let lagProbeMilliseconds: UInt64 = 100
 
@@ -133,7 +134,13 @@ final class GatewayMetrics {
         for (counter, value) in zip(disk, [syncs, writes, failed]) { set(counter, Int(value)) }
     }
 
+    /// Reports the backend hooks' calls from now on.
+    func watch(_ client: HookClient) {
+        hooks = HookMetrics(registry: registry, hooks: client)
+    }
+
     func render(_ sample: Sample) -> Reply {
+        hooks?.update()
         for (reason, counter) in refusals {
             set(counter, sample.counters.count(reason))
         }

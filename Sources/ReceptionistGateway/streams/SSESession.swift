@@ -25,16 +25,50 @@ final class SSESession: StreamSession {
     }
 
     /// Takes the connection over from HTTP and starts the stream. The target was checked already
-    /// (the token covers it, and the hub can serve it).
+    /// (the token covers it, and the hub can serve it), unless the connect hook must admit the
+    /// connection first: then its answer is awaited, and a refusal is still an HTTP status.
     func start(
         _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, date: String,
-        corsOrigin: String?
+        grant: StreamGrant
     ) {
         connection.delegate = self
-        connection.write(Self.head(date: date, corsOrigin: corsOrigin))
-        if subscribe(target, since: since, epoch: epoch, options: options, presence: presence) != nil {
-            connection.closeAfterFlush()
+        let stream = { [unowned self] in
+            connection.write(Self.head(date: date, corsOrigin: grant.corsOrigin))
+            if subscribe(target, since: since, epoch: epoch, options: options, presence: presence) != nil {
+                connection.closeAfterFlush()
+            }
         }
+        guard let connect = grant.connect else { return stream() }
+        askConnectHook(connect) { [weak self] decision in
+            guard let self else { return }
+            switch decision {
+            case .admit(let claims):
+                core.claims = claims
+                guard claims.allows(target) else {
+                    services.counters.refused(.tokenScope)
+                    return refuse(.forbidden, "the connect hook's grant does not cover \(target)", date: date)
+                }
+                guard !presence || claims.allowsPresence(of: target) else {
+                    services.counters.refused(.tokenScope)
+                    return refuse(.forbidden, "the connect hook's presence grant does not cover \(target)", date: date)
+                }
+                stream()
+            case .refuse(let status, let reason):
+                refuse(status == 401 ? .unauthorized : .forbidden, reason, date: date)
+            case .unavailable(let why):
+                refuse(.serviceUnavailable, why, date: date)
+            }
+        }
+    }
+
+    /// Answers the request with an error instead of the stream, and closes.
+    private func refuse(_ status: HTTPStatus, _ detail: String, date: String) {
+        guard state.ending() else { return }
+        let response = HTTPResponse.error(status, detail)
+        connection.write(response.body.withUnsafeBytes {
+            HTTPResponseEncoder.head(response, date: date, keepAlive: false, contentLength: response.body.count, inlineBody: $0)
+        })
+        connection.closeAfterFlush()
     }
 
     /// `corsOrigin` was checked against the allow-list already; it contains no CR or LF, since

@@ -7,4 +7,21 @@ struct StreamGrant: Sendable {
     var claims: TokenClaims?
     /// The allowed cross-origin `Origin` to echo in `Access-Control-Allow-Origin`.
     var corsOrigin: String?
+    /// Set when the connection brought no token and the connect hook must admit it first.
+    var connect: ConnectRequest?
+}
+
+/// What the connect hook is told of a connection that brought no token (`docs/HOOKS.md`).
+struct ConnectRequest: Sendable {
+    var remoteAddress: String
+    /// `Cookie`, `Authorization` and the headers `--hook-forward-header` names, lower-cased.
+    var headers: [(name: String, value: String)]
+
+    init(_ request: HTTPRequest, remoteAddress: String, forward: [String]) {
+        self.remoteAddress = remoteAddress
+        headers = []
+        for name in ["cookie", "authorization"] + forward.map({ $0.lowercased() }) {
+            if let value = request.headers[name], !headers.contains(where: { $0.name == name }) { headers.append((name, value)) }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Logging
 import ReceptionistLoop
+import ReceptionistModel
 import ReceptionistPush
 
 /// What every WebSocket and SSE session is handed when it starts: the push hub, the trust checks,
@@ -20,11 +21,19 @@ final class StreamServices {
     let compression: FrameCompression?
     /// Every WebSocket connection's keepalive and close timeouts.
     let webSocketTiming: WebSocketSessionState.Timing
+    /// The backend's hooks; nil when none is set.
+    let hooks: HookClient?
+    /// Where a client's commits go: the stores, on a job thread.
+    let stores: StoreRegistry
+    let handoff: JobHandoff
 
     init(
         config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,
-        logger: Logger, table: any SessionTable
+        logger: Logger, table: any SessionTable, hooks: HookClient?, stores: StoreRegistry, handoff: JobHandoff
     ) {
+        self.hooks = hooks
+        self.stores = stores
+        self.handoff = handoff
         self.config = config
         self.hub = hub
         self.publisher = publisher

@@ -47,9 +47,17 @@ final class WebSocketSession: StreamSession {
     }
 
 
-    /// Takes the connection over from HTTP; `remainder` is what the client sent after its upgrade request.
-    func start(remainder: [UInt8]) {
+    /// Takes the connection over from HTTP; `remainder` is what the client sent after its upgrade
+    /// request. With `connect`, nothing the client sends is read until the connect hook admits it.
+    func start(remainder: [UInt8], connect: ConnectRequest? = nil) {
         connection.delegate = self
+        guard let connect else { return startReading(remainder) }
+        // The client's messages wait in the kernel until the connect hook has answered.
+        connection.stopReading()
+        admit(connect) { [weak self] in self?.startReading(remainder) }
+    }
+
+    func startReading(_ remainder: [UInt8]) {
         connection.startReading()
         if !remainder.isEmpty {
             remainder.withUnsafeBytes { received($0) }
@@ -132,6 +140,10 @@ final class WebSocketSession: StreamSession {
             authenticate(apiKey: key)
         case .success(.publish(let topic, let data, let ref)):
             publish(topic, data: data, ref: ref)
+        case .success(.rpc(let id, let method, let data)):
+            rpc(id: id, method: method, data: data)
+        case .success(.commit(let store, let request, let ref)):
+            commit(store, request: request, ref: ref)
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
             if let problem = subscribe(target, since: since, epoch: epoch, options: options, presence: presence) {
                 sendError(problem)
@@ -177,6 +189,8 @@ final class WebSocketSession: StreamSession {
     private func publishRateKey(for topic: String) -> String? {
         if !services.access.requiresAPIKey { return "address " + (connection.peerAddress ?? "unknown") }
         if let key = core.publishRateKey { return key }
+        // The publish hook decides for every client without an API key.
+        if services.hooks?.isSet(.publish) == true { return "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown") }
         guard let claims = core.claims, claims.allowsPublishing(to: topic) else { return nil }
         return "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
     }
@@ -197,6 +211,14 @@ final class WebSocketSession: StreamSession {
             services.counters.refused(.publishRate)
             return sendError(ClientMessage.Problem(.rateLimited, "publish rate exceeded; retry after \(seconds) s", ref: ref))
         }
+        if core.publishRateKey == nil, services.hooks?.isSet(.publish) == true {
+            return publishThroughHook(topic, data: data, ref: ref)
+        }
+        sequence(topic, data: data, ref: ref)
+    }
+
+    /// Hands an allowed publish to the topic; the client is told its `seq` once it is in the history.
+    func sequence(_ topic: String, data: [UInt8], ref: String?) {
         services.publisher.publish(topic, data: data) { [weak self] result in
             guard let self, self.connection.state == .open else { return }
             switch result {
@@ -223,7 +245,7 @@ final class WebSocketSession: StreamSession {
 
     /// Queues a reply of our own (an error, `unsubscribed`, a pong…). Replies obey the limit too
     /// (invariant 28): a client that sends and never reads is closed, not buffered for.
-    private func writeFrame(_ bytes: [UInt8]) {
+    func writeFrame(_ bytes: [UInt8]) {
         guard !state.closeSent else { return }
         if isOverOwedLimit { return closeSlowConsumer() }
         services.counters.webSocketMessagesOut += 1
@@ -244,7 +266,7 @@ final class WebSocketSession: StreamSession {
         deflateWindowBits == 0 ? nil : services.compression?.compressor(windowBits: Int(deflateWindowBits))
     }
 
-    private func sendError(_ problem: ClientMessage.Problem) {
+    func sendError(_ problem: ClientMessage.Problem) {
         writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.error(problem)))
     }
 

@@ -10,8 +10,11 @@ struct AccessControl: Sendable {
     private let scopes: [String]
     /// The HS256 secret subscription tokens are checked with; nil means subscriptions are open.
     private let tokenSecret: [UInt8]?
+    /// Whether a connection that brings no token is admitted by the connect hook instead.
+    let connectHook: Bool
 
-    init(apiKeys: [String], tokenSecret: String?) {
+    init(apiKeys: [String], tokenSecret: String?, connectHook: Bool = false) {
+        self.connectHook = connectHook
         self.apiKeys = apiKeys.map { Array($0.utf8) }
         scopes = self.apiKeys.map { key in
             HMACSHA256.mac(key: Array("receptionist scope".utf8), message: key).prefix(12).map { byte in
@@ -22,7 +25,8 @@ struct AccessControl: Sendable {
     }
 
     var requiresAPIKey: Bool { !apiKeys.isEmpty }
-    var requiresToken: Bool { tokenSecret != nil }
+    /// Whether streams need an identity: a token's, or one the connect hook gives.
+    var requiresToken: Bool { tokenSecret != nil || connectHook }
 
     enum KeyCheck: Equatable {
         /// Allowed; the identity that publish rates are counted against, and the scope of its

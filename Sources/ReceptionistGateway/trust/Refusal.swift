@@ -14,4 +14,8 @@ enum Refusal: String, CaseIterable, Sendable {
     case tokenExpired = "token_expired"
     case tokenScope = "token_scope"
     case slowConsumer = "slow_consumer"
+    /// The connect hook refused a connection, or could not be asked.
+    case connectHook = "connect_hook"
+    /// A publish, write or subscribe hook refused what a client asked.
+    case hookDenied = "hook_denied"
 }

@@ -133,6 +133,7 @@ public enum PushEncoder {
         field("code", problem.code.rawValue, &out)
         field("message", problem.message, &out)
         if let ref = problem.ref { field("ref", ref, &out) }
+        if let version = problem.version { number("version", version, &out) }
         out.append(UInt8(ascii: "}"))
         return out
     }

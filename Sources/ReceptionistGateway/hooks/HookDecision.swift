@@ -1,0 +1,111 @@
+import ReceptionistJSON
+import ReceptionistWire
+
+/// What the backend's answer to a hook decides, read from `HookAnswer` by the rules of
+/// `docs/HOOKS.md`. Pure: the sessions act on it.
+enum HookDecision {
+    /// The connect hook's answer: the identity and grants to admit the connection with (the same
+    /// grants a token carries), a refusal (401 or 403, with the reason), or no answer.
+    enum Connect: Equatable {
+        case admit(TokenClaims)
+        case refuse(status: Int, reason: String)
+        case unavailable(String)
+    }
+
+    /// A publish, write or subscribe hook's answer: allowed (with the replacement data or the
+    /// answer's other members), refused with a reason, or no answer.
+    enum Allow: Equatable {
+        case allow(JSONValue)
+        case deny(String)
+        case unavailable(String)
+    }
+
+    /// An RPC hook's answer: the result's JSON, or the error to give the client.
+    enum RPC: Equatable {
+        case result(JSONValue)
+        case error(code: String, message: String)
+    }
+
+    static func connect(_ answer: HookAnswer, nowSeconds: Double) -> Connect {
+        switch answer {
+        case .unavailable(let why):
+            return .unavailable(why)
+        case .answered(let status, let body) where status == 401 || status == 403:
+            return .refuse(status: status, reason: body?["reason"]?.stringValue ?? "refused by the connect hook")
+        case .answered(200, let body?):
+            guard body.objectValue != nil, let user = body["user"]?.stringValue else {
+                return .unavailable("the connect hook's answer needs a string \"user\"")
+            }
+            var claims = TokenClaims(subject: user, expiresAt: .infinity)
+            if let expires = body["expiresAt"], expires != .null {
+                guard let seconds = expires.numberValue, seconds.isFinite else {
+                    return .unavailable("the connect hook's \"expiresAt\" must be seconds since 1970")
+                }
+                guard seconds > nowSeconds else { return .refuse(status: 401, reason: "the connect hook's grant has expired") }
+                claims.expiresAt = seconds
+            }
+            do throws(Malformed) {
+                claims.stores = try names(body, "stores")
+                claims.topics = try names(body, "topics")
+                claims.publish = try names(body, "publish")
+                claims.write = try names(body, "write")
+                claims.presence = try names(body, "presence")
+            } catch {
+                return .unavailable("the connect hook's \"\(error.member)\" must be an array of name patterns")
+            }
+            if let info = body["info"], info != .null {
+                let text = JSONWriter.encode(info)
+                guard info.objectValue != nil, text.count <= TokenClaims.maxInfoBytes else {
+                    return .unavailable("the connect hook's \"info\" must be an object of at most \(TokenClaims.maxInfoBytes) bytes")
+                }
+                claims.info = text
+            }
+            return .admit(claims)
+        case .answered(let status, _):
+            return .unavailable("the connect hook answered \(status)")
+        }
+    }
+
+    /// A publish, write or subscribe hook: `{"allow":true,…}` allows, `{"allow":false,"reason"}`,
+    /// 401 or 403 refuses; anything else is no answer.
+    static func allow(_ answer: HookAnswer, hook: HookKind) -> Allow {
+        switch answer {
+        case .unavailable(let why):
+            return .unavailable(why)
+        case .answered(let status, let body) where status == 401 || status == 403:
+            return .deny(body?["reason"]?.stringValue ?? "refused by the \(hook.rawValue) hook")
+        case .answered(200, let body?) where body["allow"] == .bool(true):
+            return .allow(body)
+        case .answered(200, let body?) where body["allow"] == .bool(false):
+            return .deny(body["reason"]?.stringValue ?? "refused by the \(hook.rawValue) hook")
+        case .answered(let status, _):
+            return .unavailable("the \(hook.rawValue) hook answered \(status) without {\"allow\": true|false}")
+        }
+    }
+
+    static func rpc(_ answer: HookAnswer) -> RPC {
+        switch answer {
+        case .unavailable(let why):
+            return .error(code: "unavailable", message: why)
+        case .answered(200, let body):
+            return .result(body ?? .null)
+        case .answered(let status, let body) where status == 401 || status == 403:
+            return .error(code: "forbidden", message: body?["reason"]?.stringValue ?? "refused by the rpc hook")
+        case .answered(let status, let body):
+            return .error(code: "rpc_failed", message: body?["reason"]?.stringValue ?? "the rpc hook answered \(status)")
+        }
+    }
+
+    private struct Malformed: Error { let member: String }
+
+    private static func names(_ body: JSONValue, _ member: String) throws(Malformed) -> [String] {
+        guard let value = body[member], value != .null else { return [] }
+        guard case .array(let items) = value else { throw Malformed(member: member) }
+        var names: [String] = []
+        for item in items {
+            guard let name = item.stringValue else { throw Malformed(member: member) }
+            names.append(name)
+        }
+        return names
+    }
+}

@@ -1,0 +1,73 @@
+import ReceptionistJSON
+import ReceptionistPush
+import ReceptionistWire
+
+/// What a WebSocket session asks the backend's hooks: to admit it, to let a publish through
+/// (or rewrite it), and to answer an RPC (`docs/HOOKS.md`).
+extension WebSocketSession {
+    /// Sends one protocol message of our own (a reply), as a text frame.
+    func sendText(_ message: [UInt8]) {
+        writeFrame(WebSocketEncoder.frame(.text, payload: message))
+    }
+
+    /// Admits the connection by the connect hook's answer, then calls `admitted`. A refusal
+    /// closes with 1008 and the hook's reason; no answer closes with 1013 after an `unavailable`
+    /// error. Either way the client's close answer is read, so the close handshake completes.
+    func admit(_ request: ConnectRequest, then admitted: @escaping () -> Void) {
+        askConnectHook(request) { [weak self] decision in
+            guard let self else { return }
+            switch decision {
+            case .admit(let claims):
+                core.claims = claims
+                admitted()
+            case .refuse(_, let reason):
+                connection.startReading()
+                close(code: WebSocketCloseCode.policyViolation, reason: reason)
+            case .unavailable(let why):
+                connection.startReading()
+                sendError(ClientMessage.Problem(.unavailable, why))
+                close(code: WebSocketCloseCode.tryAgainLater, reason: "try again later")
+            }
+        }
+    }
+
+    /// Asks the publish hook, then publishes what it allows: the data as sent, or its replacement.
+    func publishThroughHook(_ topic: String, data: [UInt8], ref: String?) {
+        guard let hooks = services.hooks, let value = try? JSONParser.parse(data) else { return }
+        let (user, _) = hookIdentity
+        let body: JSONValue = ["client": clientName, "user": user, "topic": .string(topic), "data": value]
+        hooks.call(.publish, body) { [weak self] answer in
+            guard let self, connection.state == .open else { return }
+            switch HookDecision.allow(answer, hook: .publish) {
+            case .allow(let answer):
+                sequence(topic, data: answer["data"].map { JSONWriter.encode($0) } ?? data, ref: ref)
+            case .deny(let reason):
+                services.counters.refused(.hookDenied)
+                sendError(ClientMessage.Problem(.forbidden, reason, ref: ref))
+            case .unavailable(let why):
+                sendError(ClientMessage.Problem(.unavailable, why, ref: ref))
+            }
+        }
+    }
+
+    /// Calls the RPC hook; its answer comes back as `rpc_result`, any failure as `rpc_error`.
+    func rpc(id: String, method: String, data: JSONValue) {
+        if expireTokenIfDue() { return }
+        guard let hooks = services.hooks, hooks.isSet(.rpc) else {
+            return sendText(PushEncoder.rpcError(id: id, code: "rpc_failed", message: "this gateway has no RPC hook (--hook-rpc)"))
+        }
+        if services.access.requiresToken, core.claims == nil {
+            return sendText(PushEncoder.rpcError(
+                id: id, code: "unauthorized", message: "an RPC needs a token: send {\"type\":\"auth\",\"token\":…} first"))
+        }
+        let (user, info) = hookIdentity
+        let body: JSONValue = ["client": clientName, "user": user, "info": info, "method": .string(method), "data": data]
+        hooks.call(.rpc, body) { [weak self] answer in
+            guard let self, connection.state == .open else { return }
+            switch HookDecision.rpc(answer) {
+            case .result(let value): sendText(PushEncoder.rpcResult(id: id, data: value))
+            case .error(let code, let message): sendText(PushEncoder.rpcError(id: id, code: code, message: message))
+            }
+        }
+    }
+}
