@@ -31,7 +31,8 @@ import Testing
         let services = StreamServices(
             config: config, hub: hub, publisher: TopicPublisher(hub: hub, log: MemoryTopicLog(hub: hub), rate: config.publishRate),
             access: AccessControl(apiKeys: [], tokenSecret: nil), counters: GatewayCounters(),
-            logger: Logger(label: "footprint"), table: table)
+            logger: Logger(label: "footprint"), table: table, hooks: nil, stores: StoreRegistry(),
+            handoff: JobHandoff(jobs: JobRunner(threads: 1), mailbox: loop.mailbox))
         let connection = try #require(TCPConnection(loop: loop, fd: Socket.open(family: sa_family_t(AF_INET))))
         let session = WebSocketSession(connection: connection, services: services, mode: .push)
         #expect(heapBytes(of: session) <= 120)

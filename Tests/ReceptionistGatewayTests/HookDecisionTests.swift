@@ -1,0 +1,70 @@
+@testable import ReceptionistGateway
+import ReceptionistJSON
+import ReceptionistLoop
+import ReceptionistWire
+import Testing
+
+@Suite struct HookDecisionTests {
+    private func parsed(_ text: String) -> JSONValue { try! JSONParser.parse(Array(text.utf8)) }
+
+    @Test func aConnectAnswerGrantsWhatATokenWould() {
+        let answer = HookAnswer.answered(status: 200, body: parsed(
+            #"{"user":"ann","info":{"name":"Ann"},"expiresAt":2000,"stores":["orders.*"],"topics":["chat"],"publish":["chat"],"write":["paint"]}"#))
+        guard case .admit(let claims) = HookDecision.connect(answer, nowSeconds: 1000) else {
+            Issue.record("not admitted")
+            return
+        }
+        #expect(claims.subject == "ann" && claims.expiresAt == 2000)
+        #expect(claims.allows(.store("orders.eu")) && !claims.allows(.store("paint")))
+        #expect(claims.allowsPublishing(to: "chat") && claims.allowsWriting(to: "paint") && !claims.allowsWriting(to: "orders.eu"))
+        #expect(claims.info == Array(#"{"name":"Ann"}"#.utf8))
+    }
+
+    @Test func refusalsAndFailuresOfTheConnectHook() {
+        #expect(HookDecision.connect(.answered(status: 403, body: parsed(#"{"reason":"banned"}"#)), nowSeconds: 0)
+            == .refuse(status: 403, reason: "banned"))
+        #expect(HookDecision.connect(.answered(status: 401, body: nil), nowSeconds: 0)
+            == .refuse(status: 401, reason: "refused by the connect hook"))
+        // A grant that ran out already is a refusal; a malformed one, or another status, no answer.
+        #expect(HookDecision.connect(.answered(status: 200, body: parsed(#"{"user":"a","expiresAt":5}"#)), nowSeconds: 10)
+            == .refuse(status: 401, reason: "the connect hook's grant has expired"))
+        for body in [#"{"info":{}}"#, #"{"user":"a","stores":"x"}"#, #"{"user":"a","info":[1]}"#, #"[1]"#] {
+            guard case .unavailable = HookDecision.connect(.answered(status: 200, body: parsed(body)), nowSeconds: 0) else {
+                Issue.record("\(body) admitted or refused")
+                continue
+            }
+        }
+        guard case .unavailable = HookDecision.connect(.answered(status: 404, body: nil), nowSeconds: 0) else {
+            Issue.record("a 404 admitted or refused")
+            return
+        }
+    }
+
+    @Test func allowDenyAndNoAnswer() {
+        let rewrite = parsed(#"{"allow":true,"data":{"n":1.50}}"#)
+        #expect(HookDecision.allow(.answered(status: 200, body: rewrite), hook: .publish) == .allow(rewrite))
+        #expect(HookDecision.allow(.answered(status: 200, body: parsed(#"{"allow":false,"reason":"no"}"#)), hook: .publish) == .deny("no"))
+        #expect(HookDecision.allow(.answered(status: 403, body: nil), hook: .write) == .deny("refused by the write hook"))
+        guard case .unavailable = HookDecision.allow(.answered(status: 200, body: parsed("{}")), hook: .publish) else {
+            Issue.record("an answer without allow decided")
+            return
+        }
+    }
+
+    @Test func rpcAnswers() {
+        #expect(HookDecision.rpc(.answered(status: 200, body: parsed("[1]"))) == .result(parsed("[1]")))
+        #expect(HookDecision.rpc(.answered(status: 200, body: nil)) == .result(.null))
+        #expect(HookDecision.rpc(.answered(status: 403, body: nil)) == .error(code: "forbidden", message: "refused by the rpc hook"))
+        #expect(HookDecision.rpc(.answered(status: 404, body: parsed(#"{"reason":"no such method"}"#)))
+            == .error(code: "rpc_failed", message: "no such method"))
+        #expect(HookDecision.rpc(.unavailable("down")) == .error(code: "unavailable", message: "down"))
+    }
+
+    @Test func responsesAsAnswers() {
+        #expect(HookClient.answer(.rpc, .answered(status: 503, body: [])) == .unavailable("the rpc hook answered 503"))
+        #expect(HookClient.answer(.rpc, .failed(.timedOut)) == .unavailable("the rpc hook did not answer in time"))
+        #expect(HookClient.answer(.rpc, .answered(status: 200, body: Array("nope".utf8)))
+            == .unavailable("the rpc hook answered something that is not JSON"))
+        #expect(HookClient.answer(.rpc, .answered(status: 200, body: Array("{}".utf8))) == .answered(status: 200, body: parsed("{}")))
+    }
+}

@@ -1,0 +1,34 @@
+@testable import ReceptionistGateway
+import Testing
+
+@Suite struct HookQueueTests {
+    @Test func callsPastTheInFlightBoundWaitInOrderThenPastTheQueueAreRefused() {
+        var queue = HookQueue<Int>(maxInFlight: 2, maxQueued: 2)
+        var started: [Int] = []
+        var refused: [Int] = []
+        for call in 1...5 {
+            switch queue.submit(call) {
+            case .start(let id): started.append(id)
+            case .queued: break
+            case .refused(let id): refused.append(id)
+            }
+        }
+        #expect(started == [1, 2])
+        #expect(refused == [5])
+        #expect(queue.inFlight == 2 && queue.queued == 2)
+        // Each end starts the longest waiting, in its place.
+        #expect(queue.finished() == 3)
+        #expect(queue.finished() == 4)
+        #expect(queue.inFlight == 2 && queue.queued == 0)
+        #expect(queue.finished() == nil)
+        #expect(queue.finished() == nil)
+        #expect(queue.inFlight == 0)
+        #expect(queue.peakInFlight == 2)
+    }
+
+    @Test func aQueueOfNoneRefusesAtOnceWhenEveryCallIsInFlight() {
+        var queue = HookQueue<String>(maxInFlight: 1, maxQueued: 0)
+        guard case .start = queue.submit("a") else { Issue.record("the first call waits"); return }
+        guard case .refused("b") = queue.submit("b") else { Issue.record("the second call is not refused"); return }
+    }
+}

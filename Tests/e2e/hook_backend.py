@@ -1,0 +1,128 @@
+"""A small application backend for the hook tests: a real HTTP server in its own process.
+
+Run as `python hook_backend.py PORT_FILE`; it listens on a free loopback port, writes the port to
+PORT_FILE, and answers the gateway's hooks by fixed rules (below). `GET /stats` reports the calls
+it has seen and the most that were in flight at once; `POST /control` sets a delay in seconds
+added to every answer (`{"delay": 0.5}`), to play a slow backend.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+USERS = {
+    # session cookie: the connect hook's answer
+    "alice": {"user": "alice", "info": {"name": "Alice"}, "stores": ["*"], "topics": ["*"],
+              "publish": ["chat"], "write": ["paint"], "presence": ["*"]},
+    "bob": {"user": "bob", "stores": ["public"], "topics": ["chat"]},
+}
+
+
+class State:
+    lock = threading.Lock()
+    delay = 0.0
+    in_flight = 0
+    peak = 0
+    calls: dict[str, int] = {}
+    last: dict[str, dict] = {}
+
+
+def cookie_session(headers: dict) -> str | None:
+    for part in headers.get("cookie", "").split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == "session":
+            return value
+    return None
+
+
+def decide(hook: str, body: dict) -> tuple[int, object]:
+    if hook == "connect":
+        session = cookie_session(body.get("headers", {}))
+        if session == "mallory":
+            return 403, {"reason": "mallory is banned"}
+        if session in USERS:
+            return 200, USERS[session]
+        return 401, {"reason": "no session"}
+    if hook == "publish":
+        data = body.get("data")
+        text = data.get("text") if isinstance(data, dict) else None
+        if text == "forbidden":
+            return 200, {"allow": False, "reason": "that word is not allowed"}
+        if text == "rewrite":
+            return 200, {"allow": True, "data": {"text": "rewritten by the backend", "by": body.get("user")}}
+        return 200, {"allow": True}
+    if hook == "write":
+        if body.get("store") == "hooked":
+            return 200, {"allow": True}
+        return 200, {"allow": False, "reason": f"{body.get('user')} may not write to {body.get('store')}"}
+    if hook == "rpc":
+        method = body.get("method")
+        if method == "echo":
+            return 200, {"echo": body.get("data"), "user": body.get("user"), "info": body.get("info")}
+        if method == "fail":
+            return 500, {"reason": "the backend failed"}
+        if method == "slow":
+            time.sleep(5)
+            return 200, {"late": True}
+        return 404, {"reason": f"no method {method}"}
+    return 404, {"reason": "no such hook"}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    def reply(self, status: int, value: object) -> None:
+        body = json.dumps(value).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/stats":
+            with State.lock:
+                self.reply(200, {"calls": State.calls, "peak": State.peak, "inFlight": State.in_flight, "last": State.last})
+        else:
+            self.reply(404, {})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path == "/control":
+            State.delay = float(body.get("delay", 0))
+            return self.reply(200, {"delay": State.delay})
+        hook = self.path.strip("/")
+        with State.lock:
+            State.in_flight += 1
+            State.peak = max(State.peak, State.in_flight)
+            State.calls[hook] = State.calls.get(hook, 0) + 1
+            State.last[hook] = body
+        try:
+            if State.delay:
+                time.sleep(State.delay)
+            status, value = decide(hook, body)
+            self.reply(status, value)
+        finally:
+            with State.lock:
+                State.in_flight -= 1
+
+
+def main() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.request_queue_size = 1024
+    with open(sys.argv[1], "w") as out:
+        out.write(str(server.server_address[1]))
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The backend's hooks (docs/HOOKS.md) against a real backend process (hook_backend.py):
+connect by cookie over WebSocket and SSE, the publish hook's refusal and rewrite, RPC, and a
+client's commit over WebSocket allowed by a grant or by the write hook."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+from websockets.exceptions import ConnectionClosed
+
+from conftest import api, curl, json_ok
+from hooks import API_KEY, Backend, cookie, elapsed
+from wsclient import connect, new_store, recv_json, send_json, subscribe, unique
+
+TIMEOUT = 0.5  # --hook-timeout of this module's gateway
+
+
+@pytest.fixture(scope="module")
+def backend(tmp_path_factory):
+    process = Backend(tmp_path_factory.mktemp("backend"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def gateway(module_servers, backend):
+    return module_servers("--api-key", API_KEY, "--hook-timeout", str(TIMEOUT), "--presence-interval", "0.05",
+                          *backend.hook_args())
+
+
+def keyed(port: int, method: str, path: str, payload) -> dict:
+    from conftest import http_client_request
+    resp = http_client_request(port, method, path, body=json.dumps(payload).encode(),
+                               headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+    return json_ok(resp, 201 if path == "/api/stores" else 200)
+
+
+def test_a_cookie_admits_a_websocket_and_its_identity_shows_in_presence(gateway, backend):
+    topic = unique("room")
+    with connect(gateway.port, additional_headers=cookie("alice")) as ws:
+        frame = subscribe(ws, topic=topic, presence=True)
+        assert frame["type"] == "subscribed", frame
+        presence = recv_json(ws)
+        assert presence["type"] == "presence", presence
+        assert [(m["user"], m.get("info")) for m in presence["members"]] == [("alice", {"name": "Alice"})]
+    call = backend.stats()["last"]["connect"]
+    assert call["transport"] == "websocket" and call["headers"]["cookie"] == "session=alice", call
+    assert set(call) == {"client", "transport", "remoteAddress", "headers"}, call
+
+
+def test_a_refused_websocket_is_closed_with_1008_and_the_reason(gateway):
+    with connect(gateway.port, additional_headers=cookie("mallory")) as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=5)
+    assert closed.value.rcvd.code == 1008 and closed.value.rcvd.reason == "mallory is banned", closed.value
+
+
+def test_nothing_a_websocket_sends_is_read_before_it_is_admitted(gateway):
+    # The message is on the wire before the hook answers; it is answered only once admitted.
+    with connect(gateway.port, additional_headers=cookie("bob")) as ws:
+        send_json(ws, {"type": "subscribe", "topic": "chat"})
+        assert recv_json(ws)["type"] == "subscribed"
+        assert subscribe(ws, topic="secret")["code"] == "forbidden"  # bob's grant names chat only
+
+
+def test_sse_is_admitted_by_cookie_and_refused_with_a_status(gateway):
+    refused = curl(gateway.port, "/api/topics/chat/events", "-H", "Cookie: session=mallory", "--max-time", "5")
+    assert refused.status == 403 and refused.json() == {"error": "forbidden", "detail": "mallory is banned"}
+    anonymous = curl(gateway.port, "/api/topics/chat/events", "--max-time", "5")
+    assert anonymous.status == 401 and anonymous.json()["error"] == "unauthorized"
+    outside = curl(gateway.port, "/api/topics/secret/events", "-H", "Cookie: session=bob", "--max-time", "5")
+    assert outside.status == 403, outside
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        sock.sendall(b"GET /api/topics/chat/events HTTP/1.1\r\nHost: gateway\r\nCookie: session=bob\r\n\r\n")
+        received = b""
+        while b"event: subscribed" not in received:
+            chunk = sock.recv(4096)
+            assert chunk, received
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Type: text/event-stream" in received, received
+
+
+def test_the_publish_hook_refuses_and_rewrites_for_every_subscriber(gateway):
+    with connect(gateway.port, additional_headers=cookie("alice")) as alice, \
+         connect(gateway.port, additional_headers=cookie("bob")) as bob:
+        assert subscribe(bob, topic="chat")["type"] == "subscribed"
+        assert subscribe(alice, topic="chat")["type"] == "subscribed"
+        send_json(alice, {"type": "publish", "topic": "chat", "data": {"text": "forbidden"}, "ref": "p1"})
+        assert recv_json(alice) == {"type": "error", "code": "forbidden", "message": "that word is not allowed", "ref": "p1"}
+        send_json(alice, {"type": "publish", "topic": "chat", "data": {"text": "rewrite"}, "ref": "p2"})
+        frames = [recv_json(alice), recv_json(alice)]
+        published = next(f for f in frames if f["type"] == "published")
+        expected = {"text": "rewritten by the backend", "by": "alice"}
+        assert [f["data"] for f in frames if f["type"] == "message"] == [expected]
+        message = recv_json(bob)
+        assert message["type"] == "message" and message["data"] == expected and message["seq"] == published["seq"]
+        # What the hook allows as it is arrives exactly as sent.
+        alice.send('{"type":"publish","topic":"chat","data":{"text":"fine","n":1.50},"ref":"p3"}')
+        raw = bob.recv(timeout=5)
+        assert raw.endswith(',"data":{"text":"fine","n":1.50}}'), raw
+
+
+def test_rpc_round_trip_failure_and_time_out(gateway):
+    with connect(gateway.port, additional_headers=cookie("alice")) as ws:
+        send_json(ws, {"type": "rpc", "id": "r1", "method": "echo", "data": {"q": [1, 2]}})
+        assert recv_json(ws) == {"type": "rpc_result", "id": "r1",
+                                 "data": {"echo": {"q": [1, 2]}, "user": "alice", "info": {"name": "Alice"}}}
+        send_json(ws, {"type": "rpc", "id": "r2", "method": "fail"})
+        answer = recv_json(ws)
+        assert answer["type"] == "rpc_error" and answer["id"] == "r2" and answer["code"] == "unavailable", answer
+        start = time.monotonic()
+        send_json(ws, {"type": "rpc", "id": "r3", "method": "slow"})
+        answer = recv_json(ws, timeout=5)
+        assert answer["type"] == "rpc_error" and answer["code"] == "unavailable", answer
+        assert TIMEOUT * 0.8 <= elapsed(start) < TIMEOUT + 1.0, elapsed(start)
+        # The connection stays usable.
+        send_json(ws, {"type": "rpc", "id": "r4", "method": "echo", "data": None})
+        assert recv_json(ws)["id"] == "r4"
+
+
+def test_a_commit_needs_a_grant_or_the_write_hook_and_honours_if_version(gateway):
+    paint = keyed(gateway.port, "POST", "/api/stores", {"name": "paint"})["name"]
+    hooked = keyed(gateway.port, "POST", "/api/stores", {"name": "hooked"})["name"]
+    change = [{"op": "put", "model": "tile", "value": {"color": "red"}}]
+    with connect(gateway.port, additional_headers=cookie("alice")) as alice, \
+         connect(gateway.port, additional_headers=cookie("bob")) as bob:
+        # alice's grant names the store.
+        send_json(alice, {"type": "commit", "store": paint, "changes": change, "ref": "c1"})
+        assert recv_json(alice) == {"type": "committed", "store": paint, "version": 1, "ref": "c1"}
+        send_json(alice, {"type": "commit", "store": paint, "changes": change, "ifVersion": 0, "ref": "c2"})
+        stale = recv_json(alice)
+        assert stale["type"] == "error" and stale["code"] == "precondition_failed", stale
+        assert stale["version"] == 1 and stale["ref"] == "c2", stale
+        # bob has no grant: the write hook decides.
+        send_json(bob, {"type": "commit", "store": paint, "changes": change, "ref": "c3"})
+        assert recv_json(bob) == {"type": "error", "code": "forbidden", "message": "bob may not write to paint", "ref": "c3"}
+        send_json(bob, {"type": "commit", "store": hooked, "changes": change, "ref": "c4"})
+        assert recv_json(bob) == {"type": "committed", "store": hooked, "version": 1, "ref": "c4"}
+    assert json_ok(api(gateway.port, "GET", "/api/stores/paint"))["version"] == 1

@@ -1,0 +1,131 @@
+"""The hooks under load and failure (docs/HOOKS.md): a backend that stops or slows down never
+stalls other clients, and a storm of connections never has more hook calls in flight than
+--hook-max-inflight."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+
+import pytest
+from websockets.asyncio.client import connect as async_connect
+from websockets.exceptions import ConnectionClosed
+
+from conftest import api, curl, http_client_request
+from hooks import API_KEY, Backend, cookie, elapsed
+from wsclient import SUBPROTOCOL, connect, recv_json, send_json, subscribe, unique
+
+TIMEOUT = 0.5
+
+
+def publish(port: int, topic: str, data) -> None:
+    resp = http_client_request(port, "POST", f"/api/topics/{topic}/messages", body=json.dumps(data).encode(),
+                               headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+    assert resp.status == 201, resp
+
+
+def lag_buckets(port: int) -> tuple[float, float]:
+    """The loop-lag samples at or under 10 ms, and all of them."""
+    text = api(port, "GET", "/metrics").body.decode()
+    under = float(re.search(r'receptionist_loop_lag_seconds_bucket\{le="0\.01"\} (\S+)', text).group(1))
+    count = float(re.search(r"receptionist_loop_lag_seconds_count (\S+)", text).group(1))
+    return under, count
+
+
+def test_a_backend_that_stops_costs_new_clients_the_time_out_and_nobody_else_anything(start_server, tmp_path):
+    backend = Backend(tmp_path / "backend")
+    gateway = start_server("--api-key", API_KEY, "--hook-timeout", str(TIMEOUT), *backend.hook_args())
+    topic = unique("live")
+    with connect(gateway.port, additional_headers=cookie("alice")) as alice:
+        assert subscribe(alice, topic=topic)["type"] == "subscribed"
+        backend.stop()
+        # A new connection is told, within the time-out, and closed with 1013 (try again later).
+        start = time.monotonic()
+        with connect(gateway.port, additional_headers=cookie("alice")) as late:
+            error = recv_json(late, timeout=5)
+            assert error["type"] == "error" and error["code"] == "unavailable", error
+            with pytest.raises(ConnectionClosed) as closed:
+                late.recv(timeout=5)
+        assert closed.value.rcvd.code == 1013, closed.value
+        assert elapsed(start) < TIMEOUT + 1.0, elapsed(start)
+        sse = curl(gateway.port, f"/api/topics/{topic}/events", "-H", "Cookie: session=alice", "--max-time", "5")
+        assert sse.status == 503 and sse.json()["error"] == "service_unavailable", sse
+        # An RPC is answered `unavailable`; the connection stays open.
+        send_json(alice, {"type": "rpc", "id": "r1", "method": "echo"})
+        assert recv_json(alice)["code"] == "unavailable"
+        assert api(gateway.port, "GET", "/healthz").status == 200
+        # The admitted client's stream carries on.
+        publish(gateway.port, topic, {"n": 1})
+        message = recv_json(alice)
+        assert message["type"] == "message" and message["data"] == {"n": 1}, message
+
+
+def test_a_slow_backend_never_stalls_the_loop(start_server, tmp_path):
+    backend = Backend(tmp_path / "backend")
+    gateway = start_server("--api-key", API_KEY, "--hook-timeout", "5", *backend.hook_args("connect"))
+    backend.set_delay(1.0)
+    under_before, count_before = lag_buckets(gateway.port)
+
+    async def waiting_clients() -> list[float]:
+        async def one() -> float:
+            start = time.monotonic()
+            async with async_connect(f"ws://127.0.0.1:{gateway.port}/ws", subprotocols=[SUBPROTOCOL],
+                                     additional_headers=cookie("bob"), open_timeout=10, proxy=None) as ws:
+                await ws.send(json.dumps({"type": "subscribe", "topic": "chat"}))
+                assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "subscribed"
+            return time.monotonic() - start
+
+        # Meanwhile the gateway answers others at once.
+        async def others() -> list[float]:
+            times = []
+            for _ in range(20):
+                start = time.monotonic()
+                await asyncio.to_thread(api, gateway.port, "GET", "/healthz")
+                times.append(time.monotonic() - start)
+                await asyncio.sleep(0.05)
+            return times
+
+        results = await asyncio.gather(*(one() for _ in range(50)), others())
+        return results[-1]
+
+    healthz = asyncio.run(waiting_clients())
+    assert max(healthz) < 0.2, healthz
+    under, count = lag_buckets(gateway.port)
+    samples = count - count_before
+    assert samples >= 10, samples
+    assert under - under_before >= 0.99 * samples, (under - under_before, samples)
+
+
+@pytest.mark.timeout(180)
+def test_a_connection_storm_keeps_hook_calls_within_the_in_flight_bound(start_server, tmp_path):
+    inflight, clients = 16, 2000
+    backend = Backend(tmp_path / "backend")
+    gateway = start_server("--api-key", API_KEY, "--hook-max-inflight", str(inflight), "--max-connections", "5000",
+                           "--max-connections-per-address", "5000", *backend.hook_args("connect"))
+
+    async def storm() -> list[float]:
+        gate = asyncio.Semaphore(500)  # connections opening at once, for the client's own sake
+
+        async def one(index: int):
+            async with gate:
+                start = time.monotonic()
+                ws = await async_connect(f"ws://127.0.0.1:{gateway.port}/ws", subprotocols=[SUBPROTOCOL],
+                                         additional_headers=cookie("bob" if index % 2 else "alice"),
+                                         open_timeout=30, proxy=None, ping_interval=None)
+                await ws.send(json.dumps({"type": "subscribe", "topic": "chat"}))
+                frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+                return ws, frame, time.monotonic() - start
+
+        opened = await asyncio.gather(*(one(i) for i in range(clients)))
+        for ws, _, _ in opened:
+            await ws.close()
+        assert all(frame["type"] == "subscribed" for _, frame, _ in opened)
+        return sorted(wait for _, _, wait in opened)
+
+    waits = asyncio.run(storm())
+    stats = backend.stats()
+    assert stats["calls"]["connect"] == clients, stats["calls"]
+    assert 1 < stats["peak"] <= inflight, stats["peak"]
+    print(f"{clients} connections admitted; p50 {waits[len(waits) // 2]:.3f} s, p99 {waits[int(len(waits) * 0.99)]:.3f} s")
