@@ -169,6 +169,33 @@ export interface PublishError extends Error {
   status: number;
 }
 
+/** One operation of a change set (`POST /api/stores/{store}/changes`, or `commit()`). */
+export type ChangeOperation =
+  | { op: 'put'; model: string; value: { [key: string]: JSONValue } }
+  | { op: 'patch'; model: string; value: { [key: string]: JSONValue } }
+  | { op: 'set'; model: string; path: string; value: JSONValue }
+  | { op: 'delete'; model: string };
+
+/** The conditions of a `commit()`: nothing is applied unless they hold. */
+export interface CommitOptions {
+  /** The store must be at this version. */
+  ifVersion?: number;
+  /** Each model must be at its entity tag (`"17"`, or `"*"`: it exists). */
+  ifMatch?: { [model: string]: string | number };
+}
+
+/**
+ * What `commit()` rejects with: an `Error` whose `code` is the gateway's (`forbidden`,
+ * `unauthorized`, `precondition_failed`, `no_such_store`, `bad_message`, `rate_limited`), or
+ * `'unavailable'` when the backend's hook did not answer or the connection is not open or closed
+ * before the answer (the outcome is then unknown). `version` is the store's version, for
+ * `precondition_failed`.
+ */
+export interface CommitError extends Error {
+  code: string;
+  version?: number;
+}
+
 // ---- Presence ---------------------------------------------------------------------------------
 
 /** One member of a topic's or a store's presence (docs/PROTOCOL.md, Presence). */
@@ -528,6 +555,12 @@ export class ReceptionistClient extends Emitter<ClientEventMap> {
    * `PublishError` (`code`, `status`) when the gateway refuses.
    */
   publish(topic: string, data: JSONValue, options?: PublishOptions): Promise<number>;
+  /**
+   * Commits a change set to `store` over the open WebSocket, allowed by the connection's `write`
+   * grant or the backend's write hook. Resolves with the store's version after it; rejects with a
+   * `CommitError`. Throws a `TypeError` for an empty or malformed change set.
+   */
+  commit(store: string, changes: ChangeOperation[], options?: CommitOptions): Promise<number>;
   /** Closes every subscription and the connection. */
   close(): void;
 }

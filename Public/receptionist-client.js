@@ -26,6 +26,8 @@ const DEFAULTS = Object.freeze({
   fallbackAfter: 3,
   // The most a `draining` message may make the client wait before it reconnects.
   maxDrainDelayMs: 30000,
+  // Commits sent and not yet answered; past it `commit()` refuses at once.
+  maxPendingCommits: 1000,
 });
 
 // Refusals that a retry cannot cure: the request itself is wrong.
@@ -776,6 +778,8 @@ export class ReceptionistClient extends Emitter {
     this._generation = 0;
     this._open = false;
     this._pending = []; // what the gateway owes an answer to, in the order sent
+    this._commits = new Map(); // ref → the commit waiting for its answer, which may come in any order
+    this._commitCount = 0;
     this._routes = new Map(); // key → leases, oldest first: frames go to the first
     this._failures = 0;
     this._wsEverOpened = false;
@@ -837,6 +841,50 @@ export class ReceptionistClient extends Emitter {
       throw error;
     }
     return answer.seq;
+  }
+
+  /**
+   * Commits a change set to `store` over the open WebSocket: `changes` are the operations of
+   * `POST /api/stores/{store}/changes` (`put`, `patch`, `set`, `delete`), applied together or not
+   * at all. It is allowed by the connection's `write` grant (its token's, or the connect hook's)
+   * or by the backend's write hook. Resolves with the store's version after it; rejects with an
+   * Error carrying the gateway's `code`: `forbidden`, `unauthorized`, `precondition_failed` (with
+   * `version`, when `ifVersion` or `ifMatch` no longer holds: nothing was applied),
+   * `no_such_store`, `bad_message`, `unavailable` (the backend's hook did not answer, or the
+   * connection is not open, or it closed before the answer: the outcome is then unknown).
+   */
+  commit(store, changes, { ifVersion, ifMatch } = {}) {
+    if (typeof store !== 'string' || store === '') throw new TypeError('commit: the store name must be a non-empty string');
+    if (!Array.isArray(changes) || changes.length === 0) throw new TypeError('commit: `changes` must be a non-empty array');
+    if (ifVersion !== undefined && (!Number.isSafeInteger(ifVersion) || ifVersion < 0)) throw new TypeError('commit: `ifVersion` must be a whole number');
+    if (ifMatch !== undefined && !isObject(ifMatch)) throw new TypeError('commit: `ifMatch` must map model ids to entity tags');
+    const failed = (code, message) => Promise.reject(Object.assign(new Error(`commit to ${store}: ${message}`), { code }));
+    if (!this._socket || !this._open || this._socket.send === undefined) return failed('unavailable', 'the WebSocket is not open');
+    if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed('rate_limited', `${DEFAULTS.maxPendingCommits} commits are waiting already`);
+    const ref = `c${++this._commitCount}`;
+    const message = { type: 'commit', store, changes, ref };
+    if (ifVersion !== undefined) message.ifVersion = ifVersion;
+    if (ifMatch !== undefined) message.ifMatch = ifMatch;
+    return new Promise((resolve, reject) => {
+      this._commits.set(ref, { resolve, reject, store });
+      this._socket.send(JSON.stringify(message));
+    });
+  }
+
+  /** A commit's answer, matched by its `ref`; true if it was one. */
+  _settleCommit(frame) {
+    const waiting = typeof frame.ref === 'string' ? this._commits.get(frame.ref) : undefined;
+    if (!waiting) return false;
+    this._commits.delete(frame.ref);
+    if (frame.type === 'committed') {
+      waiting.resolve(frame.version);
+    } else {
+      const error = new Error(`commit to ${waiting.store}: ${frame.message ?? frame.code}`);
+      error.code = String(frame.code ?? 'error');
+      if (typeof frame.version === 'number') error.version = frame.version;
+      waiting.reject(error);
+    }
+    return true;
   }
 
   /** Follows a topic: every message from now on, or after `since` when given. */
@@ -1005,6 +1053,7 @@ export class ReceptionistClient extends Emitter {
       this._emit('authenticated', { expiresAt: frame.expiresAt });
       return;
     }
+    if ((type === 'committed' || type === 'error') && this._settleCommit(frame)) return;
     if (type === 'error') {
       this._onError(frame);
       return;
@@ -1154,6 +1203,12 @@ export class ReceptionistClient extends Emitter {
     this._open = false;
     this._pending = [];
     this._routes = new Map();
+    const commits = [...this._commits.values()];
+    this._commits.clear();
+    for (const waiting of commits) {
+      waiting.reject(Object.assign(new Error(`commit to ${waiting.store}: the connection closed before the answer; its outcome is unknown`),
+        { code: 'unavailable' }));
+    }
     if (socket) {
       socket.onopen = socket.onmessage = socket.onclose = null;
       try { socket.close(1000); } catch { /* already closing */ }

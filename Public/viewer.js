@@ -776,7 +776,14 @@ ui.grid.addEventListener('click', async (event) => {
   const color = safeColor(ui.brush.value);
   if (!color) return;
   try {
-    await api('PATCH', `${storePath(state.store)}/models/${encodeURIComponent(el.dataset.model)}`, { color });
+    // Over the live view's WebSocket, allowed by the connection's write grant (a token's, or the
+    // connect hook's) or by the backend's write hook: a page needs no API key to paint. Over SSE,
+    // which carries nothing upstream, by HTTP with the page's token.
+    if (liveClient.transport === 'sse') {
+      await api('PATCH', `${storePath(state.store)}/models/${encodeURIComponent(el.dataset.model)}`, { color });
+    } else {
+      await liveClient.commit(state.store, [{ op: 'patch', model: el.dataset.model, value: { color } }]);
+    }
   } catch (error) {
     showToast(`Could not paint ${el.dataset.model}: ${error.message}`);
   }

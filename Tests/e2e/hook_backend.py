@@ -17,8 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 USERS = {
     # session cookie: the connect hook's answer
     "alice": {"user": "alice", "info": {"name": "Alice"}, "stores": ["*"], "topics": ["*"],
-              "publish": ["chat"], "write": ["paint"], "presence": ["*"]},
-    "bob": {"user": "bob", "stores": ["public"], "topics": ["chat"]},
+              "publish": ["chat"], "write": ["paint", "tiles"], "presence": ["*"]},
+    "bob": {"user": "bob", "stores": ["public", "tiles"], "topics": ["chat"]},
 }
 
 

@@ -16,6 +16,7 @@ import type {
   AnySubscription,
   ChangeEvent,
   ClientStatus,
+  CommitError,
   JSONObject,
   JSONValue,
   PresenceMember,
@@ -169,6 +170,24 @@ async function announce(headline: string, orderId: string): Promise<number | nul
 }
 void announce('hello', '17');
 client.publish('news', 'plain text').catch((error: PublishError) => console.warn(error.code, error.status));
+
+// ---- Committing ---------------------------------------------------------------------------------
+
+async function paintTile(tile: string, color: string, seen: number): Promise<number | null> {
+  try {
+    return await client.commit('tiles', [{ op: 'set', model: tile, path: 'color', value: color }], { ifVersion: seen });
+  } catch (caught) {
+    const error = caught as CommitError;
+    if (error.code === 'precondition_failed') return error.version ?? null;
+    throw error;
+  }
+}
+void paintTile('tile-1', 'red', 3);
+void client.commit('tiles', [{ op: 'put', model: 'a', value: { n: 1 } }, { op: 'delete', model: 'b' }], { ifMatch: { a: '"4"', b: 5 } });
+// @ts-expect-error: a set names its path
+void client.commit('tiles', [{ op: 'set', model: 'a', value: 1 }]);
+// @ts-expect-error: ifVersion is a number
+void client.commit('tiles', [{ op: 'delete', model: 'a' }], { ifVersion: '3' });
 
 // ---- Presence -----------------------------------------------------------------------------------
 
