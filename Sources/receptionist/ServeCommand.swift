@@ -102,6 +102,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "URL of the connect hook: admits WebSocket and SSE connections that bring no token (docs/HOOKS.md).")
     var hookConnect: String?
 
+    @Option(help: "URL of the subscribe hook: allows, narrows to models and key paths, or refuses a subscription no grant covers.")
+    var hookSubscribe: String?
+
     @Option(help: "URL of the publish hook: allows, rewrites or refuses what WebSocket clients without an API key publish.")
     var hookPublish: String?
 
@@ -236,7 +239,7 @@ struct ServeCommand: ParsableCommand {
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
-        for url in [hookConnect, hookPublish, hookWrite, hookRpc].compactMap({ $0 })
+        for url in [hookConnect, hookSubscribe, hookPublish, hookWrite, hookRpc].compactMap({ $0 })
         where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
             throw ValidationError("a hook URL must start with http:// or https://, not '\(url)'")
         }
@@ -333,7 +336,7 @@ struct ServeCommand: ParsableCommand {
                 directory: directory, fsync: DiskOptions.Fsync(rawValue: fsync) ?? .always, intervalSeconds: fsyncInterval,
                 retain: retain, topicHistory: history)
         }
-        config.hooks.urls = [.connect: hookConnect, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc].compactMapValues { $0 }
+        config.hooks.urls = [.connect: hookConnect, .subscribe: hookSubscribe, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc].compactMapValues { $0 }
         config.hooks.timeoutSeconds = hookTimeout
         config.hooks.maxInFlight = hookMaxInflight
         config.hooks.maxQueued = hookMaxQueued

@@ -51,6 +51,23 @@ import Testing
         }
     }
 
+    @Test func aSubscribeAnswerNarrowsAStoreAndOnlyAllowsATopic() {
+        let asked = SubscriptionOptions(models: ["a", "b"], maxRate: 4)
+        let allow = HookAnswer.answered(status: 200, body: parsed(#"{"allow":true,"models":["b","c"],"paths":["color"]}"#))
+        #expect(HookDecision.subscribe(allow, asked: asked) == .success(SubscriptionOptions(models: ["b"], paths: [["color"]], maxRate: 4)))
+        #expect(HookDecision.subscribe(allow, asked: .none, store: false) == .success(.none))
+        let none = HookAnswer.answered(status: 200, body: parsed(#"{"allow":true,"models":["z"]}"#))
+        guard case .failure(let problem) = HookDecision.subscribe(none, asked: asked), problem.code == .forbidden else {
+            Issue.record("a subscription left with nothing was not refused")
+            return
+        }
+        let malformed = HookAnswer.answered(status: 200, body: parsed(#"{"allow":true,"paths":["a..b"]}"#))
+        guard case .failure(let bad) = HookDecision.subscribe(malformed, asked: asked), bad.code == .unavailable else {
+            Issue.record("malformed paths were taken")
+            return
+        }
+    }
+
     @Test func rpcAnswers() {
         #expect(HookDecision.rpc(.answered(status: 200, body: parsed("[1]"))) == .result(parsed("[1]")))
         #expect(HookDecision.rpc(.answered(status: 200, body: nil)) == .result(.null))

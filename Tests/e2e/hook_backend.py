@@ -47,6 +47,13 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
         if session in USERS:
             return 200, USERS[session]
         return 401, {"reason": "no session"}
+    if hook == "subscribe":
+        name = body.get("store") or body.get("topic") or ""
+        if name.startswith("narrow-"):
+            return 200, {"allow": True, "paths": ["color"]}
+        if name.startswith("deny-"):
+            return 200, {"allow": False, "reason": f"{body.get('user')} may not see {name}"}
+        return 403, {}
     if hook == "publish":
         data = body.get("data")
         text = data.get("text") if isinstance(data, dict) else None

@@ -83,6 +83,33 @@ enum HookDecision {
         }
     }
 
+    /// The subscribe hook's answer: the options asked for, narrowed to its `models` and `paths`,
+    /// or why the subscription is refused (`forbidden`, or `unavailable` without an answer).
+    /// A topic's subscription has no models or paths: the hook allows it or not.
+    static func subscribe(
+        _ answer: HookAnswer, asked: SubscriptionOptions, store: Bool = true
+    ) -> Result<SubscriptionOptions, ClientMessage.Problem> {
+        switch allow(answer, hook: .subscribe) {
+        case .unavailable(let why):
+            return .failure(ClientMessage.Problem(.unavailable, why))
+        case .deny(let reason):
+            return .failure(ClientMessage.Problem(.forbidden, reason))
+        case .allow where !store:
+            return .success(asked)
+        case .allow(let body):
+            var limits = JSONObject()
+            limits["models"] = body["models"]
+            limits["paths"] = body["paths"]
+            guard case .success(let allowed) = SubscriptionOptions.decode(message: .object(limits)) else {
+                return .failure(ClientMessage.Problem(.unavailable, "the subscribe hook's \"models\" and \"paths\" must be lists as a subscribe's are"))
+            }
+            guard let narrowed = asked.narrowed(to: allowed) else {
+                return .failure(ClientMessage.Problem(.forbidden, "the subscribe hook allows none of the models or paths asked for"))
+            }
+            return .success(narrowed)
+        }
+    }
+
     static func rpc(_ answer: HookAnswer) -> RPC {
         switch answer {
         case .unavailable(let why):

@@ -15,6 +15,8 @@ final class Router {
     private let enableEcho: Bool
     /// The headers the connect hook is also told (`--hook-forward-header`).
     private let forwardHeaders: [String]
+    /// Whether the subscribe hook may allow what a stream's grant does not cover.
+    private let subscribeHook: Bool
     private let access: AccessControl
     private let origins: OriginPolicy
     private let publisher: TopicPublisher
@@ -38,6 +40,7 @@ final class Router {
         self.hub = hub
         enableEcho = config.enableEcho
         forwardHeaders = config.hooks.forwardHeaders
+        subscribeHook = config.hooks.url(.subscribe) != nil
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
         self.publisher = publisher
@@ -185,7 +188,7 @@ final class Router {
 
     private func stream(_ request: HTTPRequest, _ target: StreamTarget, origin: String?, client: String) -> RouteResult {
         if let draining = operations.refusingStreams { return .reply(draining) }
-        var grant = StreamGrant(corsOrigin: origin)
+        var grant = StreamGrant(corsOrigin: origin, subscribeHook: subscribeHook)
         if access.requiresToken {
             let token = StreamRequest.query(request, "token") ?? AccessControl.bearer(request.headers["Authorization"])
             if token == nil, let connect = connectRequest(request, client: client) {
@@ -195,7 +198,8 @@ final class Router {
             switch checkToken(token) {
             case .failure(let failure): return .reply(failure.reply)
             case .success(let claims):
-                guard claims.allows(target) else {
+                // What the token does not cover, the subscribe hook may allow (the session asks it).
+                guard claims.allows(target) || subscribeHook else {
                     counters.refused(.tokenScope)
                     return .reply(.error(.forbidden, "the token does not cover \(target)"))
                 }

@@ -32,27 +32,36 @@ final class SSESession: StreamSession {
         grant: StreamGrant
     ) {
         connection.delegate = self
-        let stream = { [unowned self] in
+        let stream = { [unowned self] (options: SubscriptionOptions, granted: Bool) in
             connection.write(Self.head(date: date, corsOrigin: grant.corsOrigin))
-            if subscribe(target, since: since, epoch: epoch, options: options, presence: presence) != nil {
+            if subscribe(target, since: since, epoch: epoch, options: options, presence: presence, granted: granted) != nil {
                 connection.closeAfterFlush()
             }
         }
-        guard let connect = grant.connect else { return stream() }
+        // What the stream's grant does not cover, the subscribe hook may allow, narrowed.
+        let authorize = { [unowned self] in
+            guard needsSubscribeHook(target, presence: presence) else {
+                if let claims = core.claims, !claims.allows(target) || (presence && !claims.allowsPresence(of: target)) {
+                    services.counters.refused(.tokenScope)
+                    return refuse(.forbidden, "the grant does not cover \(target)\(presence ? " and its presence" : "")", date: date)
+                }
+                return stream(options, false)
+            }
+            askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
+                switch result {
+                case .success(let narrowed): stream(narrowed, true)
+                case .failure(let problem):
+                    self?.refuse(problem.code == .unavailable ? .serviceUnavailable : .forbidden, problem.message, date: date)
+                }
+            }
+        }
+        guard let connect = grant.connect else { return authorize() }
         askConnectHook(connect) { [weak self] decision in
             guard let self else { return }
             switch decision {
             case .admit(let claims):
                 core.claims = claims
-                guard claims.allows(target) else {
-                    services.counters.refused(.tokenScope)
-                    return refuse(.forbidden, "the connect hook's grant does not cover \(target)", date: date)
-                }
-                guard !presence || claims.allowsPresence(of: target) else {
-                    services.counters.refused(.tokenScope)
-                    return refuse(.forbidden, "the connect hook's presence grant does not cover \(target)", date: date)
-                }
-                stream()
+                authorize()
             case .refuse(let status, let reason):
                 refuse(status == 401 ? .unauthorized : .forbidden, reason, date: date)
             case .unavailable(let why):

@@ -67,13 +67,13 @@ struct StreamCore {
     }
 
     /// Why this stream may not subscribe to `target` (following its presence too, with
-    /// `presence`), or nil if it may: the token, then the per-connection limit. Each refusal is
-    /// counted.
+    /// `presence`), or nil if it may: the token (unless the subscribe hook allowed it, `granted`),
+    /// then the per-connection limit. Each refusal is counted.
     func permission(
-        for target: StreamTarget, presence: Bool = false, services: StreamServices
+        for target: StreamTarget, presence: Bool = false, granted: Bool = false, services: StreamServices
     ) -> ClientMessage.Problem? {
         let counters = services.counters
-        if services.access.requiresToken {
+        if services.access.requiresToken, !granted {
             guard let claims else {
                 counters.refused(.tokenMissing)
                 return ClientMessage.Problem(.unauthorized, "subscriptions need a token: send {\"type\":\"auth\",\"token\":…} first")

@@ -9,6 +9,8 @@ struct StreamGrant: Sendable {
     var corsOrigin: String?
     /// Set when the connection brought no token and the connect hook must admit it first.
     var connect: ConnectRequest?
+    /// Whether the subscribe hook decides what the claims do not cover (the session asks it).
+    var subscribeHook = false
 }
 
 /// What the connect hook is told of a connection that brought no token (`docs/HOOKS.md`).

@@ -26,7 +26,7 @@ enum StreamRequest {
         case let other?: return .reply(.error(.badRequest, "presence must be true or false, not '\(other)'"))
         }
         // Checked before the 200, as the token's scope is: a refusal here is still a status.
-        if presence, let claims = grant.claims, !claims.allowsPresence(of: target) {
+        if presence, !grant.subscribeHook, let claims = grant.claims, !claims.allowsPresence(of: target) {
             return .reply(.error(.forbidden, "the token's presence claim does not cover \(target)"))
         }
         guard let text, !text.isEmpty else {

@@ -33,3 +33,44 @@ extension StreamSession {
         }
     }
 }
+
+extension StreamSession {
+    /// Whether the subscribe hook decides a subscription to `target`: it is set, and what this
+    /// stream holds does not grant it.
+    func needsSubscribeHook(_ target: StreamTarget, presence: Bool) -> Bool {
+        guard services.access.requiresToken, services.hooks?.isSet(.subscribe) == true else { return false }
+        guard let claims = core.claims else { return true }
+        return !claims.allows(target) || (presence && !claims.allowsPresence(of: target))
+    }
+
+    /// Asks the subscribe hook about `target`; `done` gets the options narrowed to the models and
+    /// paths it allows, or the refusal, on the loop, unless the connection closed meanwhile.
+    func askSubscribeHook(
+        _ target: StreamTarget, options: SubscriptionOptions, presence: Bool,
+        _ done: @escaping (Result<SubscriptionOptions, ClientMessage.Problem>) -> Void
+    ) {
+        guard let hooks = services.hooks else { return done(.failure(ClientMessage.Problem(.unavailable, "no subscribe hook is set"))) }
+        let (user, info) = hookIdentity
+        var asked = JSONObject()
+        if let models = options.models { asked["models"] = .array(models.map(JSONValue.string)) }
+        if let paths = options.paths { asked["paths"] = .array(paths.map { .string($0.joined(separator: ".")) }) }
+        if let rate = options.maxRate { asked["maxRate"] = .number(JSONNumber(rate)) }
+        asked["presence"] = .bool(presence)
+        var body: JSONObject = ["client": clientName, "user": user, "info": info]
+        switch target {
+        case .store(let name): body["store"] = .string(name)
+        case .topic(let name): body["topic"] = .string(name)
+        }
+        body["options"] = .object(asked)
+        hooks.call(.subscribe, .object(body)) { [weak self] answer in
+            guard let self, connection.state == .open else { return }
+            let store = if case .store = target { true } else { false }
+            switch HookDecision.subscribe(answer, asked: options, store: store) {
+            case .success(let narrowed): done(.success(narrowed))
+            case .failure(let problem):
+                if problem.code == .forbidden { services.counters.refused(.hookDenied) }
+                done(.failure(problem))
+            }
+        }
+    }
+}

@@ -92,12 +92,13 @@ extension StreamSession {
     /// Subscribes this stream to `target` after the token and limit checks; with `presence`, the
     /// token must let it follow the target's members too.
     func subscribe(
-        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool = false
+        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool = false,
+        granted: Bool = false
     ) -> ClientMessage.Problem? {
         guard !core.subscriptions.contains(where: { $0.target == target }) else {
             return ClientMessage.Problem(.alreadySubscribed, "this connection already subscribes to \(target)")
         }
-        if let problem = core.permission(for: target, presence: presence, services: services) { return problem }
+        if let problem = core.permission(for: target, presence: presence, granted: granted, services: services) { return problem }
         let subscribed = services.hub.subscribe(
             self, to: target, since: since, epoch: epoch, options: options, presence: presence,
             joinedAt: Clock.microsecondsSinceEpoch())

@@ -73,8 +73,26 @@ final class WebSocketSession: StreamSession {
     private func received(_ bytes: UnsafeRawBufferPointer) {
         state.heard(now: connection.loop.nowMilliseconds)
         let (messages, error) = decoder.decode(bytes)
-        for message in messages {
-            handle(message)
+        process(messages[...], error)
+    }
+
+    /// Work that answers later, then calls the continuation it is given (the subscribe hook).
+    typealias Pause = (_ resume: @escaping () -> Void) -> Void
+
+    /// Acts on `messages` in order. A message that waits for the backend holds back everything
+    /// after it, read or not yet read, so that answers come in the order they were asked for.
+    private func process(_ messages: ArraySlice<WebSocketMessage>, _ error: WebSocketError?) {
+        var rest = messages
+        while let message = rest.popFirst() {
+            if let pause = handle(message) {
+                connection.stopReading()
+                pause { [weak self] in
+                    guard let self, connection.state == .open else { return }
+                    connection.startReading()
+                    process(rest, error)
+                }
+                return
+            }
             if connection.state != .open { return }
         }
         if let error {
@@ -86,7 +104,7 @@ final class WebSocketSession: StreamSession {
         }
     }
 
-    private func handle(_ message: WebSocketMessage) {
+    private func handle(_ message: WebSocketMessage) -> Pause? {
         switch message {
         case .text(let text):
             services.counters.webSocketMessagesIn += 1
@@ -102,9 +120,10 @@ final class WebSocketSession: StreamSession {
                 }
                 guard services.config.clientMessageRate.take(&messageBucket, now: connection.loop.nowMilliseconds) else {
                     services.counters.refused(.messageRate)
-                    return sendError(ClientMessage.Problem(.rateLimited, "too many messages; this one was dropped"))
+                    sendError(ClientMessage.Problem(.rateLimited, "too many messages; this one was dropped"))
+                    return nil
                 }
-                perform(decoded)
+                return perform(decoded)
             }
         case .binary(let bytes):
             services.counters.webSocketMessagesIn += 1
@@ -128,9 +147,10 @@ final class WebSocketSession: StreamSession {
             }
             connection.closeAfterFlush()
         }
+        return nil
     }
 
-    private func perform(_ decoded: Result<ClientMessage, ClientMessage.Problem>) {
+    private func perform(_ decoded: Result<ClientMessage, ClientMessage.Problem>) -> Pause? {
         switch decoded {
         case .failure(let problem):
             sendError(problem)
@@ -145,13 +165,33 @@ final class WebSocketSession: StreamSession {
         case .success(.commit(let store, let request, let ref)):
             commit(store, request: request, ref: ref)
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
+            if needsSubscribeHook(target, presence: presence) {
+                return { [unowned self] resume in
+                    askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
+                        guard let self else { return }
+                        switch result {
+                        case .success(let narrowed):
+                            if let problem = subscribe(target, since: since, epoch: epoch, options: narrowed, presence: presence, granted: true) {
+                                sendError(problem)
+                            }
+                        case .failure(let problem):
+                            sendError(problem)
+                        }
+                        resume()
+                    }
+                }
+            }
             if let problem = subscribe(target, since: since, epoch: epoch, options: options, presence: presence) {
                 sendError(problem)
             }
         case .success(.unsubscribe(let target)):
-            if let problem = unsubscribe(target) { return sendError(problem) }
-            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))
+            if let problem = unsubscribe(target) {
+                sendError(problem)
+            } else {
+                writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.unsubscribed(target)))
+            }
         }
+        return nil
     }
 
     private func authenticate(_ token: String) {

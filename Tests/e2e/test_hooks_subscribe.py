@@ -1,0 +1,93 @@
+"""The subscribe hook (docs/HOOKS.md): a subscription no grant covers is allowed, narrowed to the
+key paths the backend allows (in the snapshot, the changes and a resume alike), or refused; and
+answers keep the order the client asked in."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from conftest import http_client_request, json_ok
+from hooks import API_KEY, Backend, cookie
+from wsclient import connect, recv_json, send_json, subscribe, unique
+
+
+@pytest.fixture(scope="module")
+def gateway(module_servers, tmp_path_factory):
+    backend = Backend(tmp_path_factory.mktemp("backend"))
+    server = module_servers("--api-key", API_KEY, *backend.hook_args("connect", "subscribe"))
+    yield server
+    backend.stop()
+
+
+def keyed(port: int, method: str, path: str, payload) -> dict:
+    resp = http_client_request(port, method, path, body=json.dumps(payload).encode(),
+                               headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
+    return json_ok(resp, 201 if path == "/api/stores" else 200)
+
+
+def narrow_store(port: int) -> str:
+    name = unique("narrow-board")
+    keyed(port, "POST", "/api/stores", {"name": name})
+    keyed(port, "POST", f"/api/stores/{name}/changes", {"changes": [
+        {"op": "put", "model": "a", "value": {"color": "red", "label": "A", "secret": 1}},
+        {"op": "put", "model": "b", "value": {"color": "blue", "label": "B"}}]})
+    return name
+
+
+def test_a_narrowed_subscription_sees_only_the_allowed_paths_in_snapshot_changes_and_resume(gateway):
+    store = narrow_store(gateway.port)
+    with connect(gateway.port, additional_headers=cookie("bob")) as ws:
+        snapshot = subscribe(ws, store=store)
+        assert snapshot["type"] == "snapshot", snapshot
+        assert snapshot["models"] == {"a": {"color": "red"}, "b": {"color": "blue"}}, snapshot
+        keyed(gateway.port, "POST", f"/api/stores/{store}/changes", {"changes": [
+            {"op": "set", "model": "a", "path": "label", "value": "AA"},
+            {"op": "set", "model": "a", "path": "color", "value": "green"}]})
+        frame = recv_json(ws)
+        assert frame["type"] == "changes" and frame["version"] == 2, frame
+        assert [(c["model"], c["path"], c.get("value")) for c in frame["changes"]] == [("a", "color", "green")], frame
+        since, epoch = frame["version"], snapshot["epoch"]
+    # Missed while away: only what the hook allows is replayed.
+    keyed(gateway.port, "POST", f"/api/stores/{store}/changes", {"changes": [
+        {"op": "set", "model": "b", "path": "label", "value": "BB"},
+        {"op": "set", "model": "b", "path": "color", "value": "black"}]})
+    with connect(gateway.port, additional_headers=cookie("bob")) as ws:
+        resumed = subscribe(ws, store=store, since=since, epoch=epoch)
+        assert resumed["type"] == "subscribed" and resumed["resumed"] is True, resumed
+        replay = recv_json(ws)
+        assert replay["type"] == "changes" and replay["version"] == 3, replay
+        assert [(c["model"], c["path"], c.get("value")) for c in replay["changes"]] == [("b", "color", "black")], replay
+
+
+def test_answers_keep_the_order_they_were_asked_in(gateway):
+    store = narrow_store(gateway.port)
+    with connect(gateway.port, additional_headers=cookie("bob")) as ws:
+        # The first waits for the backend; the second is granted at once, and answered after it.
+        send_json(ws, {"type": "subscribe", "store": store})
+        send_json(ws, {"type": "subscribe", "topic": "chat"})
+        send_json(ws, {"type": "subscribe", "store": "deny-this"})
+        assert recv_json(ws)["type"] == "snapshot"
+        assert recv_json(ws)["type"] == "subscribed"
+        refused = recv_json(ws)
+        assert refused == {"type": "error", "code": "forbidden", "message": "bob may not see deny-this"}, refused
+
+
+def test_sse_is_narrowed_or_refused_with_a_status(gateway):
+    store = narrow_store(gateway.port)
+    with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
+        sock.sendall(f"GET /api/stores/{store}/events HTTP/1.1\r\nHost: gateway\r\nCookie: session=bob\r\n\r\n".encode())
+        received = b""
+        while b"\n\n" not in received.partition(b"event: snapshot")[2]:
+            chunk = sock.recv(4096)
+            assert chunk, received
+            received += chunk
+    assert received.startswith(b"HTTP/1.1 200 OK\r\n"), received
+    data = received.partition(b"event: snapshot")[2].split(b"data: ", 1)[1].split(b"\n", 1)[0]
+    assert json.loads(data)["models"] == {"a": {"color": "red"}, "b": {"color": "blue"}}, data
+    denied = unique("deny-board")
+    keyed(gateway.port, "POST", "/api/stores", {"name": denied})
+    resp = http_client_request(gateway.port, "GET", f"/api/stores/{denied}/events", headers=cookie("bob"))
+    assert resp.status == 403 and resp.json() == {"error": "forbidden", "detail": f"bob may not see {denied}"}, resp
