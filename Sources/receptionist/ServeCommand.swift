@@ -114,6 +114,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "URL of the RPC hook: answers a WebSocket client's {\"type\":\"rpc\"} messages.")
     var hookRpc: String?
 
+    @Option(help: "URL of the refresh hook: extends, shortly before it ends, the grant a connect hook's answer gave with expiresAt.")
+    var hookRefresh: String?
+
     @Option(help: "Seconds a hook call may take, waiting included; past it the client is answered 'unavailable'.")
     var hookTimeout = 2.0
 
@@ -239,7 +242,7 @@ struct ServeCommand: ParsableCommand {
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
         }
-        for url in [hookConnect, hookSubscribe, hookPublish, hookWrite, hookRpc].compactMap({ $0 })
+        for url in [hookConnect, hookSubscribe, hookPublish, hookWrite, hookRpc, hookRefresh].compactMap({ $0 })
         where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
             throw ValidationError("a hook URL must start with http:// or https://, not '\(url)'")
         }
@@ -336,7 +339,10 @@ struct ServeCommand: ParsableCommand {
                 directory: directory, fsync: DiskOptions.Fsync(rawValue: fsync) ?? .always, intervalSeconds: fsyncInterval,
                 retain: retain, topicHistory: history)
         }
-        config.hooks.urls = [.connect: hookConnect, .subscribe: hookSubscribe, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc].compactMapValues { $0 }
+        config.hooks.urls = [
+            .connect: hookConnect, .subscribe: hookSubscribe, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc,
+            .refresh: hookRefresh,
+        ].compactMapValues { $0 }
         config.hooks.timeoutSeconds = hookTimeout
         config.hooks.maxInFlight = hookMaxInflight
         config.hooks.maxQueued = hookMaxQueued

@@ -68,6 +68,18 @@ import Testing
         }
     }
 
+    @Test func refreshAnswers() {
+        #expect(HookDecision.refresh(.answered(status: 200, body: parsed(#"{"expiresAt":200}"#)), nowSeconds: 100) == .extend(until: 200))
+        #expect(HookDecision.refresh(.answered(status: 200, body: parsed(#"{"expiresAt":null}"#)), nowSeconds: 100) == .extend(until: .infinity))
+        #expect(HookDecision.refresh(.answered(status: 200, body: parsed(#"{"expiresAt":50}"#)), nowSeconds: 100)
+            == .refuse("the refresh hook's grant has expired"))
+        #expect(HookDecision.refresh(.answered(status: 403, body: parsed(#"{"reason":"gone"}"#)), nowSeconds: 0) == .refuse("gone"))
+        guard case .unavailable = HookDecision.refresh(.answered(status: 200, body: parsed("{}")), nowSeconds: 0) else {
+            Issue.record("an answer without expiresAt extended or refused")
+            return
+        }
+    }
+
     @Test func rpcAnswers() {
         #expect(HookDecision.rpc(.answered(status: 200, body: parsed("[1]"))) == .result(parsed("[1]")))
         #expect(HookDecision.rpc(.answered(status: 200, body: nil)) == .result(.null))

@@ -44,9 +44,15 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
         session = cookie_session(body.get("headers", {}))
         if session == "mallory":
             return 403, {"reason": "mallory is banned"}
+        if session in ("carol", "dave"):  # short grants, for the refresh hook
+            return 200, {"user": session, "topics": ["chat"], "expiresAt": time.time() + 5.5}
         if session in USERS:
             return 200, USERS[session]
         return 401, {"reason": "no session"}
+    if hook == "refresh":
+        if body.get("user") == "carol":
+            return 200, {"expiresAt": time.time() + 60}
+        return 403, {"reason": f"{body.get('user')}'s session has ended"}
     if hook == "subscribe":
         name = body.get("store") or body.get("topic") or ""
         if name.startswith("narrow-"):

@@ -279,7 +279,7 @@ def test_hooks_say_what_is_built_and_what_is_planned(concepts):
     title, body = concept_sections(concepts)[-1]
     for option in ("--hook-connect", "--hook-publish", "--hook-write", "--hook-rpc", "docs/HOOKS.md"):
         assert option in body, f"{title!r} must name {option}"
-    assert re.search(r"refresh hook[^.]*planned, not built", body, re.IGNORECASE | re.DOTALL), (
+    assert re.search(r"namespaces[^.]*planned, not built", body, re.IGNORECASE | re.DOTALL), (
         f"{title!r} must say which hooks are planned")
 
 

@@ -1,4 +1,4 @@
-"""The subscribe hook (docs/HOOKS.md): a subscription no grant covers is allowed, narrowed to the
+"""The subscribe and refresh hooks (docs/HOOKS.md): a subscription no grant covers is allowed, narrowed to the
 key paths the backend allows (in the snapshot, the changes and a resume alike), or refused; and
 answers keep the order the client asked in."""
 
@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from conftest import http_client_request, json_ok
 from hooks import API_KEY, Backend, cookie
@@ -25,7 +27,7 @@ def gateway(module_servers, tmp_path_factory):
 def keyed(port: int, method: str, path: str, payload) -> dict:
     resp = http_client_request(port, method, path, body=json.dumps(payload).encode(),
                                headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
-    return json_ok(resp, 201 if path == "/api/stores" else 200)
+    return json_ok(resp, 201 if path == "/api/stores" or path.endswith("/messages") else 200)
 
 
 def narrow_store(port: int) -> str:
@@ -91,3 +93,28 @@ def test_sse_is_narrowed_or_refused_with_a_status(gateway):
     keyed(gateway.port, "POST", "/api/stores", {"name": denied})
     resp = http_client_request(gateway.port, "GET", f"/api/stores/{denied}/events", headers=cookie("bob"))
     assert resp.status == 403 and resp.json() == {"error": "forbidden", "detail": f"bob may not see {denied}"}, resp
+
+
+def test_the_refresh_hook_extends_a_grant_or_ends_the_connection(start_server, tmp_path):
+    backend = Backend(tmp_path / "backend")
+    gateway = start_server("--api-key", API_KEY, *backend.hook_args("connect", "refresh"))
+    started = time.monotonic()
+    try:
+        with connect(gateway.port, additional_headers=cookie("carol")) as carol, \
+             connect(gateway.port, additional_headers=cookie("dave")) as dave:
+            assert subscribe(carol, topic="chat")["type"] == "subscribed"
+            assert subscribe(dave, topic="chat")["type"] == "subscribed"
+            # dave's grant ends 5.5 s after it was given; the backend will not extend it.
+            refused = recv_json(dave, timeout=3)
+            assert refused == {"type": "error", "code": "token_expired", "message": "dave's session has ended"}, refused
+            with pytest.raises(ConnectionClosed) as closed:
+                dave.recv(timeout=3)
+            assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "expired"), closed.value
+            # carol's was extended: past its first end, she still gets what is published.
+            time.sleep(max(0.0, 6.0 - (time.monotonic() - started)))
+            keyed(gateway.port, "POST", "/api/topics/chat/messages", {"n": 1})
+            message = recv_json(carol)
+            assert message["type"] == "message" and message["data"] == {"n": 1}, message
+        assert backend.stats()["calls"]["refresh"] == 2
+    finally:
+        backend.stop()

@@ -110,6 +110,33 @@ enum HookDecision {
         }
     }
 
+    /// The refresh hook's answer: the grant's new end (infinite for `"expiresAt": null`), a
+    /// refusal with its reason, or no answer.
+    enum Refresh: Equatable {
+        case extend(until: Double)
+        case refuse(String)
+        case unavailable(String)
+    }
+
+    static func refresh(_ answer: HookAnswer, nowSeconds: Double) -> Refresh {
+        switch answer {
+        case .unavailable(let why):
+            return .unavailable(why)
+        case .answered(let status, let body) where status == 401 || status == 403:
+            return .refuse(body?["reason"]?.stringValue ?? "the refresh hook did not extend the connection")
+        case .answered(200, let body?) where body.objectValue != nil:
+            switch body["expiresAt"] {
+            case .null?: return .extend(until: .infinity)
+            case .number(let seconds)? where seconds.doubleValue.isFinite:
+                guard seconds.doubleValue > nowSeconds else { return .refuse("the refresh hook's grant has expired") }
+                return .extend(until: seconds.doubleValue)
+            default: return .unavailable("the refresh hook's answer needs \"expiresAt\": seconds since 1970, or null")
+            }
+        case .answered(let status, _):
+            return .unavailable("the refresh hook answered \(status)")
+        }
+    }
+
     static func rpc(_ answer: HookAnswer) -> RPC {
         switch answer {
         case .unavailable(let why):

@@ -61,6 +61,7 @@ final class SSESession: StreamSession {
             switch decision {
             case .admit(let claims):
                 core.claims = claims
+                core.grantFromHook = true
                 authorize()
             case .refuse(let status, let reason):
                 refuse(status == 401 ? .unauthorized : .forbidden, reason, date: date)
@@ -109,6 +110,9 @@ final class SSESession: StreamSession {
         case .tokenExpired:
             connection.write(SSEEncoder.event("error", id: nil, data: PushEncoder.error(AccessControl.expiredProblem)))
             connection.closeAfterFlush()
+        case .grantRefused(let reason):
+            connection.write(SSEEncoder.event("error", id: nil, data: PushEncoder.error(ClientMessage.Problem(.tokenExpired, reason))))
+            connection.closeAfterFlush()
         }
     }
 
@@ -128,6 +132,7 @@ final class SSESession: StreamSession {
 
     func sweep(now: UInt64) {
         if !state.ended, expireTokenIfDue() { return }
+        if !state.ended { refreshIfDue() }
         if state.tick(now: now) == .heartbeat {
             connection.write(SSEEncoder.heartbeat)
         }

@@ -24,6 +24,10 @@ struct StreamCore {
             didSet { presenceUser = claims.flatMap(Self.presenceUser) }
         }
         var publishRateKey: String?
+        /// The claims came from the connect hook: the refresh hook may extend them.
+        var fromHook = false
+        /// A refresh hook call is under way, or was made and not answered.
+        var refreshing = false
         private(set) var presenceUser: PresenceUser?
 
         private static func presenceUser(_ claims: TokenClaims) -> PresenceUser? {
@@ -50,12 +54,25 @@ struct StreamCore {
         set { presented { $0.publishRateKey = newValue } }
     }
 
+    /// Whether the claims are the connect hook's (set with them), which the refresh hook extends.
+    var grantFromHook: Bool {
+        get { credentials?.fromHook ?? false }
+        set { presented { $0.fromHook = newValue } }
+    }
+
+    var refreshing: Bool {
+        get { credentials?.refreshing ?? false }
+        set { presented { $0.refreshing = newValue } }
+    }
+
     /// A new box for every change (they are rare: an `auth` message), so no copy of this value
     /// ever sees another's change.
     private mutating func presented(_ change: (Credentials) -> Void) {
         let box = Credentials()
         box.claims = credentials?.claims
         box.publishRateKey = credentials?.publishRateKey
+        box.fromHook = credentials?.fromHook ?? false
+        box.refreshing = credentials?.refreshing ?? false
         change(box)
         credentials = box.claims == nil && box.publishRateKey == nil ? nil : box
     }

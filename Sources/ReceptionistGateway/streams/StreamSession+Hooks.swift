@@ -74,3 +74,36 @@ extension StreamSession {
         }
     }
 }
+
+/// How long before the connect hook's grant runs out the refresh hook is asked to extend it.
+let refreshLeadSeconds = 5.0
+
+extension StreamSession {
+    /// Asks the refresh hook, once, to extend the connect hook's grant when it is about to run
+    /// out. An extension moves its end; a refusal ends the stream (1008 `expired`); no answer
+    /// leaves it to run out at its end, announced as `token_expired`.
+    func refreshIfDue() {
+        guard let hooks = services.hooks, hooks.isSet(.refresh), core.grantFromHook, !core.refreshing,
+              let claims = core.claims, claims.expiresAt.isFinite,
+              AccessControl.nowSeconds() >= claims.expiresAt - refreshLeadSeconds
+        else { return }
+        core.refreshing = true
+        let (user, info) = hookIdentity
+        let body: JSONValue = ["client": clientName, "user": user, "info": info, "expiresAt": .number(JSONNumber(claims.expiresAt))]
+        hooks.call(.refresh, body) { [weak self] answer in
+            guard let self, connection.state == .open else { return }
+            switch HookDecision.refresh(answer, nowSeconds: AccessControl.nowSeconds()) {
+            case .extend(let until):
+                var extended = core.claims
+                extended?.expiresAt = until
+                core.claims = extended
+                core.refreshing = false
+            case .refuse(let reason):
+                services.counters.refused(.tokenExpired)
+                end(.grantRefused(reason))
+            case .unavailable(let why):
+                services.logger.debug("refresh hook did not answer", metadata: ["why": "\(why)"])
+            }
+        }
+    }
+}

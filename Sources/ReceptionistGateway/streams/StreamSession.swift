@@ -9,6 +9,8 @@ enum StreamEnd {
     case slowConsumer
     /// The subscription token ran out (`docs/SECURITY.md`).
     case tokenExpired
+    /// The refresh hook would not extend the connect hook's grant (`docs/HOOKS.md`).
+    case grantRefused(String)
 }
 
 /// A long-lived stream of push events: a WebSocket or an SSE session. Everything the two have in

@@ -19,6 +19,7 @@ extension WebSocketSession {
             switch decision {
             case .admit(let claims):
                 core.claims = claims
+                core.grantFromHook = true
                 admitted()
             case .refuse(_, let reason):
                 connection.startReading()

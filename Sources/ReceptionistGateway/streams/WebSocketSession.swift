@@ -341,6 +341,9 @@ final class WebSocketSession: StreamSession {
             // The client is told why, then closed with 1008 (`docs/SECURITY.md`).
             sendError(AccessControl.expiredProblem)
             close(code: WebSocketCloseCode.policyViolation, reason: "token expired")
+        case .grantRefused(let reason):
+            sendError(ClientMessage.Problem(.tokenExpired, reason))
+            close(code: WebSocketCloseCode.policyViolation, reason: "expired")
         }
     }
 
@@ -360,6 +363,7 @@ final class WebSocketSession: StreamSession {
 
     func sweep(now: UInt64) {
         if !state.closeSent, expireTokenIfDue() { return }
+        if !state.closeSent { refreshIfDue() }
         switch state.tick(now: now, services.webSocketTiming) {
         case .none: break
         case .ping: connection.write(WebSocketEncoder.frame(.ping, payload: []))
