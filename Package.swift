@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "5.0.1"),
     ],
     targets: [
         // C libraries, one module map each.
@@ -90,6 +91,8 @@ let package = Package(
                 "ReceptionistGateway", "ReceptionistJSON", "ReceptionistWire", "ReceptionistDisk",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                // The config file (`--config`), YAML or JSON; read by ConfigFile only.
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strict
         ),

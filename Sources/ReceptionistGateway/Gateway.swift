@@ -46,6 +46,10 @@ public final class Gateway {
         hub = PushHub(
             stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
             presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))
+        if !config.namespaces.list.isEmpty {
+            let namespaces = config.namespaces, limit = config.historyLimit
+            hub.historyOf = { namespaces.history(of: $0, default: limit) }
+        }
         let started = try engine.start(config, hub: hub, loop: loop, logger: logger)
 
         let counters = GatewayCounters()

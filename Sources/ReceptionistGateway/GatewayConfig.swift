@@ -88,6 +88,8 @@ public struct GatewayConfig: Sendable {
     public var maxIdempotencyKeys = 100_000
     /// The backend's hooks (`docs/HOOKS.md`); none is called unless its URL is set.
     public var hooks = HookSettings()
+    /// Settings for groups of topic and store names (`namespaces` in the config file).
+    public var namespaces = Namespaces()
     /// Protocol messages a WebSocket client may send.
     public var clientMessageRate = RateLimit(perSecond: 50, burst: 100)
 

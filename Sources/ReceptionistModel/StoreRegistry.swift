@@ -5,13 +5,19 @@ import ReceptionistSync
 public final class StoreRegistry: Sendable {
     private let stores = PThreadLock<[String: ModelStore]>([:])
     public let historyLimit: Int
+    /// How many change sets the store of a name keeps (its namespace's, or `historyLimit`).
+    public let historyOf: @Sendable (String) -> Int
     /// When set, every store is a replica of this shared log, and creating one registers it there.
     public let replication: (any StoreReplication)?
     /// When set, every store is durable: kept by this journal (the disk engine).
     public let journal: (any StoreJournal)?
 
-    public init(historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, journal: (any StoreJournal)? = nil) {
+    public init(
+        historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, journal: (any StoreJournal)? = nil,
+        historyOf: (@Sendable (String) -> Int)? = nil
+    ) {
         self.historyLimit = historyLimit
+        self.historyOf = historyOf ?? { _ in historyLimit }
         self.replication = replication
         self.journal = journal
     }
@@ -23,7 +29,7 @@ public final class StoreRegistry: Sendable {
             try replication.createStore(name)
             return replica(name)
         }
-        let store = ModelStore(name: name, historyLimit: historyLimit, journal: journal)
+        let store = ModelStore(name: name, historyLimit: historyOf(name), journal: journal)
         let created = stores.withLock { stores in
             guard stores[name] == nil else { return false }
             stores[name] = store
@@ -46,7 +52,7 @@ public final class StoreRegistry: Sendable {
     public func restore(
         _ name: String, epoch: String, version: UInt64, models: [(id: String, value: JSONValue, tag: UInt64)], history: [ChangeSet]
     ) -> ModelStore {
-        let store = ModelStore(name: name, historyLimit: historyLimit, epoch: epoch, journal: journal)
+        let store = ModelStore(name: name, historyLimit: historyOf(name), epoch: epoch, journal: journal)
         store.restore(models: models, version: version, history: history)
         stores.withLock { $0[name] = store }
         return store
@@ -79,7 +85,7 @@ public final class StoreRegistry: Sendable {
         // Every node's replica of one cluster store must name the same epoch, so that a client
         // resumes on any node: until the first snapshot brings the epoch kept in Redis (which
         // `resetReplica` takes), it is one derived from the name, the same on every node.
-        let fresh = ModelStore(name: name, historyLimit: historyLimit, replication: replication, epoch: epoch ?? Self.clusterEpoch(name))
+        let fresh = ModelStore(name: name, historyLimit: historyOf(name), replication: replication, epoch: epoch ?? Self.clusterEpoch(name))
         return stores.withLock { stores in
             if let existing = stores[name] { return existing }
             stores[name] = fresh

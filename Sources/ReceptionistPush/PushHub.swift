@@ -16,6 +16,9 @@ public final class PushHub {
     private let stores: StoreRegistry
     private let context: any ExecutionContext
     private let historyLimit: Int
+    /// How many messages the topic of a name keeps, and change sets a store's subscribers are
+    /// encoded for (its namespace's); nil: `historyLimit` for every name. Set before use.
+    public var historyOf: ((String) -> Int)?
     private let presenceSettings: PresenceSettings
     public private(set) var feeds: [String: StoreFeed] = [:]
     public private(set) var topics: [String: Topic] = [:]
@@ -151,7 +154,7 @@ public final class PushHub {
     public func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
         let topic = Topic(
-            name: name, historyLimit: historyLimit, counters: counters, context: context, presence: presenceSettings,
+            name: name, historyLimit: historyOf?(name) ?? historyLimit, counters: counters, context: context, presence: presenceSettings,
             presenceRelay: presenceRelay)
         topic.fanOutQueue = fanOutQueue
         topics[name] = topic
@@ -175,7 +178,8 @@ public final class PushHub {
     private func feed(_ store: ModelStore) -> StoreFeed {
         if let feed = feeds[store.name], feed.store === store { return feed }
         let feed = StoreFeed(
-            store: store, context: context, historyLimit: historyLimit, counters: counters, presence: presenceSettings,
+            store: store, context: context, historyLimit: historyOf?(store.name) ?? historyLimit, counters: counters,
+            presence: presenceSettings,
             presenceRelay: presenceRelay)
         feeds[store.name] = feed
         return feed

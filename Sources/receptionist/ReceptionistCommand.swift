@@ -10,7 +10,8 @@ struct ReceptionistCommand: ParsableCommand {
         discussion: """
             Every option can also be set through the environment as RECEPTIONIST_<OPTION>, \
             for example RECEPTIONIST_PORT=9000 or RECEPTIONIST_MAX_HEAD_BYTES=8192. \
-            A flag given on the command line wins over the environment.
+            A flag given on the command line wins over the environment, and the environment \
+            over a --config file (YAML or JSON, keyed by the options' long names, plus namespaces).
             """,
         version: BuildInfo.description,
         subcommands: [ServeCommand.self],
@@ -18,11 +19,16 @@ struct ReceptionistCommand: ParsableCommand {
     )
 
     static func main() {
-        let arguments = EnvironmentArguments.merge(
-            arguments: Array(CommandLine.arguments.dropFirst()),
-            environment: EnvironmentArguments.current(),
-            options: EnvironmentArguments.options(of: ServeCommand())
-        )
+        let options = EnvironmentArguments.options(of: ServeCommand())
+        var arguments = EnvironmentArguments.merge(
+            arguments: Array(CommandLine.arguments.dropFirst()), environment: EnvironmentArguments.current(), options: options)
+        if let path = ConfigFile.path(in: arguments) {
+            do {
+                arguments = try ConfigFile.load(path, options: options).merge(into: arguments)
+            } catch {
+                exit(withError: ValidationError("\(path): \(error)"))
+            }
+        }
         main(arguments)
     }
 }

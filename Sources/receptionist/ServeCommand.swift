@@ -12,6 +12,9 @@ struct ServeCommand: ParsableCommand {
         abstract: "Run the gateway."
     )
 
+    @Option(help: "A config file, YAML or JSON: any option by its long name, and namespaces (README, 'Configuration'). The command line and the environment win over it.")
+    var config: String?
+
     @Option(help: "Address to listen on. Use 0.0.0.0 or :: to listen on every interface.")
     var host = "127.0.0.1"
 
@@ -343,6 +346,12 @@ struct ServeCommand: ParsableCommand {
             .connect: hookConnect, .subscribe: hookSubscribe, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc,
             .refresh: hookRefresh,
         ].compactMapValues { $0 }
+        if let file = self.config {
+            config.namespaces = try ConfigFile.load(file, options: EnvironmentArguments.options(of: self)).namespaces
+            for namespace in config.namespaces.list where (namespace.history ?? 0) > history {
+                throw ValidationError("\(file): namespace '\(namespace.pattern)' keeps a history of \(namespace.history!), more than --history (\(history))")
+            }
+        }
         config.hooks.timeoutSeconds = hookTimeout
         config.hooks.maxInFlight = hookMaxInflight
         config.hooks.maxQueued = hookMaxQueued

@@ -32,9 +32,11 @@ final class GatewayEngine {
         contents = opened?.1
         replication = ClusterEngine.replication(for: config, loop: loop)
         // A disk store keeps `--retain` change sets for reads of the past; the others `--history`.
+        let namespaces = config.namespaces
+        let retain = config.disk?.retain ?? 0
         stores = StoreRegistry(
-            historyLimit: config.disk.map { max(config.historyLimit, $0.retain) } ?? config.historyLimit,
-            replication: replication, journal: disk)
+            historyLimit: max(config.historyLimit, retain), replication: replication, journal: disk,
+            historyOf: { name in max(namespaces.history(of: name, default: config.historyLimit), retain) })
     }
 
     /// Puts back what the disk holds, starts the cluster, and makes the topics' log and the

@@ -17,6 +17,7 @@ final class Router {
     private let forwardHeaders: [String]
     /// Whether the subscribe hook may allow what a stream's grant does not cover.
     private let subscribeHook: Bool
+    private let namespaces: Namespaces
     private let access: AccessControl
     private let origins: OriginPolicy
     private let publisher: TopicPublisher
@@ -41,6 +42,7 @@ final class Router {
         enableEcho = config.enableEcho
         forwardHeaders = config.hooks.forwardHeaders
         subscribeHook = config.hooks.url(.subscribe) != nil
+        namespaces = config.namespaces
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
         self.publisher = publisher
@@ -132,6 +134,9 @@ final class Router {
     /// Who is subscribed is the subscribers' business: with API keys configured, only a holder of
     /// one may ask over HTTP (a browser follows presence through a subscription and its token).
     private func presence(_ request: HTTPRequest, _ target: StreamTarget, client: String) -> RouteResult {
+        guard namespaces.allowsPresence(of: target.name) else {
+            return .reply(.error(.forbidden, "presence is off for \(target) (its namespace)"))
+        }
         if case .refused(let detail) = access.checkKey(request, client: client) {
             counters.refused(.apiKey)
             return .reply(.error(.unauthorized, detail, headers: [("WWW-Authenticate", "Bearer")]))
@@ -156,6 +161,12 @@ final class Router {
             counters.refused(.apiKey)
             return .failure(ReplyError(.error(.forbidden, detail)))
         case .allowed(let rateKey, let scope):
+            // A token's publish (a client's, not the backend's) obeys its topic's namespace.
+            if rateKey.hasPrefix("token "), case .topic(let name)? = Self.grantable(request, segments),
+               !namespaces.allowsClientPublish(to: name) {
+                counters.refused(.tokenScope)
+                return .failure(ReplyError(.error(.forbidden, "clients may not publish to '\(name)' (its namespace)")))
+            }
             if case .limited(let seconds) = publisher.limiter.take(rateKey, now: now) {
                 counters.refused(.publishRate)
                 return .failure(ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
@@ -188,6 +199,9 @@ final class Router {
 
     private func stream(_ request: HTTPRequest, _ target: StreamTarget, origin: String?, client: String) -> RouteResult {
         if let draining = operations.refusingStreams { return .reply(draining) }
+        if let asked = StreamRequest.query(request, "presence"), asked != "false", !namespaces.allowsPresence(of: target.name) {
+            return .reply(.error(.forbidden, "presence is off for \(target) (its namespace)"))
+        }
         var grant = StreamGrant(corsOrigin: origin, subscribeHook: subscribeHook)
         if access.requiresToken {
             let token = StreamRequest.query(request, "token") ?? AccessControl.bearer(request.headers["Authorization"])

@@ -104,6 +104,9 @@ struct StreamCore {
                 return ClientMessage.Problem(.forbidden, "the token's presence claim does not cover \(target)")
             }
         }
+        if presence, !services.config.namespaces.allowsPresence(of: target.name) {
+            return ClientMessage.Problem(.forbidden, "presence is off for \(target) (its namespace)")
+        }
         let limit = services.config.maxSubscriptionsPerConnection
         guard subscriptions.count < limit else {
             counters.refused(.subscriptionLimit)

@@ -38,7 +38,9 @@ extension StreamSession {
     /// Whether the subscribe hook decides a subscription to `target`: it is set, and what this
     /// stream holds does not grant it.
     func needsSubscribeHook(_ target: StreamTarget, presence: Bool) -> Bool {
-        guard services.access.requiresToken, services.hooks?.isSet(.subscribe) == true else { return false }
+        guard services.access.requiresToken, services.hooks?.isSet(.subscribe) == true,
+              services.config.namespaces.calls(.subscribe, for: target.name)
+        else { return false }
         guard let claims = core.claims else { return true }
         return !claims.allows(target) || (presence && !claims.allowsPresence(of: target))
     }

@@ -101,6 +101,11 @@ extension StreamSession {
             return ClientMessage.Problem(.alreadySubscribed, "this connection already subscribes to \(target)")
         }
         if let problem = core.permission(for: target, presence: presence, granted: granted, services: services) { return problem }
+        var options = options
+        if case .store(let name) = target, let cap = services.config.namespaces.maxRate(of: name), (options.maxRate ?? .infinity) > cap {
+            // The namespace's rate: a subscription here gets at most that many frames a second.
+            options = SubscriptionOptions(models: options.models, paths: options.paths, maxRate: cap, old: options.old)
+        }
         let subscribed = services.hub.subscribe(
             self, to: target, since: since, epoch: epoch, options: options, presence: presence,
             joinedAt: Clock.microsecondsSinceEpoch())

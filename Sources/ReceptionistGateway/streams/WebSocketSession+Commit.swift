@@ -17,7 +17,9 @@ extension WebSocketSession {
             return sendError(ClientMessage.Problem(.badMessage, failure.detail, ref: ref))
         }
         guard let rateKey = writeRateKey(for: name) else {
-            if services.hooks?.isSet(.write) == true { return writeThroughHook(name, request, operations, condition, ref: ref) }
+            if services.hooks?.isSet(.write) == true, services.config.namespaces.calls(.write, for: name) {
+                return writeThroughHook(name, request, operations, condition, ref: ref)
+            }
             services.counters.refused(core.claims == nil ? .apiKey : .tokenScope)
             return sendError(ClientMessage.Problem(
                 core.claims == nil ? .unauthorized : .forbidden,

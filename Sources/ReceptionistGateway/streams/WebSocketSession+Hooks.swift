@@ -32,6 +32,11 @@ extension WebSocketSession {
         }
     }
 
+    /// Whether the publish hook rules on a client's publishes to `topic`.
+    func publishHookDecides(_ topic: String) -> Bool {
+        services.hooks?.isSet(.publish) == true && services.config.namespaces.calls(.publish, for: topic)
+    }
+
     /// Asks the publish hook, then publishes what it allows: the data as sent, or its replacement.
     func publishThroughHook(_ topic: String, data: [UInt8], ref: String?) {
         guard let hooks = services.hooks, let value = try? JSONParser.parse(data) else { return }

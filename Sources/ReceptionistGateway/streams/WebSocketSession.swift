@@ -230,7 +230,7 @@ final class WebSocketSession: StreamSession {
         if !services.access.requiresAPIKey { return "address " + (connection.peerAddress ?? "unknown") }
         if let key = core.publishRateKey { return key }
         // The publish hook decides for every client without an API key.
-        if services.hooks?.isSet(.publish) == true { return "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown") }
+        if publishHookDecides(topic) { return "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown") }
         guard let claims = core.claims, claims.allowsPublishing(to: topic) else { return nil }
         return "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
     }
@@ -251,7 +251,11 @@ final class WebSocketSession: StreamSession {
             services.counters.refused(.publishRate)
             return sendError(ClientMessage.Problem(.rateLimited, "publish rate exceeded; retry after \(seconds) s", ref: ref))
         }
-        if core.publishRateKey == nil, services.hooks?.isSet(.publish) == true {
+        if core.publishRateKey == nil, !services.config.namespaces.allowsClientPublish(to: topic) {
+            services.counters.refused(.tokenScope)
+            return sendError(ClientMessage.Problem(.forbidden, "clients may not publish to '\(topic)' (its namespace)", ref: ref))
+        }
+        if core.publishRateKey == nil, publishHookDecides(topic) {
             return publishThroughHook(topic, data: data, ref: ref)
         }
         sequence(topic, data: data, ref: ref)

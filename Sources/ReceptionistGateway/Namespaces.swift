@@ -1,0 +1,68 @@
+/// Settings for groups of topic and store names (`namespaces` in the config file, `docs/HOOKS.md`):
+/// each namespace has a name pattern (`orders.*`, or `*`) and settings that differ from the
+/// gateway's. The first namespace whose pattern matches a name applies to it; a setting a
+/// namespace leaves out is the gateway's. Pure and immutable; any thread.
+public struct Namespaces: Sendable {
+    public struct Namespace: Sendable, Equatable {
+        /// A name (`chat`), a prefix ending in `*` (`orders.*`), or `*` for every name.
+        public var pattern: String
+        /// Change sets a store keeps, and messages a topic keeps, for resuming (at most `--history`).
+        public var history: Int?
+        /// Whether subscribers may follow presence here.
+        public var presence: Bool?
+        /// Whether clients without an API key may publish here (over WebSocket, or HTTP with a token).
+        public var clientPublish: Bool?
+        /// The hooks called for names here, of those set: subscribe, publish and write. Nil: all.
+        public var hooks: Set<HookKind>?
+        /// The most frames a second a store subscription here gets: one asking for more, or for
+        /// every change set, gets this rate.
+        public var maxRate: Double?
+
+        public init(
+            pattern: String, history: Int? = nil, presence: Bool? = nil, clientPublish: Bool? = nil, hooks: Set<HookKind>? = nil,
+            maxRate: Double? = nil
+        ) {
+            self.pattern = pattern
+            self.history = history
+            self.presence = presence
+            self.clientPublish = clientPublish
+            self.hooks = hooks
+            self.maxRate = maxRate
+        }
+
+        public func matches(_ name: String) -> Bool {
+            pattern.hasSuffix("*") ? name.hasPrefix(pattern.dropLast()) : name == pattern
+        }
+    }
+
+    public var list: [Namespace]
+
+    public init(_ list: [Namespace] = []) {
+        self.list = list
+    }
+
+    /// The namespace `name` belongs to, if any.
+    public func namespace(of name: String) -> Namespace? {
+        list.isEmpty ? nil : list.first { $0.matches(name) }
+    }
+
+    public func history(of name: String, default limit: Int) -> Int {
+        namespace(of: name)?.history ?? limit
+    }
+
+    public func allowsPresence(of name: String) -> Bool {
+        namespace(of: name)?.presence ?? true
+    }
+
+    public func allowsClientPublish(to name: String) -> Bool {
+        namespace(of: name)?.clientPublish ?? true
+    }
+
+    public func calls(_ hook: HookKind, for name: String) -> Bool {
+        namespace(of: name)?.hooks?.contains(hook) ?? true
+    }
+
+    public func maxRate(of name: String) -> Double? {
+        namespace(of: name)?.maxRate
+    }
+}

@@ -1,0 +1,98 @@
+import Foundation
+import ReceptionistGateway
+import Yams
+
+/// `--config FILE`: every `serve` option by its long name, and `namespaces`, in YAML or JSON.
+///
+/// The file's options are appended to the command line for each option the command line and the
+/// environment did not give, so the order of precedence is command line, environment, file, and
+/// every value is checked by the same parser as on the command line. A key that is not an option,
+/// or a value of the wrong shape, is refused at start with the line and the key named.
+struct ConfigFile {
+    struct Problem: Error, CustomStringConvertible {
+        let line: Int
+        let key: String
+        let detail: String
+        var description: String { "config file, line \(line): '\(key)' \(detail)" }
+    }
+
+    /// The options the file gives, as command-line arguments, with the line each came from.
+    var arguments: [(name: String, argument: String)] = []
+    var namespaces = Namespaces()
+
+    /// The file `--config` (or `--config=`) names among `arguments`, if any.
+    static func path(in arguments: [String]) -> String? {
+        for (index, argument) in arguments.enumerated() {
+            if argument.hasPrefix("--config=") { return String(argument.dropFirst("--config=".count)) }
+            if argument == "--config", index + 1 < arguments.count { return arguments[index + 1] }
+        }
+        return nil
+    }
+
+    static func load(_ path: String, options: [EnvironmentArguments.Option]) throws -> ConfigFile {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            throw Problem(line: 0, key: path, detail: "cannot be read")
+        }
+        return try parse(text, options: options)
+    }
+
+    static func parse(_ text: String, options: [EnvironmentArguments.Option]) throws -> ConfigFile {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            throw Problem(line: Self.line(of: error), key: "", detail: "is not YAML or JSON: \(error)")
+        }
+        var file = ConfigFile()
+        guard let root else { return file }
+        guard let mapping = root.mapping else { throw Problem(line: root.mark?.line ?? 1, key: "", detail: "must be a mapping of options") }
+        for (keyNode, value) in mapping {
+            let key = keyNode.string ?? ""
+            let line = keyNode.mark?.line ?? 0
+            if key == "namespaces" {
+                file.namespaces = try NamespaceFile.parse(value, line: line)
+                continue
+            }
+            guard key != "config" else { throw Problem(line: line, key: key, detail: "cannot be given in a config file") }
+            guard let option = options.first(where: { $0.name == key }) else {
+                throw Problem(line: line, key: key, detail: "is not an option of receptionist serve (see --help)")
+            }
+            for argument in try arguments(option, value, line: line) { file.arguments.append((key, argument)) }
+        }
+        return file
+    }
+
+    private static func arguments(_ option: EnvironmentArguments.Option, _ value: Node, line: Int) throws -> [String] {
+        let flag = "--" + option.name
+        if option.isFlag {
+            guard let on = value.bool else { throw Problem(line: line, key: option.name, detail: "must be true or false") }
+            return on ? [flag] : []
+        }
+        if let items = value.sequence {
+            return try items.map { item in
+                guard let text = item.scalar?.string else { throw Problem(line: line, key: option.name, detail: "must be a list of values") }
+                return flag + "=" + text
+            }
+        }
+        guard let text = value.scalar?.string else { throw Problem(line: line, key: option.name, detail: "must be a value or a list of values") }
+        return [flag + "=" + text]
+    }
+
+    /// Appends the file's options that `arguments` (the command line and environment) do not give.
+    func merge(into arguments: [String]) -> [String] {
+        var result = arguments
+        for (name, argument) in self.arguments {
+            let flag = "--" + name
+            let given = arguments.contains { $0 == flag || $0.hasPrefix(flag + "=") || $0 == "--no-" + name }
+            if !given { result.append(argument) }
+        }
+        return result
+    }
+
+    private static func line(of error: YamlError) -> Int {
+        switch error {
+        case .scanner(_, _, let mark, _), .parser(_, _, let mark, _): return mark.line
+        default: return 0
+        }
+    }
+}

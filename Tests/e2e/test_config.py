@@ -1,0 +1,137 @@
+"""`--config FILE` (YAML or JSON): options by their long names, the order of precedence (command
+line, environment, file), bad files refused with the line and the key, and namespaces applied."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+
+from conftest import http_client_request, server_binary
+from wsclient import connect, recv_json, send_json, subscribe, unique
+
+KEY = "config-key"
+
+
+def keyed(port: int, method: str, path: str, payload=None, key: str = KEY):
+    body = None if payload is None else json.dumps(payload).encode()
+    return http_client_request(port, method, path, body=body,
+                               headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+
+
+def refused_start(tmp_path, text: str, name: str = "bad.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    result = subprocess.run([str(server_binary()), "serve", "--port", "0", "--config", str(path)],
+                            capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    assert result.returncode != 0, result
+    return result.stderr.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("port: 0\nhistory: 100\nhistroy: 3\n", "line 3: 'histroy' is not an option of receptionist serve"),
+    ("demo: maybe\n", "line 1: 'demo' must be true or false"),
+    ("history: [1, [2]]\n", "line 1: 'history' must be a list of values"),
+    ("history: lots\n", "--history"),
+    ("namespaces:\n  - pattern: a.*\n    presense: false\n", "line 3: 'namespaces.presense' is not a namespace setting"),
+    ("namespaces:\n  - presence: false\n", "'namespaces.pattern' is required"),
+    ("namespaces:\n  - pattern: a.*\n    hooks: [connect]\n", "line 3: 'namespaces.hooks' names 'connect'"),
+    ("namespaces:\n  - pattern: a.*\n    maxRate: 0\n", "line 3: 'namespaces.maxRate' must be a number"),
+    ("namespaces:\n  - pattern: a.*\n    history: 5000\n", "keeps a history of 5000, more than --history (1000)"),
+    ("port: [0\n", "is not YAML or JSON"),
+])
+def test_a_bad_file_is_refused_at_start_with_the_line_and_the_key(tmp_path, text, expected):
+    assert expected in refused_start(tmp_path, text)
+
+
+def test_json_is_read_too(tmp_path):
+    assert "line 2: 'histroy' is not an option" in refused_start(tmp_path, '{"port": 0,\n "histroy": 3}\n', "bad.json")
+
+
+def test_the_command_line_wins_over_the_environment_which_wins_over_the_file(start_server, tmp_path):
+    config = tmp_path / "gateway.yaml"
+    config.write_text("api-key: file-key\nmax-body-bytes: 2048\n")
+    from_file = start_server("--config", str(config))
+    assert keyed(from_file.port, "POST", "/api/topics/t/messages", {"n": 1}, key="file-key").status == 201
+    assert keyed(from_file.port, "POST", "/api/topics/t/messages", {"n": "x" * 3000}, key="file-key").status == 413
+    from_env = start_server(env={"RECEPTIONIST_CONFIG": str(config), "RECEPTIONIST_API_KEY": "env-key"})
+    assert keyed(from_env.port, "POST", "/api/topics/t/messages", {"n": 1}, key="env-key").status == 201
+    assert keyed(from_env.port, "POST", "/api/topics/t/messages", {"n": 1}, key="file-key").status == 401
+    from_cli = start_server("--api-key", "cli-key", "--max-body-bytes", "4096",
+                            env={"RECEPTIONIST_CONFIG": str(config), "RECEPTIONIST_API_KEY": "env-key"})
+    assert keyed(from_cli.port, "POST", "/api/topics/t/messages", {"n": 1}, key="cli-key").status == 201
+    assert keyed(from_cli.port, "POST", "/api/topics/t/messages", {"n": 1}, key="env-key").status == 401
+    assert keyed(from_cli.port, "POST", "/api/topics/t/messages", {"n": "x" * 3000}, key="cli-key").status == 201
+
+
+@pytest.fixture(scope="module")
+def namespaced(module_servers, tmp_path_factory):
+    config = tmp_path_factory.mktemp("config") / "gateway.yaml"
+    config.write_text(f"""\
+api-key: [{KEY}]
+history: 100
+namespaces:
+  - pattern: "quiet.*"
+    presence: false
+    clientPublish: false
+  - pattern: "short.*"
+    history: 2
+  - pattern: "slow.*"
+    maxRate: 2
+""")
+    return module_servers("--config", str(config))
+
+
+def test_a_namespace_turns_presence_and_client_publishes_off(namespaced):
+    with connect(namespaced.port) as ws:
+        frame = subscribe(ws, topic="quiet.room", presence=True)
+        assert frame["type"] == "error" and frame["code"] == "forbidden", frame
+        assert subscribe(ws, topic="loud.room", presence=True)["type"] == "subscribed"
+    assert http_client_request(namespaced.port, "GET", "/api/topics/quiet.room/presence",
+                               headers={"Authorization": f"Bearer {KEY}"}).status == 403
+    # A client without the key may not publish there; the backend, with it, may.
+    with connect(namespaced.port) as ws:
+        send_json(ws, {"type": "publish", "topic": "quiet.room", "data": 1, "ref": "p"})
+        answer = recv_json(ws)
+        assert answer["code"] in ("forbidden", "unauthorized") and answer["ref"] == "p", answer
+    assert keyed(namespaced.port, "POST", "/api/topics/quiet.room/messages", {"n": 1}).status == 201
+
+
+def test_a_namespace_keeps_its_own_history(namespaced):
+    topic = unique("short.feed")
+    for n in range(5):
+        assert keyed(namespaced.port, "POST", f"/api/topics/{topic}/messages", {"n": n}).status == 201
+    with connect(namespaced.port) as ws:
+        send_json(ws, {"type": "subscribe", "topic": topic, "since": 0})
+        frames = [recv_json(ws) for _ in range(4)]
+    gap = next(f for f in frames if f["type"] == "gap")
+    assert (gap["from"], gap["to"]) == (1, 3), gap
+    assert [f["seq"] for f in frames if f["type"] == "message"] == [4, 5], frames
+
+
+def test_a_namespace_caps_the_rate_of_store_subscriptions(namespaced):
+    store = unique("slow.board")
+    assert keyed(namespaced.port, "POST", "/api/stores", {"name": store}).status == 201
+    with connect(namespaced.port) as ws:
+        assert subscribe(ws, store=store)["type"] == "snapshot"
+        start = time.monotonic()
+        for n in range(20):
+            assert keyed(namespaced.port, "PUT", f"/api/stores/{store}/models/m", {"n": n}).status in (200, 201)
+        frames = []
+        # Coalesced: the latest value arrives, in few frames.
+        while not frames or frames[-1]["changes"][-1].get("value") != {"n": 19}:
+            assert time.monotonic() - start < 5, frames
+            frames.append(recv_json(ws, timeout=5))
+        elapsed = time.monotonic() - start
+    # 2 frames a second at most: the first at once, then one each half second.
+    assert len(frames) <= 2 + 2 * elapsed, (len(frames), elapsed)
+    assert all(f["type"] == "changes" for f in frames), frames
+
+
+def test_the_example_file_in_deploy_starts_a_gateway(start_server, tmp_path):
+    from conftest import REPO_ROOT
+    example = REPO_ROOT / "deploy" / "receptionist.yaml"
+    server = start_server("--config", str(example), "--port", "0", "--data-dir", str(tmp_path / "data"))
+    assert http_client_request(server.port, "GET", "/healthz").status == 200
