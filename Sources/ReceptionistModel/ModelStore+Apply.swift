@@ -99,6 +99,8 @@ extension ModelStore {
             return
         }
         let old = keyPath.withComponents { model.replaceValue(value, along: $0) }
+        // Removing what is not there changes nothing.
+        if old == nil && value == nil { return }
         let kind = ModelChange.kind(old: old, new: value)
         changes.append(ModelChange(
             model: id, keyPath: keyPath, kind: kind, slotHint: slot, oldValue: old, newValue: value))

@@ -31,8 +31,10 @@ extension ModelStore {
         _ operations: [StoreOperation], _ condition: CommitCondition, _ journal: any StoreJournal,
         completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
     ) {
+        // A commit that changed nothing, with nothing before it waiting for the disk.
+        var answerNow: ChangeSet?
         let failure: StoreError? = commitLock.withLock { _ in
-            let record: Result<JournalRecord, StoreError> = state.withLock { state in
+            let record: Result<JournalRecord?, StoreError> = state.withLock { state in
                 let changes: [ModelChange]
                 var deleted: [(id: String, tag: UInt64)] = []
                 do throws(StoreError) {
@@ -47,6 +49,18 @@ extension ModelStore {
                 } catch {
                     return .failure(error)
                 }
+                // A commit that changes nothing makes no version and stores nothing. It is
+                // answered with the current version once that is stored: at once, or when the
+                // change sets before it settle.
+                if changes.isEmpty {
+                    let current = ChangeSet(store: name, version: state.version, committedAtMicroseconds: 0, changes: [])
+                    if state.unsettled.isEmpty {
+                        answerNow = current
+                        return .success(nil)
+                    }
+                    state.unsettled.append(Unsettled(changeSet: current, priorTags: [], completion: completion))
+                    return .success(JournalRecord?.none)
+                }
                 state.version += 1
                 let touched = state.models.stamp(changes, version: state.version, deleted: deleted)
                 let changeSet = ChangeSet(
@@ -57,15 +71,18 @@ extension ModelStore {
                     changeSet: changeSet, models: touched.map { ($0.id, $0.value) }, generation: state.generation))
             }
             switch record {
-            case .success(let record):
+            case .success(let record?):
                 // Under the commit lock: the journal takes this store's records in version order.
                 journal.append(record, of: self)
+                return nil
+            case .success(nil):
                 return nil
             case .failure(let error):
                 return error
             }
         }
         if let failure { completion(.failure(failure)) }
+        if let answerNow { completion(.success(answerNow)) }
     }
 
     /// The journal stored every change set up to `version` of `generation`: they settle, in
@@ -77,11 +94,13 @@ extension ModelStore {
             while count < state.unsettled.count, state.unsettled[count].changeSet.version <= version { count += 1 }
             let settled = Array(state.unsettled.prefix(count))
             state.unsettled.removeFirst(count)  // a deque: no shift of what stays
-            for entry in settled { state.history.append(entry.changeSet, number: entry.changeSet.version) }
+            for entry in settled where !entry.changeSet.changes.isEmpty {
+                state.history.append(entry.changeSet, number: entry.changeSet.version)
+            }
             return settled
         }
         guard let last = settled.last else { return }
-        for entry in settled { notifyObservers(entry.changeSet) }
+        for entry in settled where !entry.changeSet.changes.isEmpty { notifyObservers(entry.changeSet) }
         appliedVersion.withLock { $0 = max($0, last.changeSet.version) }
         appliedVersion.broadcast()
         for entry in settled { entry.completion?(.success(entry.changeSet)) }

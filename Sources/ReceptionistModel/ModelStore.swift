@@ -194,6 +194,9 @@ public final class ModelStore: Sendable {
                 } catch {
                     return .failure(error)
                 }
+                // A commit that changes nothing makes no version: it is answered with the
+                // current one, and nobody is notified.
+                if changes.isEmpty { return .success(ChangeSet(store: name, version: state.version, committedAtMicroseconds: 0, changes: [])) }
                 state.version += 1
                 Self.stamp(changes, version: state.version, in: &state.models)
                 let changeSet = ChangeSet(
@@ -202,7 +205,7 @@ public final class ModelStore: Sendable {
                 state.history.append(changeSet, number: state.version)
                 return .success(changeSet)
             }
-            if case .success(let changeSet) = applied {
+            if case .success(let changeSet) = applied, !changeSet.changes.isEmpty {
                 notifyObservers(changeSet)
                 notified = changeSet.version
             }

@@ -48,15 +48,19 @@ import Testing
         #expect(store.model("m")?.value == ["a": ["x": 1], "b": ["c": 1, "d": 3], "style": ["border": ["width": 2]]])
     }
 
-    @Test func removingWhatIsNotThereChangesNothingAndIsADeletion() throws {
+    @Test func removingWhatIsNotThereChangesNothingAndMakesNoVersion() throws {
         let store = ModelStore(name: "s")
         try store.commit([.put(model: "m", value: ["a": 5])])
+        let seen = PThreadLock(0)
+        let token = store.observe { _ in seen.withLock { $0 += 1 } }
         let absent = try store.commit([.set(model: "m", keyPath: "x.y", value: nil)])
-        #expect(absent.changes.map(\.kind) == [.deleted])
+        #expect(absent.changes.isEmpty && absent.version == 1)
         // Removing beneath a number leaves the number alone.
         let beneath = try store.commit([.set(model: "m", keyPath: "a.b", value: nil)])
-        #expect(beneath.changes.map(\.kind) == [.deleted])
-        #expect(store.model("m")?.value == ["a": 5])
+        #expect(beneath.changes.isEmpty && beneath.version == 1)
+        #expect(store.model("m")?.value == ["a": 5] && store.model("m")?.tag == 1)
+        #expect(seen.withLock { $0 } == 0)
+        token.cancel()
     }
 
     @Test func aFailedCommitChangesNothing() throws {

@@ -437,3 +437,23 @@ def test_optimistic_increments_lose_no_update(port, via):
     final = store_snapshot(port, store)
     assert final["version"] == total + 1
     assert final["models"]["counter"]["n"] == total, (final["models"], sum(refused))
+
+
+def test_a_write_that_changes_nothing_makes_no_version_and_keeps_the_tag(engine):
+    port = engine.start().port
+    store = fresh_store(port, {"m": {"a": 1}})
+    # The redis engine appends even a write that changes nothing: the log's append is what
+    # confirms the replica it was computed against is current. It makes a version, empty.
+    made = 1 if engine.name == "redis" else 0
+    with connect(port) as ws:
+        subscribe(ws, store=store)
+        same = send(port, "PATCH", model_path(store, "m"), {"a": 1})
+        assert json_ok(same) == {"store": store, "id": "m", "version": 1 + made} and same.header("ETag") == tag(1), same
+        removed = send(port, "POST", changes_path(store), {"changes": [{"op": "set", "model": "m", "path": "z", "value": None}]})
+        assert json_ok(removed) == {"store": store, "version": 1 + 2 * made, "changes": 0}, removed
+        # The tag it answered still holds.
+        after = send(port, "PATCH", model_path(store, "m"), {"b": 2}, headers={"If-Match": tag(1)})
+        write_ok(after, 200, store, "m", 2 + 2 * made)
+        frames = [recv_json(ws) for _ in range(1 + 2 * made)]
+        assert [f["changes"] for f in frames[:-1]] == [[]] * (2 * made), frames
+        assert_changes_frame(frames[-1], store, 2 + 2 * made)

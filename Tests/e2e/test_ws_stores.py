@@ -383,3 +383,15 @@ def test_stalled_store_subscriber_catches_up_with_a_conflated_frame(start_server
         assert conflated, "the stalled subscriber never got a conflated frame"
         assert version == final["version"]
         assert models == final["models"]
+
+
+def test_a_set_to_null_removes_the_member(server):
+    port = server.port
+    store = new_store(port, {"m": {"color": "#000000", "label": "M"}})
+    with connect(port) as ws:
+        subscribe(ws, store=store)
+        commit(port, store, [{"op": "set", "model": "m", "path": "label", "value": None},
+                             {"op": "set", "model": "m", "path": "absent", "value": None}])
+        frame = recv_json(ws)
+        assert frame["changes"] == [{"model": "m", "path": "label", "kind": "deleted", "value": None}], frame
+    assert store_snapshot(port, store)["models"]["m"] == {"color": "#000000"}

@@ -26,7 +26,13 @@ enum ChangeRequest {
                     return bad("missing or malformed \"path\"")
                 }
                 guard let value = item["value"] else { return bad("missing \"value\"") }
-                operations.append(.set(model: model, keyPath: keyPath, value: value == .null ? nil : value))
+                // `null` removes the member. Spelled out as an if: in `value == .null ? nil : value`
+                // the `nil` is a JSONValue literal, `.null`, and a null would be stored.
+                if value == .null {
+                    operations.append(.set(model: model, keyPath: keyPath, value: Optional<JSONValue>.none))
+                } else {
+                    operations.append(.set(model: model, keyPath: keyPath, value: value))
+                }
             case "delete":
                 operations.append(.delete(model: model))
             default:

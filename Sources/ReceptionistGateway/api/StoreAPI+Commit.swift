@@ -36,7 +36,9 @@ extension StoreAPI {
                 let answer = Reply.json(created ? .created : .ok, [
                     "store": .string(name), "id": .string(id), "version": .number(JSONNumber(changeSet.version)),
                 ])
-                reply(operation.kind == .delete ? answer : answer.withHeaders([("ETag", EntityTags.tag(changeSet.version))]))
+                // A write that changed nothing made no version: the model keeps its tag.
+                let tag = changeSet.changes.isEmpty ? store.model(id)?.tag ?? changeSet.version : changeSet.version
+                reply(operation.kind == .delete ? answer : answer.withHeaders([("ETag", EntityTags.tag(tag))]))
             case .failure(let error):
                 reply(.error(error))
             }
