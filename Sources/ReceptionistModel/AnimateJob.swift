@@ -54,6 +54,9 @@ public final class AnimateJob: Sendable {
         }
     }
 
+    /// The most change sets one slice commits: a few milliseconds of a job thread's time.
+    static let maxSliceChangeSets = 256
+
     /// The slices due now, each a number of change sets, at most `maxSlices` of them in flight.
     func dueSlices(now: Double, threads: Int) -> [Int] {
         state.withLock { state in
@@ -65,11 +68,16 @@ public final class AnimateJob: Sendable {
                 if due > Int(max(state.rate, 1)) && room == 0 { state.issued += Double(due) }
                 return []
             }
-            state.issued += Double(due)
             let count = min(room, threads, due)
-            let each = due / count
+            // A slice runs to its end on a job thread, and store requests queue behind it: a
+            // slice is kept to a few milliseconds of work however fast the job is asked to go.
+            let take = min(due, count * Self.maxSliceChangeSets)
+            state.issued += Double(take)
+            // Behind by more than a second's work: forget the backlog rather than queue it.
+            if due - take > Int(max(state.rate, 1)) { state.issued += Double(due - take) }
+            let each = take / count
             var slices = [Int](repeating: each, count: count)
-            slices[0] += due - each * count
+            slices[0] += take - each * count
             state.slicesInFlight += count
             return slices
         }

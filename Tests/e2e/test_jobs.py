@@ -373,3 +373,20 @@ def test_jobs_wrong_method_is_405_with_allow(demo_server):
     assert_allow(api(port, "POST", f"/api/jobs/{demo['id']}", body=b"{}"), "POST", {"PATCH", "DELETE"})
     after = find_job(port, demo["id"])
     assert after["state"] == "running" and after["rate"] == 30, after
+
+
+def test_a_job_at_the_highest_rate_does_not_starve_store_requests(start_server):
+    # Store requests share the job threads with the job's slices: a slice is kept short, so a
+    # request waits for at most a few of them, however fast the job is asked to go.
+    port = start_server("--demo", "--job-threads", "2").port
+    store = animated_store(port, models=8)
+    job = start_job(port, store, 10000000)
+    try:
+        for _ in range(20):
+            start = time.monotonic()
+            assert api(port, "GET", f"/api/stores/{store}", timeout=10).status == 200
+            created = api(port, "POST", "/api/stores", {"name": f"starve-{next(_sequence)}"}, timeout=10)
+            assert created.status == 201, created
+            assert time.monotonic() - start < 0.5, time.monotonic() - start
+    finally:
+        stop_job(port, job["id"])
