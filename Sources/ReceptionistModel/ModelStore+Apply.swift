@@ -191,7 +191,7 @@ extension ModelStore {
     static func isValidModelID(_ id: String) -> Bool {
         let bytes = id.utf8
         guard !bytes.isEmpty, bytes.count <= 128 else { return false }
-        for byte in bytes where byte < 0x20 || byte == UInt8(ascii: "/") {
+        for byte in bytes where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "/") {
             return false
         }
         return true

@@ -33,7 +33,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storeExists(let name): "a store named '\(name)' already exists"
         case .invalidStoreName(let name): "'\(name)' is not a valid store name: use 1 to 64 of A-Z a-z 0-9 _ . -"
         case .noSuchModel(let id): "no model '\(id)'"
-        case .invalidModelID(let id): "'\(id)' is not a valid model id: use 1 to 128 characters without '/'"
+        case .invalidModelID(let id): "'\(id)' is not a valid model id: use 1 to 128 bytes of UTF-8 without '/' or control characters"
         case .notAnObject(let what): "\(what) must be a JSON object"
         case .emptyCommit: "a change set needs at least one change"
         case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"

@@ -63,6 +63,16 @@ import Testing
         token.cancel()
     }
 
+    @Test func modelIDsAreOneTo128BytesWithoutSlashOrControlCharacters() {
+        let store = ModelStore(name: "s")
+        for bad in ["", "a/b", "a\u{7F}", "tab\t", String(repeating: "x", count: 129), String(repeating: "é", count: 65)] {
+            #expect(throws: StoreError.self) { try store.commit([.put(model: bad, value: ["n": 1])]) }
+        }
+        for good in ["a", "tile-1", "snow ☃", String(repeating: "é", count: 64)] {
+            #expect(throws: Never.self) { try store.commit([.put(model: good, value: ["n": 1])]) }
+        }
+    }
+
     @Test func aFailedCommitChangesNothing() throws {
         let store = ModelStore(name: "s")
         try store.commit([.put(model: "a", value: ["x": 1]), .put(model: "b", value: ["x": 1])])
