@@ -18,6 +18,22 @@ export interface JSONObject {
   [key: string]: JSONValue;
 }
 
+// ---- Limits ------------------------------------------------------------------------------------
+
+/**
+ * The limits a subscription's options keep: the gateway's own (docs/PROTOCOL.md, "Limits"). An
+ * option past one throws a `TypeError` before anything is sent.
+ */
+export declare const LIMITS: Readonly<{
+  maxModels: number;
+  maxPaths: number;
+  minRate: number;
+  maxRate: number;
+  maxEpochBytes: number;
+  maxSince: number;
+  maxRefBytes: number;
+}>;
+
 // ---- The client's options ---------------------------------------------------------------------
 
 /** What `transport` may ask for: WebSocket, SSE, or WebSocket with SSE as the fallback. */

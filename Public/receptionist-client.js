@@ -30,6 +30,23 @@ const DEFAULTS = Object.freeze({
   maxPendingCommits: 1000,
 });
 
+/**
+ * The limits a subscription's options keep: the gateway's own (docs/PROTOCOL.md, "Limits"), so
+ * that what the gateway would refuse for good is refused here, before anything is sent.
+ * Tests/e2e/test_limits.py holds this table, the gateway's and the document's equal.
+ */
+export const LIMITS = Object.freeze({
+  maxModels: 1024, // model ids one store subscription may list
+  maxPaths: 64, // key paths one store subscription may list
+  minRate: 0.01, // the slowest maxRate: a frame in 100 s
+  maxRate: 1000, // the fastest maxRate
+  maxEpochBytes: 64, // bytes of a store epoch
+  maxSince: Number.MAX_SAFE_INTEGER, // the highest since: 2^53 - 1
+  maxRefBytes: 64, // bytes of a commit's ref or an RPC's id
+});
+
+const utf8Bytes = (text) => new TextEncoder().encode(text).length;
+
 // Refusals that a retry cannot cure: the request itself is wrong.
 const PERMANENT_ERRORS = new Set(['bad_message', 'invalid_topic', 'unknown_type']);
 // Refusals that a fresh token may cure; the retry presents the token again first.
@@ -97,6 +114,7 @@ function validateStoreOptions(options) {
   if (options.models !== undefined) {
     const models = options.models;
     if (!Array.isArray(models) || models.length === 0) throw new TypeError('subscribeStore: `models` must be a non-empty list');
+    if (models.length > LIMITS.maxModels) throw new TypeError(`subscribeStore: \`models\` may list at most ${LIMITS.maxModels} ids`);
     for (const id of models) {
       if (typeof id !== 'string' || id === '') throw new TypeError(`subscribeStore: bad model id ${JSON.stringify(id)} in \`models\``);
     }
@@ -105,6 +123,7 @@ function validateStoreOptions(options) {
   if (options.paths !== undefined) {
     const paths = options.paths;
     if (!Array.isArray(paths) || paths.length === 0) throw new TypeError('subscribeStore: `paths` must be a non-empty list');
+    if (paths.length > LIMITS.maxPaths) throw new TypeError(`subscribeStore: \`paths\` may list at most ${LIMITS.maxPaths} key paths`);
     for (const path of paths) {
       if (typeof path !== 'string' || path.split('.').some((segment) => segment === '')) {
         throw new TypeError(`subscribeStore: bad path ${JSON.stringify(path)} in \`paths\``);
@@ -114,10 +133,8 @@ function validateStoreOptions(options) {
   }
   if (options.maxRate !== undefined) {
     const rate = options.maxRate;
-    // The gateway's own bounds (SubscriptionOptions.minRate and maxRateLimit): a rate it would
-    // refuse is refused here, before anything is sent.
-    if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < 0.01 || rate > 1000) {
-      throw new TypeError('subscribeStore: `maxRate` must be a number with 0.01 ≤ maxRate ≤ 1000');
+    if (typeof rate !== 'number' || !Number.isFinite(rate) || rate < LIMITS.minRate || rate > LIMITS.maxRate) {
+      throw new TypeError(`subscribeStore: \`maxRate\` must be a number with ${LIMITS.minRate} ≤ maxRate ≤ ${LIMITS.maxRate}`);
     }
     out.maxRate = rate;
   }
@@ -138,8 +155,9 @@ function validateStoreOptions(options) {
     if (!isObject(options.state)) {
       throw new TypeError('subscribeStore: `since` needs `state`, the models at that version (see saved())');
     }
-    if (options.epoch !== undefined && (typeof options.epoch !== 'string' || options.epoch === '')) {
-      throw new TypeError('subscribeStore: `epoch` must be a non-empty string');
+    if (options.epoch !== undefined && (typeof options.epoch !== 'string' || options.epoch === '' ||
+        utf8Bytes(options.epoch) > LIMITS.maxEpochBytes)) {
+      throw new TypeError(`subscribeStore: \`epoch\` must be a non-empty string of at most ${LIMITS.maxEpochBytes} bytes`);
     }
     out.since = options.since;
     out.state = options.state;

@@ -97,14 +97,14 @@ public enum ClientMessage: Sendable, Equatable {
         if type == "unsubscribe" { return .success(.unsubscribe(target)) }
         var since: UInt64?
         if let raw = value["since"], raw != .null {
-            guard let number = raw.numberValue, number >= 0, number <= 9_007_199_254_740_991, number.rounded() == number else {
+            guard let number = raw.numberValue, number >= 0, number <= Double(maxSince), number.rounded() == number else {
                 return .failure(Problem(.badMessage, "\"since\" must be a whole number at least 0"))
             }
             since = UInt64(number)
         }
         var epoch: String?
         if let raw = value["epoch"], raw != .null {
-            guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= 64 else {
+            guard let text = raw.stringValue, !text.isEmpty, text.utf8.count <= maxEpochBytes else {
                 return .failure(Problem(.badMessage, "\"epoch\" must be the string a snapshot gave"))
             }
             epoch = text
@@ -127,8 +127,17 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.subscribe(target, since: since, epoch: epoch, options: options, presence: presence))
     }
 
+    // The limits of docs/PROTOCOL.md's "Limits" table, which the client library keeps too
+    // (`LIMITS` in Public/receptionist-client.js; Tests/e2e/test_limits.py holds them equal).
+
     /// The most bytes a publish's or commit's `ref`, or an RPC's `id`, may have.
     public static let maxRefBytes = 64
+
+    /// The most bytes a store epoch may have.
+    public static let maxEpochBytes = 64
+
+    /// The highest `since`: 2^53 - 1, the largest integer every JSON reader keeps exactly.
+    public static let maxSince: UInt64 = 9_007_199_254_740_991
 
     /// The most bytes an RPC's `method` may have.
     public static let maxMethodBytes = 256

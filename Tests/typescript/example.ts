@@ -8,6 +8,7 @@
 
 import * as receptionist from '../../Public/receptionist-client.js';
 import DefaultClient, {
+  LIMITS,
   ReceptionistClient,
   StoreSubscription,
   TopicSubscription,
@@ -170,6 +171,13 @@ async function announce(headline: string, orderId: string): Promise<number | nul
 }
 void announce('hello', '17');
 client.publish('news', 'plain text').catch((error: PublishError) => console.warn(error.code, error.status));
+
+// ---- Limits ------------------------------------------------------------------------------------
+
+const fastest: number = LIMITS.maxRate;
+void client.subscribeStore('tiles', { maxRate: Math.min(fastest, 30), models: ['a'].slice(0, LIMITS.maxModels) });
+// @ts-expect-error: the limits are read-only
+LIMITS.maxRate = 5;
 
 // ---- Committing ---------------------------------------------------------------------------------
 
