@@ -577,6 +577,12 @@ export class ReceptionistClient extends Emitter<ClientEventMap> {
    * `CommitError`. Throws a `TypeError` for an empty or malformed change set.
    */
   commit(store: string, changes: ChangeOperation[], options?: CommitOptions): Promise<number>;
+  /**
+   * Calls the backend's RPC hook over the open WebSocket (`docs/HOOKS.md`). Resolves with its
+   * answer; rejects with an `Error` whose `code` is `unavailable`, `forbidden`, `rpc_failed`,
+   * `unauthorized` or `rate_limited`.
+   */
+  rpc(method: string, data?: JSONValue): Promise<JSONValue>;
   /** Closes every subscription and the connection. */
   close(): void;
 }

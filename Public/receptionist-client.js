@@ -796,7 +796,7 @@ export class ReceptionistClient extends Emitter {
     this._generation = 0;
     this._open = false;
     this._pending = []; // what the gateway owes an answer to, in the order sent
-    this._commits = new Map(); // ref → the commit waiting for its answer, which may come in any order
+    this._commits = new Map(); // ref → the commit or RPC waiting for its answer, which may come in any order
     this._commitCount = 0;
     this._routes = new Map(); // key → leases, oldest first: frames go to the first
     this._failures = 0;
@@ -884,20 +884,42 @@ export class ReceptionistClient extends Emitter {
     if (ifVersion !== undefined) message.ifVersion = ifVersion;
     if (ifMatch !== undefined) message.ifMatch = ifMatch;
     return new Promise((resolve, reject) => {
-      this._commits.set(ref, { resolve, reject, store });
+      this._commits.set(ref, { resolve, reject, label: `commit to ${store}` });
       this._socket.send(JSON.stringify(message));
     });
   }
 
-  /** A commit's answer, matched by its `ref`; true if it was one. */
+  /**
+   * Calls the backend's RPC hook with `method` and `data` (any JSON value) over the open
+   * WebSocket (`docs/HOOKS.md`). Resolves with the hook's answer; rejects with an Error whose
+   * `code` is `unavailable` (the backend did not answer, or the connection is not open or closed
+   * first), `forbidden`, `rpc_failed` or `unauthorized`.
+   */
+  rpc(method, data = null) {
+    if (typeof method !== 'string' || method === '') throw new TypeError('rpc: the method must be a non-empty string');
+    if (JSON.stringify(data) === undefined) throw new TypeError('rpc: `data` must be a JSON value');
+    const failed = (code, message) => Promise.reject(Object.assign(new Error(`rpc ${method}: ${message}`), { code }));
+    if (!this._socket || !this._open || this._socket.send === undefined) return failed('unavailable', 'the WebSocket is not open');
+    if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed('rate_limited', `${DEFAULTS.maxPendingCommits} calls are waiting already`);
+    const id = `r${++this._commitCount}`;
+    return new Promise((resolve, reject) => {
+      this._commits.set(id, { resolve, reject, label: `rpc ${method}` });
+      this._socket.send(JSON.stringify({ type: 'rpc', id, method, data }));
+    });
+  }
+
+  /** A commit's or an RPC's answer, matched by its `ref` or `id`; true if it was one. */
   _settleCommit(frame) {
-    const waiting = typeof frame.ref === 'string' ? this._commits.get(frame.ref) : undefined;
+    const key = frame.type === 'rpc_result' || frame.type === 'rpc_error' ? frame.id : frame.ref;
+    const waiting = typeof key === 'string' ? this._commits.get(key) : undefined;
     if (!waiting) return false;
-    this._commits.delete(frame.ref);
+    this._commits.delete(key);
     if (frame.type === 'committed') {
       waiting.resolve(frame.version);
+    } else if (frame.type === 'rpc_result') {
+      waiting.resolve(frame.data);
     } else {
-      const error = new Error(`commit to ${waiting.store}: ${frame.message ?? frame.code}`);
+      const error = new Error(`${waiting.label}: ${frame.message ?? frame.code}`);
       error.code = String(frame.code ?? 'error');
       if (typeof frame.version === 'number') error.version = frame.version;
       waiting.reject(error);
@@ -1071,7 +1093,7 @@ export class ReceptionistClient extends Emitter {
       this._emit('authenticated', { expiresAt: frame.expiresAt });
       return;
     }
-    if ((type === 'committed' || type === 'error') && this._settleCommit(frame)) return;
+    if ((type === 'committed' || type === 'error' || type === 'rpc_result' || type === 'rpc_error') && this._settleCommit(frame)) return;
     if (type === 'error') {
       this._onError(frame);
       return;
@@ -1224,7 +1246,7 @@ export class ReceptionistClient extends Emitter {
     const commits = [...this._commits.values()];
     this._commits.clear();
     for (const waiting of commits) {
-      waiting.reject(Object.assign(new Error(`commit to ${waiting.store}: the connection closed before the answer; its outcome is unknown`),
+      waiting.reject(Object.assign(new Error(`${waiting.label}: the connection closed before the answer; its outcome is unknown`),
         { code: 'unavailable' }));
     }
     if (socket) {

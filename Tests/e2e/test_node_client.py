@@ -109,3 +109,30 @@ def test_node_with_a_token_and_a_websocket_class_passed_in(start_server):
         assert backend.next("message")["data"] == {"n": 1}
     finally:
         backend.close()
+
+
+def test_node_commits_and_calls_the_backend_over_its_websocket(start_server, tmp_path):
+    """commit() with the token's write grant, a stale ifVersion refused with the version, and rpc()
+    answered by a real backend's hook."""
+    from hooks import Backend as HookBackend
+
+    hooks = HookBackend(tmp_path / "hooks")
+    server = start_server("--api-key", KEY, "--token-secret", SECRET, *hooks.hook_args("rpc"))
+    store = unique("node")
+    assert request(server.port, "POST", "/api/stores", {"name": store}, {"Authorization": f"Bearer {KEY}"}).status == 201
+    topic = unique("node")
+    backend = Backend(server.port, store, topic, {"RECEPTIONIST_TOKEN": token_for(stores=[store], topics=[topic], write=[store])})
+    try:
+        assert backend.next("snapshot")["version"] == 0
+        backend.send('commit {"changes":[{"op":"put","model":"m","value":{"n":1}}],"ifVersion":0}')
+        assert backend.next("committed") == {"event": "committed", "version": 1}
+        backend.send('commit {"changes":[{"op":"put","model":"m","value":{"n":2}}],"ifVersion":0}')
+        assert backend.next("refused") == {"event": "refused", "code": "precondition_failed", "version": 1}
+        backend.send('rpc {"method":"echo","data":{"q":1}}')
+        answer = backend.next("rpc")["result"]
+        assert answer["echo"] == {"q": 1} and answer["user"] is not None, answer
+        backend.send('rpc {"method":"fail"}')
+        assert backend.next("refused") == {"event": "refused", "code": "unavailable"}
+    finally:
+        backend.close()
+        hooks.stop()

@@ -172,6 +172,16 @@ async function announce(headline: string, orderId: string): Promise<number | nul
 void announce('hello', '17');
 client.publish('news', 'plain text').catch((error: PublishError) => console.warn(error.code, error.status));
 
+// ---- Calling the backend -------------------------------------------------------------------------
+
+async function profile(id: number): Promise<string | null> {
+  const answer = await client.rpc('getProfile', { id });
+  return typeof answer === 'object' && answer !== null && !Array.isArray(answer) && typeof answer.name === 'string' ? answer.name : null;
+}
+void profile(7);
+// @ts-expect-error: the method is a string
+void client.rpc(7);
+
 // ---- Limits ------------------------------------------------------------------------------------
 
 const fastest: number = LIMITS.maxRate;

@@ -3,6 +3,8 @@
 //
 //   node clients/node/backend.mjs http://127.0.0.1:8080 tiles news
 //   publish {"headline":"hello"}     → {"event":"published","seq":1}
+//   commit {"changes":[…],"ifVersion":3}  → {"event":"committed","version":4} (over the WebSocket)
+//   rpc {"method":"echo","data":{…}} → {"event":"rpc","result":…} (the backend's RPC hook)
 //   close                            → the process ends
 //
 // RECEPTIONIST_TOKEN (a subscription token) is used when set; RECEPTIONIST_WEBSOCKET=passed hands
@@ -37,6 +39,20 @@ for await (const line of createInterface({ input: process.stdin })) {
   if (line.startsWith('publish ')) {
     try {
       out({ event: 'published', seq: await client.publish(topic, JSON.parse(line.slice(8))) });
+    } catch (error) {
+      out({ event: 'refused', code: error.code ?? error.name });
+    }
+  } else if (line.startsWith('commit ')) {
+    const { changes, ...conditions } = JSON.parse(line.slice(7));
+    try {
+      out({ event: 'committed', version: await client.commit(store, changes, conditions) });
+    } catch (error) {
+      out({ event: 'refused', code: error.code ?? error.name, version: error.version });
+    }
+  } else if (line.startsWith('rpc ')) {
+    const { method, data } = JSON.parse(line.slice(4));
+    try {
+      out({ event: 'rpc', result: await client.rpc(method, data) });
     } catch (error) {
       out({ event: 'refused', code: error.code ?? error.name });
     }
