@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 1200
 FUZZ_SECONDS ?= 300
 FUZZ_TEST_SECONDS ?= 30
 
-.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence bench-cluster bench-durable bench-restart clean
+.PHONY: all build release run test unit-test tsan-test fuzz-test e2e-test container-test fuzz soak bench bench-http bench-model bench-ws bench-state bench-storm bench-deflate bench-presence bench-cluster bench-durable bench-restart bench-hooks clean
 
 all: build
 
@@ -88,7 +88,7 @@ soak: $(VENV)/.installed
 	SOAK_SECONDS=$(SOAK_SECONDS) RECEPTIONIST_BIN=.build/release/receptionist \
 		timeout $$(( $(SOAK_SECONDS) + 300 )) $(PYTHON) Tests/soak/soak.py
 
-bench: bench-model bench-http bench-ws bench-state bench-cluster bench-durable bench-restart
+bench: bench-model bench-http bench-ws bench-state bench-cluster bench-durable bench-restart bench-hooks
 
 bench-model:
 	@scripts/install-deps.sh build
@@ -111,6 +111,13 @@ bench-restart:
 	@scripts/install-deps.sh bench
 	$(SWIFT) build -c release --product receptionist
 	bench/restart.sh 1000000 100000 3
+
+# The hooks' cost (bench/hooks.sh): a connect storm of 10,000 through the connect hook against
+# the same storm with tokens, and publishing through the publish hook against a token's claim.
+bench-hooks: $(VENV)/.installed
+	@scripts/install-deps.sh bench
+	$(SWIFT) build -c release --product receptionist
+	bench/hooks.sh 10000 20000
 
 bench-http:
 	@scripts/install-deps.sh bench
