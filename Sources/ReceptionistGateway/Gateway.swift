@@ -71,7 +71,7 @@ public final class Gateway {
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
             publisher: publisher, idempotency: Idempotency(store: started.idempotency), config: config, access: access, counters: counters,
             operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } },
-            storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) })
+            storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) }, hooks: hooks)
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table,
             hooks: hooks, stores: stores, handoff: JobHandoff(jobs: jobs, mailbox: loop.mailbox))

@@ -118,3 +118,27 @@ def test_the_refresh_hook_extends_a_grant_or_ends_the_connection(start_server, t
         assert backend.stats()["calls"]["refresh"] == 2
     finally:
         backend.stop()
+
+
+def test_http_reads_are_narrowed_as_subscriptions_are(gateway):
+    store = narrow_store(gateway.port)
+    bob = cookie("bob")
+
+    def read(path: str, headers: dict):
+        return http_client_request(gateway.port, "GET", path, headers=headers)
+
+    snapshot = json_ok(read(f"/api/stores/{store}", bob))
+    assert snapshot["models"] == {"a": {"color": "red"}, "b": {"color": "blue"}}, snapshot
+    changes = json_ok(read(f"/api/stores/{store}/changes?after=0", bob))["changes"]
+    assert [[(c["model"], c["path"]) for c in frame["changes"]] for frame in changes] == [[("a", ""), ("b", "")]], changes
+    assert [c["value"] for c in changes[0]["changes"]] == [{"color": "red"}, {"color": "blue"}], changes
+    assert json_ok(read(f"/api/stores/{store}/models/a", bob))["value"] == {"color": "red"}
+    # Asking for what the hook does not allow gets nothing of it.
+    assert read(f"/api/stores/{store}/changes?after=0&paths=label", bob).status == 403
+    # The backend, with its key, reads everything; a reader with no session is refused.
+    full = json_ok(read(f"/api/stores/{store}", {"Authorization": f"Bearer {API_KEY}"}))
+    assert full["models"]["a"] == {"color": "red", "label": "A", "secret": 1}, full
+    assert read(f"/api/stores/{store}", {}).status == 401
+    denied = unique("deny-board")
+    keyed(gateway.port, "POST", "/api/stores", {"name": denied})
+    assert read(f"/api/stores/{denied}", bob).status == 403

@@ -22,7 +22,9 @@ struct StoreAPI {
     static let maxChangesPerRead = 1000
 
     /// `segments` follow `/api/stores`; `scope` is the idempotency scope of the caller's API key.
-    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
+    /// `limit`, for a client's read that the subscribe hook narrowed, is the most it may see: the
+    /// models and key paths it allows (`docs/HOOKS.md`).
+    func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String, limit: SubscriptionOptions? = nil) -> RouteResult {
         let method = request.method
         let path = Array(segments)
         switch path.count {
@@ -35,8 +37,8 @@ struct StoreAPI {
         case 1:
             switch method {
             case .get, .head:
-                guard let text = StreamRequest.query(request, "at") else { return .work { snapshot(path[0], request) } }
-                return past(path[0], after: UInt64(text)) { older in snapshot(path[0], request, older: older) }
+                guard let text = StreamRequest.query(request, "at") else { return .work { snapshot(path[0], request, limit: limit) } }
+                return past(path[0], after: UInt64(text)) { older in snapshot(path[0], request, older: older, limit: limit) }
             case .delete: return .work { delete(path[0]) }
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, DELETE"))
             }
@@ -44,7 +46,7 @@ struct StoreAPI {
             switch method {
             case .get, .head:
                 let after = StreamRequest.query(request, "after").flatMap { UInt64($0) }
-                return past(path[0], after: after) { older in changes(path[0], request, older: older) }
+                return past(path[0], after: after) { older in changes(path[0], request, older: older, limit: limit) }
             case .post: break
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
             }
@@ -61,7 +63,7 @@ struct StoreAPI {
         case 3 where path[1] == "models":
             let (name, id) = (path[0], path[2])
             switch method {
-            case .get, .head: return .work { model(name, id) }
+            case .get, .head: return .work { model(name, id, limit: limit) }
             case .put: return later { put(name, id, request, $0) }
             case .patch: return later { patch(name, id, request, $0) }
             case .delete: return later { commitModel(name, id, request, .delete(model: id), $0) }
@@ -125,7 +127,7 @@ struct StoreAPI {
     }
 
     /// The store now, or with `?at=N` as it was at version N.
-    private func snapshot(_ name: String, _ request: HTTPRequest, older: [ChangeSet] = []) -> Reply {
+    private func snapshot(_ name: String, _ request: HTTPRequest, older: [ChangeSet] = [], limit: SubscriptionOptions? = nil) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         let snapshot: StoreSnapshot
         if let text = StreamRequest.query(request, "at") {
@@ -137,14 +139,15 @@ struct StoreAPI {
         } else {
             snapshot = store.snapshot()
         }
+        let models = limit.map { Self.filter($0).project(snapshot.models) } ?? snapshot.models
         return .json(.ok, [
             "store": .string(name), "version": .number(JSONNumber(snapshot.version)), "epoch": .string(store.epoch),
-            "models": .sortedObject(snapshot.models),
+            "models": .sortedObject(models),
         ])
     }
 
     /// `?after=A&limit=K[&until=B][&models=…][&paths=…]`: the change sets after A, as `changes` frames.
-    private func changes(_ name: String, _ request: HTTPRequest, older: [ChangeSet]) -> Reply {
+    private func changes(_ name: String, _ request: HTTPRequest, older: [ChangeSet], limit allowed: SubscriptionOptions? = nil) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         func number(_ field: String) -> Result<UInt64?, ReplyError> {
             guard let text = StreamRequest.query(request, field) else { return .success(nil) }
@@ -159,12 +162,18 @@ struct StoreAPI {
         case (.failure(let failure), _, _), (_, .failure(let failure), _), (_, _, .failure(let failure)):
             return failure.reply
         }
-        let options: SubscriptionOptions
+        var options: SubscriptionOptions
         switch SubscriptionOptions.decode(query: { StreamRequest.values(request, $0) }) {
         case .success(let decoded): options = decoded
         case .failure(let problem): return .error(.badRequest, problem.message)
         }
-        let filter = ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
+        if let allowed {
+            guard let narrowed = options.narrowed(to: allowed) else {
+                return .error(.forbidden, "the subscribe hook allows none of the models or paths asked for")
+            }
+            options = narrowed
+        }
+        let filter = Self.filter(options)
         let epoch = store.epoch
         let read: [ChangeSet]
         switch store.changes(after: after, until: until, limit: Int(limit), older: older) {
@@ -187,10 +196,21 @@ struct StoreAPI {
         return .jsonBytes(.ok, body)
     }
 
-    private func model(_ name: String, _ id: String) -> Reply {
+    private func model(_ name: String, _ id: String, limit: SubscriptionOptions? = nil) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
         guard let (value, version, tag) = store.model(id) else { return .error(.noSuchModel(id)) }
-        return Reply.json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": value])
+        var shown = value
+        if let limit {
+            let filter = Self.filter(limit)
+            guard filter.follows(model: id) else { return .error(.forbidden, "the subscribe hook does not allow model '\(id)'") }
+            shown = filter.project(model: value)
+        }
+        return Reply.json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": shown])
             .withHeaders([("ETag", EntityTags.tag(tag))])
+    }
+
+    /// The filter of a subscription's models and paths.
+    static func filter(_ options: SubscriptionOptions) -> ChangeFilter {
+        ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
     }
 }

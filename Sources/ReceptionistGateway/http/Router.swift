@@ -18,6 +18,8 @@ final class Router {
     /// Whether the subscribe hook may allow what a stream's grant does not cover.
     private let subscribeHook: Bool
     private let namespaces: Namespaces
+    /// A client's store reads, decided as subscriptions are; nil without a subscribe hook.
+    private let clientReads: ClientReads?
     private let access: AccessControl
     private let origins: OriginPolicy
     private let publisher: TopicPublisher
@@ -29,7 +31,7 @@ final class Router {
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, mailbox: Mailbox, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
         counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String) -> Void,
-        storeLog: LoopBound<any StoreSource>?
+        storeLog: LoopBound<any StoreSource>?, hooks: HookClient? = nil
     ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(
@@ -43,6 +45,10 @@ final class Router {
         forwardHeaders = config.hooks.forwardHeaders
         subscribeHook = config.hooks.url(.subscribe) != nil
         namespaces = config.namespaces
+        clientReads = hooks.flatMap { hooks in
+            hooks.isSet(.subscribe)
+                ? ClientReads(access: access, hooks: hooks, forwardHeaders: config.hooks.forwardHeaders, counters: counters) : nil
+        }
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
         self.publisher = publisher
@@ -124,6 +130,11 @@ final class Router {
         case "topics" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .topic(segments[1]), origin: origin, client: client)
+        case "stores" where clientReads?.applies(request, segments) == true:
+            let rest = segments.dropFirst()
+            return clientReads!.route(request, store: segments[1], client: client, then: { [storeAPI] allowed in
+                storeAPI.route(request, rest, scope: scope, limit: allowed)
+            }, perform: { [storeAPI] result, done in Self.perform(result, handoff: storeAPI.handoff, done) })
         case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
@@ -265,6 +276,16 @@ final class Router {
         guard !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
         counters.refused(.origin)
         return .error(.forbidden, "the origin \(origin ?? "") may not \(action); see --allowed-origin")
+    }
+
+    /// Answers a route decided later: at once, on a job thread, or when it answers.
+    static func perform(_ result: RouteResult, handoff: JobHandoff, _ done: @escaping (Reply) -> Void) {
+        switch result {
+        case .reply(let reply): done(reply)
+        case .later(let start): start(done)
+        case .work(let work): handoff.run({ $0(work()) }, answer: done)
+        case .upgrade, .stream: done(.error(.badRequest, "not a read"))
+        }
     }
 
     private func withCORS(_ result: RouteResult, origin: String?) -> RouteResult {

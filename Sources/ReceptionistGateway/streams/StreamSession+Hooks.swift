@@ -9,23 +9,13 @@ extension StreamSession {
 
     /// Who the connection is, for a hook's request: the `sub` of its token or of the connect
     /// hook's answer, and its `info`.
-    var hookIdentity: (user: JSONValue, info: JSONValue) {
-        let claims = core.claims
-        let info = claims?.info.flatMap { try? JSONParser.parse($0) } ?? .null
-        return (claims?.subject.map(JSONValue.string) ?? .null, info)
-    }
+    var hookIdentity: (user: JSONValue, info: JSONValue) { HookRequests.identity(core.claims) }
 
     /// Asks the connect hook to admit this connection, which brought no token; `done` gets its
     /// decision on the loop, unless the connection closed meanwhile.
     func askConnectHook(_ request: ConnectRequest, _ done: @escaping (HookDecision.Connect) -> Void) {
         guard let hooks = services.hooks else { return done(.unavailable("no connect hook is set")) }
-        var headers = JSONObject()
-        for (name, value) in request.headers { headers[name] = .string(value) }
-        let body: JSONValue = [
-            "client": clientName, "transport": .string(transport.rawValue), "remoteAddress": .string(request.remoteAddress),
-            "headers": .object(headers),
-        ]
-        hooks.call(.connect, body) { [weak self] answer in
+        hooks.call(.connect, HookRequests.connect(client: clientName, transport: transport.rawValue, request)) { [weak self] answer in
             guard let self, self.connection.state == .open else { return }
             let decision = HookDecision.connect(answer, nowSeconds: AccessControl.nowSeconds())
             if case .admit = decision {} else { self.services.counters.refused(.connectHook) }
@@ -53,18 +43,9 @@ extension StreamSession {
     ) {
         guard let hooks = services.hooks else { return done(.failure(ClientMessage.Problem(.unavailable, "no subscribe hook is set"))) }
         let (user, info) = hookIdentity
-        var asked = JSONObject()
-        if let models = options.models { asked["models"] = .array(models.map(JSONValue.string)) }
-        if let paths = options.paths { asked["paths"] = .array(paths.map { .string($0.joined(separator: ".")) }) }
-        if let rate = options.maxRate { asked["maxRate"] = .number(JSONNumber(rate)) }
-        asked["presence"] = .bool(presence)
-        var body: JSONObject = ["client": clientName, "user": user, "info": info]
-        switch target {
-        case .store(let name): body["store"] = .string(name)
-        case .topic(let name): body["topic"] = .string(name)
-        }
-        body["options"] = .object(asked)
-        hooks.call(.subscribe, .object(body)) { [weak self] answer in
+        let body = HookRequests.subscribe(
+            client: clientName, user: user, info: info, target: target, options: options, presence: presence)
+        hooks.call(.subscribe, body) { [weak self] answer in
             guard let self, connection.state == .open else { return }
             let store = if case .store = target { true } else { false }
             switch HookDecision.subscribe(answer, asked: options, store: store) {

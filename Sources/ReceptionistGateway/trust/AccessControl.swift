@@ -25,6 +25,8 @@ struct AccessControl: Sendable {
     }
 
     var requiresAPIKey: Bool { !apiKeys.isEmpty }
+    /// Whether subscription tokens are checked (a secret is set).
+    var tokenSecretSet: Bool { tokenSecret != nil }
     /// Whether streams need an identity: a token's, or one the connect hook gives.
     var requiresToken: Bool { tokenSecret != nil || connectHook }
 

@@ -1,0 +1,97 @@
+import ReceptionistJSON
+import ReceptionistWire
+
+/// A client's read of a store over HTTP (its snapshot, a model, its `changes`) on a gateway with
+/// a subscribe hook: decided as a subscription is, so that what the hook narrows a subscription
+/// to, it narrows a read to (`docs/HOOKS.md`). The reader is who its token says (`Authorization:
+/// Bearer`) or who the connect hook admits (by its cookie, say); a grant that covers the store
+/// reads it whole, and otherwise the subscribe hook allows the read, narrowed, or refuses it. A
+/// caller with an API key (the backend) is not asked. Loop thread only.
+struct ClientReads {
+    let access: AccessControl
+    let hooks: HookClient
+    let forwardHeaders: [String]
+    let counters: GatewayCounters
+
+    /// Whether `request` is such a read: a GET or HEAD of a store's data without an API key.
+    func applies(_ request: HTTPRequest, _ segments: [String]) -> Bool {
+        guard request.method == .get || request.method == .head, segments.first == "stores" else { return false }
+        switch segments.count {
+        case 2: break
+        case 3 where segments[2] == "changes": break
+        case 4 where segments[2] == "models": break
+        default: return false
+        }
+        if let presented = AccessControl.bearer(request.headers["Authorization"]),
+           case .allowed = access.checkKey(presented: presented), access.requiresAPIKey
+        {
+            return false
+        }
+        return true
+    }
+
+    /// Decides the read, then answers it through `route`, handed what the reader may see (nil:
+    /// all of it).
+    func route(
+        _ request: HTTPRequest, store name: String, client: String,
+        then route: @escaping (SubscriptionOptions?) -> RouteResult, perform: @escaping (RouteResult, @escaping (Reply) -> Void) -> Void
+    ) -> RouteResult {
+        .later { done in
+            identify(request, client: client) { identity in
+                switch identity {
+                case .failure(let refusal):
+                    done(refusal.reply)
+                case .success(let claims) where claims.allows(.store(name)):
+                    perform(route(nil), done)
+                case .success(let claims):
+                    let (user, info) = HookRequests.identity(claims)
+                    var asked = JSONObject()
+                    asked["models"] = StreamRequest.values(request, "models").isEmpty ? nil : .array(list(request, "models"))
+                    asked["paths"] = StreamRequest.values(request, "paths").isEmpty ? nil : .array(list(request, "paths"))
+                    let options = (try? SubscriptionOptions.decode(message: .object(asked)).get()) ?? .none
+                    let body = HookRequests.subscribe(
+                        client: .string("http " + client), user: user, info: info, target: .store(name), options: options, presence: false)
+                    hooks.call(.subscribe, body) { answer in
+                        switch HookDecision.subscribe(answer, asked: .none) {
+                        case .success(let allowed): perform(route(allowed), done)
+                        case .failure(let problem):
+                            if problem.code == .forbidden { counters.refused(.hookDenied) }
+                            done(.error(problem.code == .unavailable ? .serviceUnavailable : .forbidden, problem.message))
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    private func list(_ request: HTTPRequest, _ name: String) -> [JSONValue] {
+        StreamRequest.values(request, name).flatMap { $0.split(separator: ",").map { .string(String($0)) } }
+    }
+
+    /// Who reads: a token's claims, or the connect hook's; the refusal otherwise.
+    private func identify(_ request: HTTPRequest, client: String, _ done: @escaping (Result<TokenClaims, ReplyError>) -> Void) {
+        if let token = AccessControl.bearer(request.headers["Authorization"]), access.tokenSecretSet {
+            switch access.checkToken(token) {
+            case .success(let claims): return done(.success(claims))
+            case .failure(let failure): return done(.failure(ReplyError(.error(.unauthorized, failure.description))))
+            }
+        }
+        guard access.connectHook else {
+            counters.refused(.tokenMissing)
+            return done(.failure(ReplyError(.error(.unauthorized, "a read needs a token (Authorization: Bearer) or a session the connect hook admits"))))
+        }
+        let body = HookRequests.connect(
+            client: .string("http " + client), transport: "http", ConnectRequest(request, remoteAddress: client, forward: forwardHeaders))
+        hooks.call(.connect, body) { answer in
+            switch HookDecision.connect(answer, nowSeconds: AccessControl.nowSeconds()) {
+            case .admit(let claims): done(.success(claims))
+            case .refuse(let status, let reason):
+                counters.refused(.connectHook)
+                done(.failure(ReplyError(.error(status == 401 ? .unauthorized : .forbidden, reason))))
+            case .unavailable(let why):
+                counters.refused(.connectHook)
+                done(.failure(ReplyError(.error(.serviceUnavailable, why))))
+            }
+        }
+    }
+}
