@@ -45,7 +45,7 @@ public final class DiskEngine: StoreJournal, Sendable {
         let lock = try DataDirectoryLock(directory: options.directory)
         let db = try DiskSchema.open(options.directory, fsync: options.fsync)
         var contents = try DiskSchema.load(
-            db, path: options.directory + "/" + DiskSchema.fileName, retain: options.retain, topicHistory: options.topicHistory)
+            db, path: options.directory + "/" + DiskSchema.fileName, retain: options.retainOf, topicHistory: options.topicHistory)
         let writer: DiskWriter
         do {
             let meta = try DiskMeta.read(db)

@@ -13,6 +13,8 @@ public struct DiskOptions: Sendable {
     public var intervalSeconds: Double
     /// Change sets kept per store (older ones are compacted away).
     public var retain: Int
+    /// Change sets kept by the store of a name: its namespace's, or `retain`.
+    public var retainOf: @Sendable (String) -> Int
     /// Messages kept per topic.
     public var topicHistory: Int
     /// Writes waiting for the writer thread, at most: past it a store's committer waits and a
@@ -30,6 +32,8 @@ public struct DiskOptions: Sendable {
         self.fsync = fsync
         self.intervalSeconds = intervalSeconds
         self.retain = max(1, retain)
+        let kept = max(1, retain)
+        retainOf = { _ in kept }
         self.topicHistory = max(0, topicHistory)
         self.maxQueued = max(1, maxQueued)
     }

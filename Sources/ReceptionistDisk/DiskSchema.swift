@@ -61,7 +61,9 @@ enum DiskSchema {
 
     /// Every store and topic as stored, with at most `retain` change sets per store and
     /// `topicHistory` messages per topic. A row that does not decode is damage: refused.
-    static func load(_ db: SQLiteDatabase, path: String, retain: Int, topicHistory: Int) throws(DiskError) -> DiskContents {
+    static func load(
+        _ db: SQLiteDatabase, path: String, retain: (String) -> Int, topicHistory: Int
+    ) throws(DiskError) -> DiskContents {
         do {
             var contents = DiskContents()
             let stores = try db.prepare("SELECT name, epoch, version FROM stores ORDER BY name")
@@ -72,7 +74,8 @@ enum DiskSchema {
                 let loaded = try loadModels(name, db: db, path: path)
                 history.reset()
                 history.bind(1, name)
-                let cutoff = version > UInt64(retain) ? version - UInt64(retain) : 0
+                let kept = UInt64(max(1, retain(name)))
+                let cutoff = version > kept ? version - kept : 0
                 history.bind(2, Int64(cutoff))
                 var changeSets: [ChangeSet] = []
                 while try history.step() {

@@ -163,9 +163,9 @@ final class DiskWriter {
         var models = touched.removeValue(forKey: name) ?? [:]
         for (id, value) in record.models { models[id] = (value, version) }
         touched[name] = models
-        if version % Self.compactEvery == 0, version > UInt64(options.retain) {
+        if version % Self.compactEvery == 0, case let retain = UInt64(max(1, options.retainOf(name))), version > retain {
             compactChanges.bind(1, name)
-            compactChanges.bind(2, Int64(version - UInt64(options.retain)))
+            compactChanges.bind(2, Int64(version - retain))
             try compactChanges.run()
         }
         stores[name] = (live.store, version + 1)

@@ -8,6 +8,8 @@ public struct Namespaces: Sendable {
         public var pattern: String
         /// Change sets a store keeps, and messages a topic keeps, for resuming (at most `--history`).
         public var history: Int?
+        /// Change sets a store keeps on disk (`--data-dir`), for reads of the past and resumes.
+        public var retain: Int?
         /// Whether subscribers may follow presence here.
         public var presence: Bool?
         /// Whether clients without an API key may publish here (over WebSocket, or HTTP with a token).
@@ -48,6 +50,10 @@ public struct Namespaces: Sendable {
 
     public func history(of name: String, default limit: Int) -> Int {
         namespace(of: name)?.history ?? limit
+    }
+
+    public func retain(of name: String, default limit: Int) -> Int {
+        namespace(of: name)?.retain ?? limit
     }
 
     public func allowsPresence(of name: String) -> Bool {

@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import ReceptionistGateway
 import Yams
@@ -87,6 +88,23 @@ struct ConfigFile {
             if !given { result.append(argument) }
         }
         return result
+    }
+
+    /// Puts the file's namespaces into `config`, after the options (the disk's, `--history`).
+    static func applyNamespaces(
+        of path: String, to config: inout GatewayConfig, options: [EnvironmentArguments.Option]
+    ) throws {
+        let namespaces = try load(path, options: options).namespaces
+        for namespace in namespaces.list where (namespace.history ?? 0) > config.historyLimit {
+            throw ValidationError(
+                "\(path): namespace '\(namespace.pattern)' keeps a history of \(namespace.history!), more than --history (\(config.historyLimit))")
+        }
+        config.namespaces = namespaces
+        if var disk = config.disk, !namespaces.list.isEmpty {
+            let retain = disk.retain
+            disk.retainOf = { namespaces.retain(of: $0, default: retain) }
+            config.disk = disk
+        }
     }
 
     private static func line(of error: YamlError) -> Int {

@@ -9,13 +9,14 @@ import Yams
 /// namespaces:
 ///   - pattern: "orders.*"
 ///     history: 100          # change sets or messages kept for resuming (at most --history)
+///     retain: 5000          # change sets a store keeps on disk (--data-dir), for reads of the past
 ///     presence: false       # no presence here
 ///     clientPublish: false  # only API-key holders publish here
 ///     hooks: [subscribe]    # of the hooks set, only these are called for names here
 ///     maxRate: 2            # store subscriptions here get at most 2 frames a second
 /// ```
 enum NamespaceFile {
-    static let keys: Set<String> = ["pattern", "history", "presence", "clientPublish", "hooks", "maxRate"]
+    static let keys: Set<String> = ["pattern", "history", "retain", "presence", "clientPublish", "hooks", "maxRate"]
     static let hooks: [String: HookKind] = ["subscribe": .subscribe, "publish": .publish, "write": .write]
 
     static func parse(_ node: Node, line: Int) throws -> Namespaces {
@@ -47,6 +48,10 @@ enum NamespaceFile {
         if let (value, _) = found["history"] {
             guard let history = value.int, history >= 1 else { throw bad("history", "must be a whole number at least 1") }
             namespace.history = history
+        }
+        if let (value, _) = found["retain"] {
+            guard let retain = value.int, retain >= 1 else { throw bad("retain", "must be a whole number at least 1") }
+            namespace.retain = retain
         }
         if let (value, _) = found["presence"] {
             guard let on = value.bool else { throw bad("presence", "must be true or false") }

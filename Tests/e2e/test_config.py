@@ -135,3 +135,23 @@ def test_the_example_file_in_deploy_starts_a_gateway(start_server, tmp_path):
     example = REPO_ROOT / "deploy" / "receptionist.yaml"
     server = start_server("--config", str(example), "--port", "0", "--data-dir", str(tmp_path / "data"))
     assert http_client_request(server.port, "GET", "/healthz").status == 200
+
+
+def test_a_namespace_keeps_its_own_retention_on_disk(start_server, tmp_path):
+    import signal
+    config = tmp_path / "gateway.yaml"
+    config.write_text(f"api-key: {KEY}\nnamespaces:\n  - pattern: brief.*\n    retain: 3\n")
+    data = tmp_path / "data"
+    first = start_server("--config", str(config), "--data-dir", str(data))
+    for store in ("brief.log", "full.log"):
+        assert keyed(first.port, "POST", "/api/stores", {"name": store}).status == 201
+        for n in range(10):
+            assert keyed(first.port, "PUT", f"/api/stores/{store}/models/m", {"n": n}).status in (200, 201)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait_exit(10) == 0
+    second = start_server("--config", str(config), "--data-dir", str(data))
+    # The brief store kept its last 3 change sets; the other all 10.
+    gone = http_client_request(second.port, "GET", "/api/stores/brief.log/changes?after=0")
+    assert gone.status == 410 and gone.json()["oldest"] == 7, gone
+    kept = http_client_request(second.port, "GET", "/api/stores/full.log/changes?after=0")
+    assert kept.status == 200 and len(kept.json()["changes"]) == 10, kept

@@ -36,7 +36,9 @@ final class GatewayEngine {
         let retain = config.disk?.retain ?? 0
         stores = StoreRegistry(
             historyLimit: max(config.historyLimit, retain), replication: replication, journal: disk,
-            historyOf: { name in max(namespaces.history(of: name, default: config.historyLimit), retain) })
+            historyOf: { name in
+                max(namespaces.history(of: name, default: config.historyLimit), retain == 0 ? 0 : namespaces.retain(of: name, default: retain))
+            })
     }
 
     /// Puts back what the disk holds, starts the cluster, and makes the topics' log and the
