@@ -7,6 +7,7 @@ import CLibUV
 /// Loop thread only.
 final class CurlSocketWatch: LoopHandle {
     let socket: Int32
+    /// Not counted: the client closes every watch before it goes (`close`, `CURL_POLL_REMOVE`).
     private unowned(unsafe) let client: HTTPClient
 
     /// Nil if libuv cannot watch the socket.
