@@ -12,13 +12,12 @@ import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed
 
-from conftest import api, curl, http_client_request
+from conftest import REPO_ROOT, api, curl, http_client_request
 from hooks import API_KEY, Backend, cookie, elapsed
 from wsclient import SUBPROTOCOL, connect, recv_json, send_json, subscribe, unique
 
@@ -110,7 +109,7 @@ def test_a_connection_storm_keeps_hook_calls_within_the_in_flight_bound(start_se
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < 3 * clients:
         resource.setrlimit(resource.RLIMIT_NOFILE, (20000 if hard == resource.RLIM_INFINITY else min(hard, 20000), hard))
-    backend = subprocess.Popen([sys.executable, str(Path(__file__).with_name("fast_backend.py")), str(answer)],
+    backend = subprocess.Popen([sys.executable, str(REPO_ROOT / "bench" / "hooks_backend.py"), str(answer)],
                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:
         port = int(backend.stdout.readline())
