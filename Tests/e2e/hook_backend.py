@@ -128,10 +128,15 @@ class Handler(BaseHTTPRequestHandler):
                 State.in_flight -= 1
 
 
+class Server(ThreadingHTTPServer):
+    # The listen backlog, set before the constructor listens: with the default 5, connections
+    # arriving together are dropped and retried by the kernel a second or more later.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 def main() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.request_queue_size = 1024
+    server = Server(("127.0.0.1", 0), Handler)
     with open(sys.argv[1], "w") as out:
         out.write(str(server.server_address[1]))
     server.serve_forever()

@@ -28,7 +28,7 @@ def backend(tmp_path_factory):
 @pytest.fixture(scope="module")
 def gateway(module_servers, backend):
     return module_servers("--api-key", API_KEY, "--hook-timeout", str(TIMEOUT), "--presence-interval", "0.05",
-                          *backend.hook_args())
+                          "--hook-forward-header", "X-Tenant", *backend.hook_args())
 
 
 def keyed(port: int, method: str, path: str, payload) -> dict:
@@ -40,14 +40,15 @@ def keyed(port: int, method: str, path: str, payload) -> dict:
 
 def test_a_cookie_admits_a_websocket_and_its_identity_shows_in_presence(gateway, backend):
     topic = unique("room")
-    with connect(gateway.port, additional_headers=cookie("alice")) as ws:
+    with connect(gateway.port, additional_headers={**cookie("alice"), "X-Tenant": "acme", "X-Other": "no"}) as ws:
         frame = subscribe(ws, topic=topic, presence=True)
         assert frame["type"] == "subscribed", frame
         presence = recv_json(ws)
         assert presence["type"] == "presence", presence
         assert [(m["user"], m.get("info")) for m in presence["members"]] == [("alice", {"name": "Alice"})]
     call = backend.stats()["last"]["connect"]
-    assert call["transport"] == "websocket" and call["headers"]["cookie"] == "session=alice", call
+    # Cookie, Authorization and the headers --hook-forward-header names, and no others.
+    assert call["transport"] == "websocket" and call["headers"] == {"cookie": "session=alice", "x-tenant": "acme"}, call
     assert set(call) == {"client", "transport", "remoteAddress", "headers"}, call
 
 
