@@ -41,6 +41,12 @@ final class CurlSocketWatch: LoopHandle {
         }
     }
 
+    /// libcurl no longer watches the socket (it may close it, or keep it for the next call).
+    func stop() {
+        guard !isClosing else { return }
+        uv_poll_stop(poll)
+    }
+
     override func willClose() {
         uv_poll_stop(poll)
     }

@@ -18,7 +18,13 @@ public final class HTTPClient {
     private let loop: EventLoop
     private let multi: UnsafeMutableRawPointer
     private var timer: LoopTimer?
+    /// A watch per socket libcurl has used: stopped, not closed, when it stops watching one (a
+    /// kept-alive connection between calls), so the next call on it makes no handle. At most one
+    /// per descriptor number.
     private var watches: [Int32: CurlSocketWatch] = [:]
+    /// Easy handles of finished calls, reset, for the next calls: at most `maxIdleHandles`.
+    private var idle: [UnsafeMutableRawPointer] = []
+    private static let maxIdleHandles = 64
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
     private var closed = false
 
@@ -58,7 +64,7 @@ public final class HTTPClient {
 
     /// Posts `request`; `completion` runs on the loop, once, with the answer or the failure.
     public func post(_ request: OutboundRequest, completion: @escaping (OutboundResponse) -> Void) {
-        guard !closed, let easy = curl_easy_init() else { return completion(.failed(.cancelled)) }
+        guard !closed, let easy = idle.popLast() ?? curl_easy_init() else { return completion(.failed(.cancelled)) }
         let transfer = Transfer(easy: easy, completion: completion)
         let context = Unmanaged.passUnretained(transfer).toOpaque()
         receptionist_curl_easy_string(easy, CURLOPT_URL, request.url)
@@ -101,6 +107,8 @@ public final class HTTPClient {
         curl_multi_cleanup(multi)
         for watch in watches.values { watch.close() }
         watches.removeAll()
+        for easy in idle { curl_easy_cleanup(easy) }
+        idle.removeAll()
         timer?.close()
         timer = nil
     }
@@ -109,7 +117,7 @@ public final class HTTPClient {
 
     private func curlWantsSocket(_ socket: Int32, action: Int32) {
         if action == CURL_POLL_REMOVE {
-            watches.removeValue(forKey: socket)?.close()
+            watches[socket]?.stop()
             return
         }
         if watches[socket] == nil {
@@ -152,7 +160,12 @@ public final class HTTPClient {
     private func finish(_ transfer: Transfer) {
         transfers.removeValue(forKey: transfer.easy)
         curl_multi_remove_handle(multi, transfer.easy)
-        curl_easy_cleanup(transfer.easy)
+        if closed || idle.count >= Self.maxIdleHandles {
+            curl_easy_cleanup(transfer.easy)
+        } else {
+            curl_easy_reset(transfer.easy)
+            idle.append(transfer.easy)
+        }
         curl_slist_free_all(transfer.headers)
         transfer.headers = nil
     }
