@@ -189,11 +189,22 @@ public final class DiskEngine: StoreJournal, Sendable {
 
     /// Writes what is queued, marks the directory cleanly closed, and releases it. Waits for the
     /// writer (at shutdown, once every job has ended). Idempotent.
-    public func close() {
+    /// How long `close` waits for the writer by default: a disk that hangs past it does not hold
+    /// the process.
+    public static let closeTimeoutSeconds = 30.0
+
+    /// Lets the writer store what is queued, mark the directory clean and end, for at most
+    /// `seconds`. Returns false if it did not end in time: the directory is then left as a crash
+    /// leaves it (what was acknowledged under `--fsync always` is on disk; a store or topic that
+    /// may have lost its tail starts a new epoch at the next start), and its lock goes with the
+    /// process.
+    @discardableResult
+    public func close(timeoutSeconds seconds: Double = DiskEngine.closeTimeoutSeconds) -> Bool {
         queue.withLock { $0.stopping = true }
         queue.broadcast()
-        finished.wait(until: { $0 }, then: { _ in })
+        guard finished.wait(seconds: seconds, until: { $0 }, then: { ended, _ in ended }) else { return false }
         lock.value.release()
+        return true
     }
 }
 

@@ -137,10 +137,11 @@ public final class Gateway {
         lagProbe.close()
         let mailbox = loop.mailbox
         let engine = LoopBound(self.engine, loop: loop)
+        let logger = self.logger
         jobs.shutDown {
             _ = mailbox.post {
                 // Every job has ended, so nothing commits any more.
-                engine.value.close()
+                engine.value.close(logger: logger)
                 mailbox.shutDown()
             }
         }

@@ -213,4 +213,32 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         #expect(syncs() == 3)
         #expect(store.version == 3)
     }
+
+    @Test func closeWaitsForAWriterHeldBackOnlyUntilItsTimeOut() throws {
+        var options = DiskOptions(directory: temporaryDirectory())
+        options.maxUnsettledBatches = 1
+        let (engine, _) = try DiskEngine.open(options)
+        let store = try StoreRegistry(journal: engine).create("s")
+        let gate = ConditionLock(false)
+        let entered = ConditionLock(false)
+        let token = store.observe { _ in
+            entered.withLock { $0 = true }
+            entered.broadcast()
+            gate.wait(until: { $0 }, then: { _ in })
+        }
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: [:])]) { _ in }
+        #expect(entered.wait(seconds: 10, until: { $0 }, then: { value, _ in value }), "the observer never ran")
+        store.commit([.put(model: "b", value: [:])]) { _ in }
+        store.commit([.put(model: "c", value: [:])]) { _ in }
+        // The writer waits for the blocked observer: close gives up at its time-out.
+        let started = Clock.monotonicSeconds()
+        #expect(!engine.close(timeoutSeconds: 0.3))
+        let waited = Clock.monotonicSeconds() - started
+        #expect(waited >= 0.3 && waited < 5, "close waited \(waited) s")
+        // Once the observer lets go, the writer ends, and close releases the directory.
+        gate.withLock { $0 = true }
+        gate.broadcast()
+        #expect(engine.close(timeoutSeconds: 10))
+    }
 }

@@ -67,9 +67,12 @@ final class GatewayEngine {
     }
 
     /// Once every job has ended: the cluster's connections close; the disk writes what is
-    /// queued, marks its directory clean and releases it.
-    func close() {
+    /// queued, marks its directory clean and releases it, within `DiskEngine.closeTimeoutSeconds`.
+    func close(logger: Logger) {
         cluster?.close()
-        disk?.close()
+        if let disk, !disk.close() {
+            logger.error("the disk did not finish writing in time; stopping anyway, as after a crash",
+                         metadata: ["seconds": "\(DiskEngine.closeTimeoutSeconds)"])
+        }
     }
 }
