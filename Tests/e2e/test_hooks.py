@@ -5,6 +5,7 @@ client's commit over WebSocket allowed by a grant or by the write hook."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 
@@ -141,3 +142,24 @@ def test_a_commit_needs_a_grant_or_the_write_hook_and_honours_if_version(gateway
         send_json(bob, {"type": "commit", "store": hooked, "changes": change, "ref": "c4"})
         assert recv_json(bob) == {"type": "committed", "store": hooked, "version": 1, "ref": "c4"}
     assert json_ok(api(gateway.port, "GET", "/api/stores/paint"))["version"] == 1
+
+
+def test_metrics_count_each_hooks_calls_failures_and_latency(gateway):
+    def counts() -> dict[str, float]:
+        text = api(gateway.port, "GET", "/metrics").body.decode()
+        found = {}
+        for name in ("hook_calls_total", "hook_failures_total", "hook_latency_seconds_count"):
+            match = re.search(rf'receptionist_{name}\{{hook="rpc"\}} (\S+)', text)
+            found[name] = float(match.group(1)) if match else 0.0
+        return found
+
+    before = counts()
+    with connect(gateway.port, additional_headers=cookie("alice")) as ws:
+        send_json(ws, {"type": "rpc", "id": "m1", "method": "echo"})
+        assert recv_json(ws)["type"] == "rpc_result"
+        send_json(ws, {"type": "rpc", "id": "m2", "method": "fail"})
+        assert recv_json(ws)["type"] == "rpc_error"
+    after = counts()
+    assert after["hook_calls_total"] - before["hook_calls_total"] == 2, (before, after)
+    assert after["hook_failures_total"] - before["hook_failures_total"] == 1, (before, after)
+    assert after["hook_latency_seconds_count"] - before["hook_latency_seconds_count"] == 1, (before, after)
