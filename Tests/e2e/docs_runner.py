@@ -307,7 +307,7 @@ class DocumentRun:
         existed = resp.status == 200
         original = resp.json()["value"].get(field) if existed else None
         if self.browser is None:
-            from test_viewer import new_browser  # Chromium only for documents with pages
+            from viewer import new_browser  # Chromium only for documents with pages
             self.browser = new_browser()
         self.browser.get(url)
         first, second = (f"doc-test {uuid.uuid4().hex[:12]}" for _ in range(2))

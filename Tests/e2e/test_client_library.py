@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO_ROOT, api, json_ok, stop_job, store_snapshot, store_version, wait_version_above
 from test_subscription_options import project
 from selenium.webdriver.common.by import By
-from test_viewer import PUBLIC, chromium_installed, css_rgb, new_browser, patch_color, wait  # noqa: F401 (a fixture)
+from viewer import PUBLIC, chromium_installed, css_rgb, new_browser, patch_color, wait  # noqa: F401 (a fixture)
 from wsclient import commit, new_store, publish, unique
 
 PAGE = "client-test.html"

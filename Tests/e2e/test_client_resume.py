@@ -11,7 +11,7 @@ import json
 from conftest import store_snapshot
 from test_client_library import (  # noqa: F401  (fixtures)
     call, chromium_installed, gateway, open_page, page, public_dir, view, wait_status)
-from test_viewer import wait
+from viewer import wait
 from wsclient import commit, new_store
 
 TIMEOUT = 10.0
@@ -121,7 +121,7 @@ def test_a_token_source_is_asked_again_before_expiry_and_the_connection_stays(st
 
     from test_client_library import RECORDING, sockets
     from test_trust import SECRET, make_token
-    from test_viewer import new_browser
+    from viewer import new_browser
 
     server = start_server("--token-secret", SECRET, public=public_dir)
     port = server.port

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from conftest import REPO_ROOT, api, http_client_request, json_ok, store_snapshot, store_version, wait_for
 # The browser, the gateway fixtures and the helpers of the viewer's own tests.
-from test_viewer import (PUBLIC, browser, chromium_installed, css_rgb, demo, open_viewer,  # noqa: F401
+from viewer import (PUBLIC, browser, chromium_installed, css_rgb, demo, open_viewer,  # noqa: F401
                          painted_colors, patch_color, quiet, stop_animation, wait, wait_colors_match_store)
 
 from selenium.webdriver.common.by import By  # noqa: E402

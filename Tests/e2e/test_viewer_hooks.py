@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 
 from conftest import http_client_request, json_ok, store_snapshot, wait_for
 from hooks import API_KEY, Backend
-from test_viewer import PUBLIC, new_browser, set_brush, wait_live
+from viewer import PUBLIC, new_browser, set_brush, wait_live
 
 
 def keyed(port: int, method: str, path: str) -> dict:

@@ -80,7 +80,7 @@ def test_the_viewer_paints_with_its_token(start_server):
     from selenium.webdriver.common.by import By
 
     from conftest import REPO_ROOT, wait_for
-    from test_viewer import new_browser, set_brush, wait_live
+    from viewer import new_browser, set_brush, wait_live
 
     server = start_server("--api-key", KEY, "--token-secret", SECRET, public=REPO_ROOT / "Public")
     port = server.port
