@@ -11,6 +11,19 @@ private func temporaryDirectory() -> String {
     return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
 }
 
+/// An observer of `store` that, on its first change set, says so through `entered` and blocks
+/// until `gate` opens.
+private func blockingObserver(of store: ModelStore) -> (gate: ConditionLock<Bool>, entered: ConditionLock<Bool>, token: ObservationToken) {
+    let gate = ConditionLock(false)
+    let entered = ConditionLock(false)
+    let token = store.observe { _ in
+        entered.withLock { $0 = true }
+        entered.broadcast()
+        gate.wait(until: { $0 }, then: { _ in })
+    }
+    return (gate, entered, token)
+}
+
 /// Publishes one message and waits (bounded) for the writer's answer.
 private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: String = "e1") -> StoreError?? {
     let answer = ConditionLock<StoreError??>(nil)
@@ -179,13 +192,7 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         defer { engine.close() }
         let store = try StoreRegistry(journal: engine).create("s")
         // The observer blocks on its first change set until the gate opens.
-        let gate = ConditionLock(false)
-        let entered = ConditionLock(false)
-        let token = store.observe { _ in
-            entered.withLock { $0 = true }
-            entered.broadcast()
-            gate.wait(until: { $0 }, then: { _ in })
-        }
+        let (gate, entered, token) = blockingObserver(of: store)
         defer { token.cancel() }
         let answered = PThreadLock(0)
         func commit(_ n: Int) {
@@ -219,13 +226,7 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         options.maxUnsettledBatches = 1
         let (engine, _) = try DiskEngine.open(options)
         let store = try StoreRegistry(journal: engine).create("s")
-        let gate = ConditionLock(false)
-        let entered = ConditionLock(false)
-        let token = store.observe { _ in
-            entered.withLock { $0 = true }
-            entered.broadcast()
-            gate.wait(until: { $0 }, then: { _ in })
-        }
+        let (gate, entered, token) = blockingObserver(of: store)
         defer { token.cancel() }
         store.commit([.put(model: "a", value: [:])]) { _ in }
         #expect(entered.wait(seconds: 10, until: { $0 }, then: { value, _ in value }), "the observer never ran")

@@ -29,6 +29,10 @@ enum HookRequests {
         return .object(body)
     }
 
+    static func refresh(client: JSONValue, user: JSONValue, info: JSONValue, expiresAt: Double) -> JSONValue {
+        ["client": client, "user": user, "info": info, "expiresAt": .number(JSONNumber(expiresAt))]
+    }
+
     /// Who a grant names, for a hook's request: its `sub` and its `info`.
     static func identity(_ claims: TokenClaims?) -> (user: JSONValue, info: JSONValue) {
         let info = claims?.info.flatMap { try? JSONParser.parse($0) } ?? .null

@@ -45,10 +45,9 @@ struct ClientReads {
                     perform(route(nil), done)
                 case .success(let claims):
                     let (user, info) = HookRequests.identity(claims)
-                    var asked = JSONObject()
-                    asked["models"] = StreamRequest.values(request, "models").isEmpty ? nil : .array(list(request, "models"))
-                    asked["paths"] = StreamRequest.values(request, "paths").isEmpty ? nil : .array(list(request, "paths"))
-                    let options = (try? SubscriptionOptions.decode(message: .object(asked)).get()) ?? .none
+                    // What the read asks for, as the hook is told of a subscription's options (a
+                    // malformed query is refused by the read itself, once allowed).
+                    let options = (try? SubscriptionOptions.decode(query: { StreamRequest.values(request, $0) }).get()) ?? .none
                     let body = HookRequests.subscribe(
                         client: .string("http " + client), user: user, info: info, target: .store(name), options: options, presence: false)
                     hooks.call(.subscribe, body) { answer in
@@ -62,10 +61,6 @@ struct ClientReads {
                 }
             }
         }
-    }
-
-    private func list(_ request: HTTPRequest, _ name: String) -> [JSONValue] {
-        StreamRequest.values(request, name).flatMap { $0.split(separator: ",").map { .string(String($0)) } }
     }
 
     /// Who reads: a token's claims, or the connect hook's; the refusal otherwise.

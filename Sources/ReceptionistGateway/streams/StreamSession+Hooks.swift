@@ -72,8 +72,7 @@ extension StreamSession {
         else { return }
         core.refreshing = true
         let (user, info) = hookIdentity
-        let body: JSONValue = ["client": clientName, "user": user, "info": info, "expiresAt": .number(JSONNumber(claims.expiresAt))]
-        hooks.call(.refresh, body) { [weak self] answer in
+        hooks.call(.refresh, HookRequests.refresh(client: clientName, user: user, info: info, expiresAt: claims.expiresAt)) { [weak self] answer in
             guard let self, connection.state == .open else { return }
             switch HookDecision.refresh(answer, nowSeconds: AccessControl.nowSeconds()) {
             case .extend(let until):
