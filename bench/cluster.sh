@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Publish throughput through the cluster path against one node, with the same publisher: a
 # backend with 4 keep-alive HTTP connections and one request in flight on each (request-response,
-# no pipelining), publishing ~100-byte messages as fast as they are answered. One subscriber
-# follows the topic, so every message is delivered too.
+# no pipelining), then 32 (pipelined), publishing ~100-byte messages as fast as they are answered.
+# One subscriber follows the topic, so every message is delivered too. Each row is compared with
+# one node on the memory engine at the same requests in flight.
 #
 # Rows, each on a fresh server (and a fresh redis-server): one node with the memory engine; one
 # node with the redis engine; two nodes on one redis-server, the publisher on the first and the
@@ -55,12 +56,12 @@ start_node() {
 
 stop() { for pid in "$@"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done; }
 
-one_node_rate=""
 row_index=0
 
-# run BUILD BINARY ENGINE NODES: one row.
+# run BUILD BINARY ENGINE NODES [WINDOW]: one row; WINDOW requests in flight on each connection
+# (pipelined; 1 by default).
 run() {
-  local build=$1 binary=$2 engine=$3 nodes=$4
+  local build=$1 binary=$2 engine=$3 nodes=$4 window=${5:-1}
   row_index=$((row_index + 1))
   local label="row$row_index"
   local nodes_pids=() redis_pids=() publish_port subscribe_port args=() sub_pid
@@ -85,34 +86,41 @@ run() {
   sleep 1
   node_before=$(ticks "${nodes_pids[@]}")
   [ "$engine" = redis ] && redis_before=$(ticks "${redis_pids[@]}")
-  taskset -c 1 "$bench" publish --port "$publish_port" --rate 1000000 --duration "$seconds" --connections 4 --window 1 \
+  taskset -c 1 "$bench" publish --port "$publish_port" --rate 1000000 --duration "$seconds" --connections 4 --window "$window" \
     > "$work/$label.publish.json"
   node_after=$(ticks "${nodes_pids[@]}")
   [ "$engine" = redis ] && redis_after=$(ticks "${redis_pids[@]}")
   stop "$sub_pid"
   stop "${nodes_pids[@]}" "${redis_pids[@]}"
   python3 - "$build" "$engine" "$nodes" "$work/$label.publish.json" "$((node_after - node_before))" "$((redis_after - redis_before))" \
-    "$clock_ticks" "$one_node_rate" <<'PY'
+    "$clock_ticks" "$(cat "$work/one.$window" 2>/dev/null || true)" "$window" <<'PY'
 import json, sys
-label, engine, nodes, path, node_ticks, redis_ticks, hz, one = sys.argv[1:9]
+label, engine, nodes, path, node_ticks, redis_ticks, hz, one, window = sys.argv[1:10]
 result = json.load(open(path))
 rate = result["published_per_s"]
 accepted = max(result["accepted"], 1)
 node = int(node_ticks) / int(hz) / accepted * 1e6
 redis = f"{int(redis_ticks) / int(hz) / accepted * 1e6:.0f}" if engine == "redis" else "—"
 ratio = f"{rate / float(one):.2f}×" if one else "1.00×"
-print(f"| {label} | {engine} | {nodes} | {rate:,.0f} | {ratio} | {node:.0f} | {redis} | {result['errors']} |")
+print(f"| {label} | {engine} | {nodes} | {window} | {rate:,.0f} | {ratio} | {node:.0f} | {redis} | {result['errors']} |")
 PY
-  if [ -z "$one_node_rate" ]; then one_node_rate=$(python3 -c "import json; print(json.load(open('$work/$label.publish.json'))['published_per_s'])"); fi
+  # One node on the memory engine, at this window: what the other rows at the window are compared with.
+  if [ "$engine" = memory ]; then
+    python3 -c "import json; print(json.load(open('$work/$label.publish.json'))['published_per_s'])" > "$work/one.$window"
+  fi
 }
 
-echo "Publishing through the cluster path: 4 HTTP connections, 1 request in flight each, ~100-byte messages, ${seconds} s a row"
+echo "Publishing through the cluster path: 4 HTTP connections, 1 (then 32) requests in flight each, ~100-byte messages, ${seconds} s a row"
 echo
-echo "| build | engine | nodes | published msg/s | against one node | nodes' CPU µs per publish | Redis CPU µs per publish | errors |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|"
+echo "| build | engine | nodes | in flight per connection | published msg/s | against one node | nodes' CPU µs per publish | Redis CPU µs per publish | errors |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
 run this "$receptionist" memory 1
 run this "$receptionist" redis 1
 run this "$receptionist" redis 2
+# The same publisher 32 requests ahead on each connection, pipelined.
+run this "$receptionist" memory 1 32
+run this "$receptionist" redis 1 32
+run this "$receptionist" redis 2 32
 if [ -n "${BENCH_BASELINE:-}" ]; then
   run baseline "$BENCH_BASELINE" redis 1
   run baseline "$BENCH_BASELINE" redis 2

@@ -42,6 +42,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// Read by the history lookups (`ClusterEngine+History`).
     var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
     private var storeReaders: [String: (reader: StreamReader, follower: StoreFollower)] = [:]
+    /// Publishes waiting for the end of the loop iteration, one batcher per server, in `shards` order.
+    private(set) var publishers: [PublishBatcher] = []
 
     init(
         loop: EventLoop, endpoints: [RedisEndpoint], stores: StoreRegistry, hub: PushHub, historyLimit: Int,
@@ -62,6 +64,9 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             link.commands.maxPendingCommands = maxPendingCommands
             link.onUp = { [unowned self, unowned link] in self.catchUp(link) }
             link.onNotice = { [unowned self] payload in self.notice(payload) }
+        }
+        publishers = shards.map { link in
+            PublishBatcher(loop: loop) { [unowned self, unowned link] batch, completions in self.send(batch, completions, to: link) }
         }
     }
 
@@ -145,8 +150,9 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         case .topicPublished(let name, let seq, let epoch)?:
             guard PushHub.isValidTopicName(name) else { return }
             let (reader, follower) = topicReader(name)
-            // This node's own publish, mirrored from Redis's answer already: nothing to read.
-            if let seq, let epoch, follower.has(seq, epoch: epoch, reader: reader) { return }
+            // This node's own publish, mirrored from Redis's answer already (or about to be):
+            // nothing to read.
+            if let seq, let epoch, follower.holds(noticeOf: seq, epoch: epoch, reader: reader) { return }
             reader.read()
         case .presenceChanged(let target, let node)?:
             guard node != nodeID, PushHub.isValidTopicName(target.name) else { return }
@@ -163,7 +169,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         _ = topicReader(name)
     }
 
-    private func topicReader(_ name: String) -> (reader: StreamReader, follower: TopicFollower) {
+    func topicReader(_ name: String) -> (reader: StreamReader, follower: TopicFollower) {
         if let pair = topicReaders[name] { return pair }
         let link = shard(name)
         let follower = TopicFollower(
@@ -174,39 +180,6 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         _ = hub.topic(name)
         reader.read()
         return (reader, follower)
-    }
-
-    /// Publishes through Redis; `completion` gets the message's number once this node has it too:
-    /// at once when it follows the last one this node has (it is mirrored from the reply, one
-    /// round trip), or once the node has read it back otherwise.
-    func publish(topic name: String, data: [UInt8], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
-        let link = shard(name), keys = link.keys
-        guard link.isUp else { return completion(.failure(.unavailable("Redis \(link.endpoint) is unreachable"))) }
-        let (reader, follower) = topicReader(name)
-        let publishedAt = Clock.microsecondsSinceEpoch()
-        let sent = link.commands.eval(ClusterScripts.publish, [
-            "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name),
-            String(redisHistory.maxEntries), String(decoding: data, as: UTF8.self), String(publishedAt),
-            keys.channel, ClusterKeys.encode(.topicPublished(name)), String(redisHistory.maxAgeMilliseconds), ModelStore.newEpoch(),
-        ]) { reply in
-            switch reply {
-            case .array(let parts)? where parts.count == 3:
-                guard let seq = parts[0].integer.map(UInt64.init), let epoch = parts[1].text, let id = parts[2].text else {
-                    return completion(.failure(.outcomeUnknown("Redis answered the publish with something else")))
-                }
-                let entry = StreamEntry(id: id, fields: [:])
-                if follower.mirrorOwn(entry, seq: seq, epoch: epoch, publishedAt: publishedAt, data: data, reader: reader) {
-                    return completion(.success(seq))
-                }
-                follower.waitFor(seq, epoch: epoch, reader: reader, completion)
-                reader.read()
-            case .error(let text)?:
-                completion(.failure(.unavailable("Redis refused the message: \(text)")))
-            default:
-                completion(.failure(.outcomeUnknown("lost the connection to Redis before it answered; the message may or may not be published")))
-            }
-        }
-        if !sent { completion(.failure(.unavailable(link.refusal))) }
     }
 
     // MARK: Stores

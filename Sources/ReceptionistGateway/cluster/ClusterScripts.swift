@@ -91,26 +91,44 @@ enum ClusterScripts {
 
         """
 
-    /// KEYS: seq, log, epoch. ARGV: max log length, data JSON, publishedAt, channel, notice, max
-    /// log age in ms (0: none), a fresh epoch for a topic that has none. Returns {seq, epoch,
-    /// entry ID}: enough for the publishing node to mirror its own message without reading it back.
+    /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log and epoch.
+    /// ARGV: max log length, max log age in ms (0: none), channel, then for each topic: its notice,
+    /// a fresh epoch for a topic that has none, its count n, and n pairs of data JSON and
+    /// publishedAt. Each topic's messages take the next n numbers, in order; the topic's notice is
+    /// published once, with its last number and epoch, and its log trimmed once. Returns {first seq, epoch, last entry ID}
+    /// per topic: enough for the publishing node to mirror its own messages without reading them
+    /// back.
+    ///
     /// Each entry carries its epoch, so a follower sees the log start over even where the numbers
     /// alone could not tell (one message before the loss, one after). The first entry of a new
     /// epoch is given an ID past this millisecond, so it sorts after every entry of the lost log
     /// that a node may still be reading after (a log recreated within the same millisecond would
     /// otherwise start below them).
     static let publish = RedisScript(trimByAge + topicEpoch + """
-        local epoch, fresh = topicEpoch(KEYS[3], ARGV[7])
-        local seq = redis.call('INCR', KEYS[1])
-        local id = '*'
-        if fresh and redis.call('XLEN', KEYS[2]) == 0 then
-          local now = redis.call('TIME')
-          id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
+        local out = {}
+        local a = 4
+        for k = 1, #KEYS, 3 do
+          local notice, n = ARGV[a], tonumber(ARGV[a + 2])
+          local epoch, fresh = topicEpoch(KEYS[k + 2], ARGV[a + 1])
+          a = a + 3
+          local last = redis.call('INCRBY', KEYS[k], n)
+          local first = last - n + 1
+          local id = '*'
+          if fresh and redis.call('XLEN', KEYS[k + 1]) == 0 then
+            local now = redis.call('TIME')
+            id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
+          end
+          for i = 0, n - 1 do
+            id = redis.call('XADD', KEYS[k + 1], id, 's', first + i, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
+            if i < n - 1 then id = '*' end
+            a = a + 2
+          end
+          redis.call('XTRIM', KEYS[k + 1], 'MAXLEN', '~', ARGV[1])
+          trimByAge(KEYS[k + 1], ARGV[2])
+          redis.call('PUBLISH', ARGV[3], notice .. ':' .. last .. ':' .. epoch)
+          out[#out + 1] = {first, epoch, id}
         end
-        id = redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], id, 's', seq, 't', ARGV[3], 'e', epoch, 'd', ARGV[2])
-        trimByAge(KEYS[2], ARGV[6])
-        redis.call('PUBLISH', ARGV[4], ARGV[5] .. ':' .. seq .. ':' .. epoch)
-        return {seq, epoch, id}
+        return out
         """)
 
     /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch for a topic that has none.

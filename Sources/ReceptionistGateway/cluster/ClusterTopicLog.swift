@@ -2,8 +2,9 @@ import ReceptionistModel
 import ReceptionistPush
 
 /// The `redis` engine's topics: Redis numbers each message; the answer waits on the loop until
-/// this node has it too, or the deadline passes. Nothing waits meanwhile, and publishes sent in
-/// one loop iteration go to Redis in one write (the connection pipelines them).
+/// this node has it too, or the deadline passes. Nothing waits meanwhile, and the publishes of
+/// one loop iteration go to Redis in one write, as few script calls as their bounds allow
+/// (`PublishBatcher`).
 ///
 /// Loop thread only.
 final class ClusterTopicLog: TopicLog {
@@ -25,11 +26,8 @@ final class ClusterTopicLog: TopicLog {
     }
 
     func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
-        // Redis numbers the message, then this node must read it back: either may never come
-        // (Redis gone between the two).
-        LoopDeadline.run(
-            cluster.loop, seconds: cluster.timeoutSeconds,
-            timedOut: { .failure(.outcomeUnknown("Redis did not answer in time; the message may or may not be published")) },
-            { [cluster] in cluster.publish(topic: topic, data: data, completion: $0) }, done: done)
+        // Redis numbers the message, then this node must have it too: either may never come
+        // (Redis gone between the two), so the batch's deadline answers it then.
+        cluster.publish(topic: topic, data: data, completion: done)
     }
 }

@@ -25,6 +25,11 @@ final class TopicFollower: StreamFollower {
     /// the list holds at most the publishes of one time-out.
     private var waiters: [(seq: UInt64, epoch: String, since: UInt64, completion: (Result<UInt64, StoreError>) -> Void)] = []
     private let waitMilliseconds: UInt64
+    /// Batches of this node's own publishes sent and not answered yet. A notice that comes
+    /// meanwhile (on the other connection, often before the answer: its own batch's) waits for
+    /// them in `noticed`, since the answers may bring its messages without a read.
+    private var ownInFlight = 0
+    private var noticed: (seq: UInt64, epoch: String)?
 
     init(
         name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
@@ -52,17 +57,42 @@ final class TopicFollower: StreamFollower {
         waiters.append((seq, epoch, now, completion))
     }
 
-    /// This node's own publish, as Redis answered it: mirrored now if it is the next message of the
-    /// epoch this node follows, so the publish is answered after one round trip; the cursor moves
-    /// past it, and a read already in flight that returns it finds it a duplicate. Otherwise
-    /// (other nodes' messages in between, not read yet) it is left to the read.
-    func mirrorOwn(
-        _ entry: StreamEntry, seq: UInt64, epoch: String, publishedAt: UInt64, data: [UInt8], reader: StreamReader
-    ) -> Bool {
+    /// This node's own publishes to the topic in one batch, as Redis numbered them: mirrored now if
+    /// they are the next messages of the epoch this node follows, so each is answered after one
+    /// round trip; the cursor moves past the last, and a read already in flight that returns them
+    /// finds them duplicates. Otherwise (other nodes' messages in between, not read yet) they are
+    /// left to the read.
+    func mirrorOwn(_ messages: [PublishBatch.Message], numbered: PublishBatch.Numbered, reader: StreamReader) -> Bool {
         let topic = hub.topic(name)
-        guard topic.isSynced, epoch == topic.epoch, let cursor = reader.cursor, cursor.lastNumber + 1 == seq else { return false }
-        topic.mirror(seq: seq, publishedAt: publishedAt, data: data)
-        reader.cursor = StreamCursor(lastID: entry.id, lastNumber: seq)
+        guard topic.isSynced, numbered.epoch == topic.epoch, let cursor = reader.cursor, cursor.lastNumber + 1 == numbered.first
+        else { return false }
+        for (offset, message) in messages.enumerated() {
+            topic.mirror(seq: numbered.first + UInt64(offset), publishedAt: message.publishedAt, data: message.data)
+        }
+        reader.cursor = StreamCursor(lastID: numbered.lastID, lastNumber: numbered.first + UInt64(messages.count) - 1)
+        return true
+    }
+
+    /// A batch of this node's publishes to the topic was sent.
+    func ownSent() {
+        ownInFlight += 1
+    }
+
+    /// A batch of this node's publishes was answered (or lost); once none is left, a notice that
+    /// came meanwhile is read for, unless the answers brought its message.
+    func ownAnswered(reader: StreamReader) {
+        ownInFlight -= 1
+        guard ownInFlight == 0, let notice = noticed else { return }
+        noticed = nil
+        if !has(notice.seq, epoch: notice.epoch, reader: reader) { reader.read() }
+    }
+
+    /// Whether a notice of message `seq` of `epoch` needs no read now: the mirror has it, or it
+    /// waits for this node's batches in flight.
+    func holds(noticeOf seq: UInt64, epoch: String, reader: StreamReader) -> Bool {
+        if has(seq, epoch: epoch, reader: reader) { return true }
+        guard ownInFlight > 0 else { return false }
+        if noticed.map({ $0.epoch != epoch || $0.seq < seq }) ?? true { noticed = (seq, epoch) }
         return true
     }
 

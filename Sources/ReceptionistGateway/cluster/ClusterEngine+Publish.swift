@@ -1,0 +1,64 @@
+import ReceptionistLoop
+import ReceptionistModel
+
+extension ClusterEngine {
+    /// Publishes through Redis. The message waits with the others of this loop iteration for the
+    /// same server (`PublishBatcher`); at the iteration's end each batch is one script call, and
+    /// all of them leave in the connection's one write. `completion` gets the message's number
+    /// once this node has it too: at once when the batch follows the last message this node has
+    /// (it is mirrored from the reply, one round trip), or once the node has read it back
+    /// otherwise; within `--redis-timeout` either way.
+    func publish(topic name: String, data: [UInt8], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
+        let index = ShardMap.index(of: name, shards: shards.count)
+        let link = shards[index]
+        guard link.isUp else { return completion(.failure(.unavailable("Redis \(link.endpoint) is unreachable"))) }
+        guard !link.commands.isSaturated else { return completion(.failure(.unavailable(link.refusal))) }
+        publishers[index].add(PublishBatch.Message(topic: name, data: data, publishedAt: Clock.microsecondsSinceEpoch()), completion)
+    }
+
+    /// Sends one batch to `link` as one script call and answers each of its publishes.
+    func send(_ batch: PublishBatch, _ completions: [PublishAnswers.Completion], to link: RedisLink) {
+        let answers = PublishAnswers(loop: loop, seconds: timeoutSeconds, completions: completions)
+        let following = batch.topics.map { topicReader($0.name) }
+        let arguments = batch.arguments(keys: link.keys, history: redisHistory, freshEpoch: ModelStore.newEpoch)
+        let sent = link.commands.eval(ClusterScripts.publish, arguments) { reply in
+            defer { for (reader, follower) in following { follower.ownAnswered(reader: reader) } }
+            switch reply {
+            case .error(let text)?:
+                answers.answerAll(.failure(.unavailable("Redis refused the message: \(text)")))
+            case let reply?:
+                guard let numbered = batch.numbered(reply) else {
+                    return answers.answerAll(.failure(.outcomeUnknown("Redis answered the publish with something else")))
+                }
+                for (slot, topic) in batch.topics.enumerated() {
+                    Self.answer(topic.indexes, of: batch, numbered[slot], following[slot], answers)
+                }
+            case nil:
+                answers.answerAll(.failure(.outcomeUnknown(
+                    "lost the connection to Redis before it answered; the message may or may not be published")))
+            }
+        }
+        if sent {
+            for (_, follower) in following { follower.ownSent() }
+        } else {
+            answers.answerAll(.failure(.unavailable(link.refusal)))
+        }
+    }
+
+    /// One topic's publishes of a batch, numbered by Redis: mirrored at once when they follow what
+    /// this node has, else answered as the node reads them back.
+    private static func answer(
+        _ indexes: [Int], of batch: PublishBatch, _ numbers: PublishBatch.Numbered,
+        _ following: (reader: StreamReader, follower: TopicFollower), _ answers: PublishAnswers
+    ) {
+        let (reader, follower) = following
+        if follower.mirrorOwn(indexes.map { batch.messages[$0] }, numbered: numbers, reader: reader) {
+            for (offset, index) in indexes.enumerated() { answers.answer(index, .success(numbers.first + UInt64(offset))) }
+            return
+        }
+        for (offset, index) in indexes.enumerated() {
+            follower.waitFor(numbers.first + UInt64(offset), epoch: numbers.epoch, reader: reader) { answers.answer(index, $0) }
+        }
+        reader.read()
+    }
+}

@@ -1,0 +1,46 @@
+import ReceptionistLoop
+import ReceptionistModel
+
+/// The answers owed for the publishes of one script call (`PublishBatch`), by index: each given
+/// at most once, by Redis and this node's mirror, or, once `--redis-timeout` has passed, by the
+/// deadline, which says the outcome is unknown. One timer serves the whole call; it is closed once
+/// every answer is given. A late answer is dropped.
+///
+/// Loop thread only.
+final class PublishAnswers {
+    typealias Completion = (Result<UInt64, StoreError>) -> Void
+
+    private var completions: [Completion?]
+    private var owed: Int
+    private var timer: LoopTimer?
+
+    init(loop: EventLoop, seconds: Double, completions: [Completion]) {
+        self.completions = completions
+        owed = completions.count
+        let timer = LoopTimer(loop: loop) { [self] in
+            answerAll(.failure(.outcomeUnknown("Redis did not answer in time; the message may or may not be published")))
+        }
+        timer.start(delayMilliseconds: UInt64(max(0, seconds) * 1000))
+        self.timer = timer
+    }
+
+    /// Whether message `index` is still owed its answer.
+    func isOwed(_ index: Int) -> Bool { completions[index] != nil }
+
+    func answer(_ index: Int, _ result: Result<UInt64, StoreError>) {
+        guard let completion = completions[index] else { return }
+        completions[index] = nil
+        owed -= 1
+        if owed == 0 {
+            // Closing the timer drops its closure, and with it the timer's hold on this object.
+            timer?.close()
+            timer = nil
+        }
+        completion(result)
+    }
+
+    /// Gives every answer still owed `result`.
+    func answerAll(_ result: Result<UInt64, StoreError>) {
+        for index in completions.indices { answer(index, result) }
+    }
+}

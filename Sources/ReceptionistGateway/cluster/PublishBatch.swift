@@ -1,0 +1,103 @@
+import ReceptionistLoop
+
+/// Publishes to one Redis server gathered in one loop iteration, laid out for one call of
+/// `ClusterScripts.publish`: grouped by topic, each topic's messages in the order they were
+/// published, the topics in the order they first came. Only a topic's own order is kept, which is
+/// the only order subscribers see.
+///
+/// A batch is bounded (`maxMessages`, `maxBytes`) so that one script never holds Redis for long;
+/// the publishes of a busier iteration go in several batches, one script call each, in order.
+///
+/// Pure value.
+struct PublishBatch {
+    /// Messages one script call takes at most.
+    static let maxMessages = 256
+    /// Bytes of message data one script call takes at most (a batch always takes its first message).
+    static let maxBytes = 1 << 20
+
+    struct Message: Equatable {
+        let topic: String
+        let data: [UInt8]
+        /// Microseconds since the epoch, when this node was given the message.
+        let publishedAt: UInt64
+    }
+
+    /// Where Redis put one topic's messages: numbers `first ..< first + count`, in `epoch`, the
+    /// last one at stream entry `lastID`.
+    struct Numbered: Equatable {
+        let first: UInt64
+        let epoch: String
+        let lastID: String
+    }
+
+    /// Every message, in the order added; an index here is how each is answered.
+    private(set) var messages: [Message] = []
+    /// Each topic, in the order it first came, with the indexes of its messages in order.
+    private(set) var topics: [(name: String, indexes: [Int])] = []
+    private var topicIndex: [String: Int] = [:]
+    private var bytes = 0
+
+    var isEmpty: Bool { messages.isEmpty }
+
+    /// Whether a message of `count` bytes fits.
+    func fits(_ count: Int) -> Bool {
+        messages.isEmpty || (messages.count < Self.maxMessages && bytes + count <= Self.maxBytes)
+    }
+
+    /// Adds `message` (check `fits` first); returns its index.
+    @discardableResult
+    mutating func append(_ message: Message) -> Int {
+        let index = messages.count
+        messages.append(message)
+        bytes += message.data.count
+        if let slot = topicIndex[message.topic] {
+            topics[slot].indexes.append(index)
+        } else {
+            topicIndex[message.topic] = topics.count
+            topics.append((message.topic, [index]))
+        }
+        return index
+    }
+
+    /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log and
+    /// epoch keys, then the log's bounds, the channel, and for each topic its notice, a fresh epoch
+    /// (for a topic that has none), its count, and its messages as data and `publishedAt` pairs.
+    func arguments(keys: ClusterKeys, history: RedisHistory, freshEpoch: () -> String) -> [[UInt8]] {
+        var arguments: [[UInt8]] = []
+        arguments.reserveCapacity(1 + topics.count * 6 + 3 + messages.count * 2)
+        arguments.append(Array(String(topics.count * 3).utf8))
+        for topic in topics {
+            arguments.append(Array(keys.topicSeq(topic.name).utf8))
+            arguments.append(Array(keys.topicLog(topic.name).utf8))
+            arguments.append(Array(keys.topicEpoch(topic.name).utf8))
+        }
+        arguments.append(Array(String(history.maxEntries).utf8))
+        arguments.append(Array(String(history.maxAgeMilliseconds).utf8))
+        arguments.append(Array(keys.channel.utf8))
+        for topic in topics {
+            arguments.append(Array(ClusterKeys.encode(.topicPublished(topic.name)).utf8))
+            arguments.append(Array(freshEpoch().utf8))
+            arguments.append(Array(String(topic.indexes.count).utf8))
+            for index in topic.indexes {
+                arguments.append(messages[index].data)
+                arguments.append(Array(String(messages[index].publishedAt).utf8))
+            }
+        }
+        return arguments
+    }
+
+    /// The script's answer, one `{first seq, epoch, last entry ID}` per topic in `topics`' order;
+    /// nil when it is anything else.
+    func numbered(_ reply: RedisReply) -> [Numbered]? {
+        guard let parts = reply.elements, parts.count == topics.count else { return nil }
+        var numbered: [Numbered] = []
+        numbered.reserveCapacity(parts.count)
+        for part in parts {
+            guard let fields = part.elements, fields.count == 3, let first = fields[0].integer, first > 0,
+                let epoch = fields[1].text, !epoch.isEmpty, let lastID = fields[2].text
+            else { return nil }
+            numbered.append(Numbered(first: UInt64(first), epoch: epoch, lastID: lastID))
+        }
+        return numbered
+    }
+}

@@ -1,0 +1,79 @@
+@testable import ReceptionistGateway
+import ReceptionistLoop
+import Testing
+
+@Suite struct PublishBatchTests {
+    private func message(_ topic: String, _ text: String, at time: UInt64 = 7) -> PublishBatch.Message {
+        PublishBatch.Message(topic: topic, data: Array(text.utf8), publishedAt: time)
+    }
+
+    private func strings(_ arguments: [[UInt8]]) -> [String] {
+        arguments.map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    @Test func topicsKeepTheirFirstOrderAndEachTopicItsMessagesOrder() {
+        var batch = PublishBatch()
+        for (topic, text) in [("b", "1"), ("a", "2"), ("b", "3"), ("a", "4"), ("c", "5"), ("b", "6")] {
+            batch.append(message(topic, text))
+        }
+        #expect(batch.topics.map(\.name) == ["b", "a", "c"])
+        #expect(batch.topics.map(\.indexes) == [[0, 2, 5], [1, 3], [4]])
+    }
+
+    @Test func theScriptIsGivenEachTopicsKeysThenItsMessagesInOrder() {
+        var batch = PublishBatch()
+        batch.append(message("news", "{\"n\":1}", at: 10))
+        batch.append(message("chat", "{\"n\":2}", at: 11))
+        batch.append(message("news", "{\"n\":3}", at: 12))
+        let keys = ClusterKeys(database: 0)
+        var epochs = 0
+        let arguments = strings(batch.arguments(keys: keys, history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
+            epochs += 1
+            return "fresh\(epochs)"
+        })
+        #expect(arguments == [
+            "6",
+            keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"),
+            keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"),
+            "500", "2000", keys.channel,
+            "t:news", "fresh1", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
+            "t:chat", "fresh2", "1", "{\"n\":2}", "11",
+        ])
+    }
+
+    @Test func aBatchIsBoundedByMessagesAndBytesButAlwaysTakesItsFirst() {
+        var batch = PublishBatch()
+        #expect(batch.fits(PublishBatch.maxBytes + 1), "an empty batch takes any one message")
+        batch.append(message("t", String(repeating: "x", count: PublishBatch.maxBytes - 10)))
+        #expect(batch.fits(10))
+        #expect(!batch.fits(11))
+
+        var many = PublishBatch()
+        for n in 0..<PublishBatch.maxMessages {
+            #expect(many.fits(1))
+            many.append(message("t", "\(n)"))
+        }
+        #expect(!many.fits(1))
+    }
+
+    @Test func theAnswerIsReadPerTopicAndAnythingElseIsRefused() {
+        var batch = PublishBatch()
+        batch.append(message("a", "1"))
+        batch.append(message("b", "2"))
+        let answer = RedisReply.array([
+            .array([.integer(41), .string(Array("e1".utf8)), .string(Array("5-0".utf8))]),
+            .array([.integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8))]),
+        ])
+        #expect(batch.numbered(answer) == [
+            PublishBatch.Numbered(first: 41, epoch: "e1", lastID: "5-0"),
+            PublishBatch.Numbered(first: 1, epoch: "e2", lastID: "6-1"),
+        ])
+        #expect(batch.numbered(.array([answer.elements![0]])) == nil, "one topic short")
+        #expect(batch.numbered(.array([
+            .array([.integer(0), .string(Array("e1".utf8)), .string(Array("5-0".utf8))]),
+            .array([.integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8))]),
+        ])) == nil, "no message is numbered 0")
+        #expect(batch.numbered(.integer(1)) == nil)
+        #expect(batch.numbered(.error("ERR")) == nil)
+    }
+}
