@@ -10,14 +10,18 @@
 # PUBLISHER=ws publishes over one WebSocket instead (`{"type":"publish",…}`, at most 32
 # unanswered, as bench/ws.sh's wsfull does): under valgrind the server is the slower side, so the
 # window is always full and each read brings up to 32 messages.
+# PUBLISH_CONNECTIONS and PUBLISH_WINDOW (requests in flight on each) shape the HTTP publisher:
+# PUBLISH_CONNECTIONS=1 PUBLISH_WINDOW=32 is the WebSocket publisher's shape, to compare the two.
 # Usage: bench/callgrind.sh BINARY [BINARY…]
-#   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws)
+#   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws PUBLISH_CONNECTIONS=4 PUBLISH_WINDOW=1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 subscribers=${SUBSCRIBERS:-100}
 rate=${RATE:-100}
 seconds=${PUBLISH_SECONDS:-10}
 publisher=${PUBLISHER:-http}
+publish_connections=${PUBLISH_CONNECTIONS:-4}
+publish_window=${PUBLISH_WINDOW:-1}
 bench=.build/release/receptionist-bench
 [ -x "$bench" ] || { echo "build first: swift build -c release --product receptionist-bench" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "missing valgrind (apt-get install valgrind)" >&2; exit 1; }
@@ -43,7 +47,8 @@ for binary in "$@"; do
     timeout $((seconds + 60)) "$bench" publish-changes --url "ws://127.0.0.1:$port/ws" --format receptionist-topic \
       --store bench --rate "$rate" --duration "$seconds" --connections 1 --window 32 > "$work/publish.json"
   else
-    "$bench" publish --port "$port" --rate "$rate" --duration "$seconds" > "$work/publish.json"
+    "$bench" publish --port "$port" --rate "$rate" --duration "$seconds" --connections "$publish_connections" \
+      --window "$publish_window" > "$work/publish.json"
   fi
   sleep 2  # the last deliveries, at valgrind's pace
   kill -TERM "$client"; wait "$client" 2>/dev/null || true

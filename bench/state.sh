@@ -9,7 +9,9 @@
 #       `committedAt`, into uWebSockets' `publish` on /publish, fanned out to 1,000 subscribers.
 #       The publisher (`receptionist-bench publish-changes`) keeps at most 32 messages
 #       unacknowledged on its one connection; a message is ~160 bytes, the size of our frame.
-#   S2  the same 1,000 subscribers with `maxRate: 10`.
+#   S2  the same 1,000 subscribers with `maxRate: 10`; beside it, socketify relaying 10 change
+#       sets a second the same way: the same frames to each subscriber, so CPU per delivered
+#       frame compares.
 #   S3  10,000 subscribers with `maxRate: 10`, in ten groups of model and path filters (below),
 #       the groups given to the connections round-robin.
 #
@@ -28,7 +30,7 @@
 # Usage: bench/state.sh [seconds] [change sets per second] [models] [maxRate] [subscribers] [S3 subscribers]
 # (defaults 10 2000 1000 10 1000 10000; smaller counts make a quick smoke run).
 # BENCH_SCENARIOS="s1 s2 s3" chooses the scenarios; BENCH_SERVERS="receptionist socketify" the
-# servers of S1 (S2 and S3 are Receptionist's alone). STATE_DEFLATE=1 has Receptionist's
+# servers of S1 and S2 (S3 is Receptionist's alone). STATE_DEFLATE=1 has Receptionist's
 # subscribers offer permessage-deflate, as browsers do (one in STATE_INFLATE_EVERY, default 10,
 # inflates and times its frames; the others count the compressed bytes unread).
 set -euo pipefail
@@ -148,13 +150,13 @@ receptionist_run() {
 
 # socketify: the subscribers on /ws, then the publisher on /publish for 1 + `seconds` seconds.
 socketify_run() {
-  local scenario=$1 tag=$2 count=$3 processes=$4 first_address=$5
+  local scenario=$1 tag=$2 count=$3 processes=$4 first_address=$5 messages=${6:-$rate}
   local publisher window
   progress "$scenario socketify: $count subscribers"
   start_server socketify
   start_clients "$tag" "$count" "$processes" "$first_address"
   taskset -c 1 timeout $((seconds + 30)) "$bench" publish-changes --url "ws://127.0.0.1:$port/publish" \
-    --rate "$rate" --models "$models" --duration $((seconds + 1)) --connections 1 --window 32 \
+    --rate "$messages" --models "$models" --duration $((seconds + 1)) --connections 1 --window 32 \
     > "$work/$tag.publish.out" 2> "$work/$tag.publish.err" &
   publisher=$!
   pids+=("$publisher")
@@ -187,6 +189,8 @@ if has s2; then
   option="\"maxRate\":$max_rate"
   client_args=(--store bench "${deflate_args[@]}" --subscribe-options "$option")
   receptionist_run S2 s2r "$subscribers" 1 2 "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "$option")"
+  # socketify at the frames S2 delivers: `maxRate` messages a second to each subscriber.
+  case " $servers " in *" socketify "*) client_args=(); socketify_run S2 s2s "$subscribers" 1 2 "$max_rate" ;; esac
 fi
 if has s3; then
   client_args=(--store bench "${deflate_args[@]}")
