@@ -39,13 +39,27 @@ public struct RequestPath: Sendable, Hashable {
 
     /// One segment between slashes, decoded and checked.
     private static func segment(_ raw: UnsafeBufferPointer<UInt8>) throws(Problem) -> String {
-        let bytes = try percentDecode(raw)
-        if bytes.contains(0) { throw .nulByte }
-        // An encoded slash or backslash would smuggle a separator past the split above.
-        if bytes.contains(UInt8(ascii: "/")) || bytes.contains(UInt8(ascii: "\\")) { throw .traversal }
-        guard let segment = String(validating: bytes, as: UTF8.self) else { throw .badEncoding }
-        if segment == ".." || segment == "." { throw .traversal }
-        return segment
+        // Most segments have no escape: checked and made a string where they stand.
+        if !raw.contains(UInt8(ascii: "%")) { return try checked(raw) }
+        return try percentDecode(raw).withUnsafeBufferPointer { bytes throws(Problem) in try checked(bytes) }
+    }
+
+    /// A decoded segment, refused if it holds a NUL, a separator, or is not UTF-8, `.` or `..`.
+    private static func checked(_ bytes: UnsafeBufferPointer<UInt8>) throws(Problem) -> String {
+        var separator = false
+        var ascii = true
+        for byte in bytes {
+            if byte == 0 { throw .nulByte }
+            // An encoded slash or backslash would smuggle a separator past the split above.
+            if byte == UInt8(ascii: "/") || byte == UInt8(ascii: "\\") { separator = true }
+            if byte >= 0x80 { ascii = false }
+        }
+        if separator { throw .traversal }
+        guard ascii || UTF8Validator.isValid(UnsafeRawBufferPointer(bytes)) else { throw .badEncoding }
+        // `.` and `..`, compared as bytes: a string comparison would normalise Unicode first.
+        if bytes.count <= 2, bytes.allSatisfy({ $0 == UInt8(ascii: ".") }) { throw .traversal }
+        // Valid UTF-8 by now, so decoding repairs nothing.
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// A query-string value decoded: `%XX` escapes, and `+` as a space. Nil for a bad escape or

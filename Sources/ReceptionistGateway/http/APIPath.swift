@@ -7,7 +7,8 @@ struct APIPath {
     /// Nil if the path is not under `/api`, or cannot be decoded safely.
     init?(_ request: HTTPRequest) throws(RequestPath.Problem) {
         let raw = request.rawPath
-        guard raw == "/api" || raw.hasPrefix("/api/") else { return nil }
+        // Compared as bytes: `String`'s comparisons normalise Unicode first, on every request.
+        guard raw.utf8.elementsEqual("/api".utf8) || raw.utf8.starts(with: "/api/".utf8) else { return nil }
         segments = Array(try RequestPath(raw: raw).segments.dropFirst())
     }
 }
