@@ -73,12 +73,14 @@ def http_seeds():
         "bad-found-g1": b"G1\x00\x00\x00\x00\x00\x00\x00\x1d: a\r\n\r\n",
         "found-trailers": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 4\r\nX: y\r\n\r\n",
         "bad-found-version": b"POST / HTTP/q.1\rd\r\n\r\nzz\r\n",
-        # RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, with two, or with an invalid one.
+        # RFC 9112 3.2: 400 for an HTTP/1.1 request without Host, with two, or with an invalid one
+        # (an empty host, a port past 65535).
         "host-missing": b"GET / HTTP/1.1\r\n\r\n",
         "host-twice": b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
         "host-invalid": b"GET / HTTP/1.1\r\nHost: a b:8x\r\n\r\n",
         "host-ipv6-port": b"GET / HTTP/1.1\r\nHost: [2001:db8::1]:8080\r\n\r\n",
         "host-empty": b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
+        "host-port-range": b"GET / HTTP/1.1\r\nHost: a:65536\r\n\r\n",
     }
     splits = [BYTEWISE, PAIRS, RANDOM, HALVES]
     for index, (name, stream) in enumerate(requests.items()):

@@ -1,8 +1,9 @@
 /// The `Host` header as RFC 9112 §3.2 requires it: an HTTP/1.1 request carries exactly one, an
 /// HTTP/1.0 request at most one, and its value is `uri-host [ ":" port ]` (RFC 3986): a bracketed
-/// IP literal, or a registered name or IPv4 address, which may be empty, then decimal digits for
-/// the port. Anything else is answered 400, so that no Host two parties could read differently
-/// (a proxy and this gateway) is taken.
+/// IP literal, or a registered name or IPv4 address, then a port of decimal digits up to 65535.
+/// The host may not be empty: an `http` URI with an empty host is invalid, and its recipient
+/// must reject it (RFC 9110 §4.2.1). Anything else is answered 400, so that no Host two parties
+/// could read differently (a proxy and this gateway) is taken.
 ///
 /// Pure value.
 public enum HTTPHost {
@@ -42,9 +43,13 @@ public enum HTTPHost {
                 index += 1
             }
         }
+        guard index > 0 else { return false }
         guard index < bytes.count else { return true }
         guard bytes[index] == UInt8(ascii: ":") else { return false }
-        return bytes[(index + 1)...].allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }
+        let port = bytes[(index + 1)...]
+        guard port.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return false }
+        // An empty port is the scheme's default (RFC 3986 §6.2.3); a number is at most 65535.
+        return port.count <= 5 && (port.isEmpty || Int(String(decoding: port, as: UTF8.self))! <= 65_535)
     }
 
     /// The inside of `[...]`: an IPv6 address (hex digits, colons, and dots for an embedded

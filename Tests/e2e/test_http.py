@@ -256,6 +256,10 @@ PROTOCOL_ERRORS = {
     "invalid-host": (http_request("GET", "/healthz", {"Host": "a b"}), BAD_REQUEST),
     "invalid-host-port": (http_request("GET", "/healthz", {"Host": f"{HOST}:80x"}), BAD_REQUEST),
     "invalid-host-slash": (http_request("GET", "/healthz", {"Host": "a/b"}), BAD_REQUEST),
+    # RFC 9110 4.2.1: an http URI with an empty host is invalid, and its recipient rejects it.
+    "empty-host": (b"GET /healthz HTTP/1.1\r\nHost:\r\n\r\n", BAD_REQUEST),
+    "empty-host-with-port": (http_request("GET", "/healthz", {"Host": ":8080"}), BAD_REQUEST),
+    "host-port-past-65535": (http_request("GET", "/healthz", {"Host": f"{HOST}:65536"}), BAD_REQUEST),
 }
 
 
@@ -275,7 +279,7 @@ def test_a_missing_host_is_named_and_hosts_any_client_may_send_are_taken(server)
         resp = conn.read_response()
         assert_json_error(resp, BAD_REQUEST)
         assert resp.json()["detail"] == "an HTTP/1.1 request needs a Host header"
-    for host in (f"{HOST}:{server.port}", HOST, "[::1]:8080", "gateway.example", ""):
+    for host in (f"{HOST}:{server.port}", HOST, "[::1]:8080", "gateway.example", f"{HOST}:"):
         with RawConnection(server.port) as conn:
             conn.send(http_request("GET", "/healthz", {"Host": host}))
             assert conn.read_response().status == 200, host
