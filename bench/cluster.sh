@@ -124,4 +124,6 @@ run this "$receptionist" redis 2 32
 if [ -n "${BENCH_BASELINE:-}" ]; then
   run baseline "$BENCH_BASELINE" redis 1
   run baseline "$BENCH_BASELINE" redis 2
+  run baseline "$BENCH_BASELINE" redis 1 32
+  run baseline "$BENCH_BASELINE" redis 2 32
 fi
