@@ -95,9 +95,9 @@ enum ClusterScripts {
     /// ARGV: max log length, max log age in ms (0: none), channel, then for each topic: its notice,
     /// a fresh epoch for a topic that has none, its count n, and n pairs of data JSON and
     /// publishedAt. Each topic's messages take the next n numbers, in order; the topic's notice is
-    /// published once, with its last number and epoch, and its log trimmed once. Returns {first seq, epoch, last entry ID}
-    /// per topic: enough for the publishing node to mirror its own messages without reading them
-    /// back.
+    /// published once, with its last number and epoch, and its log trimmed once (by the last
+    /// `XADD`). Returns {first seq, epoch, last entry ID} per topic: enough for the publishing node
+    /// to mirror its own messages without reading them back.
     ///
     /// Each entry carries its epoch, so a follower sees the log start over even where the numbers
     /// alone could not tell (one message before the loss, one after). The first entry of a new
@@ -118,12 +118,14 @@ enum ClusterScripts {
             local now = redis.call('TIME')
             id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
           end
-          for i = 0, n - 1 do
-            id = redis.call('XADD', KEYS[k + 1], id, 's', first + i, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
-            if i < n - 1 then id = '*' end
+          for i = 0, n - 2 do
+            redis.call('XADD', KEYS[k + 1], id, 's', first + i, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
+            id = '*'
             a = a + 2
           end
-          redis.call('XTRIM', KEYS[k + 1], 'MAXLEN', '~', ARGV[1])
+          id = redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch,
+            'd', ARGV[a])
+          a = a + 2
           trimByAge(KEYS[k + 1], ARGV[2])
           redis.call('PUBLISH', ARGV[3], notice .. ':' .. last .. ':' .. epoch)
           out[#out + 1] = {first, epoch, id}
