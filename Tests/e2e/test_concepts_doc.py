@@ -126,7 +126,7 @@ class Tree:
         tree.swift_files.update(entry.name for entry in root.glob("*.swift"))  # Package.swift
         public = root / "Public"
         if public.is_dir():
-            for script in public.glob("*.js"):
+            for script in public.rglob("*.js"):  # the entry scripts and their modules (client/, viewer/)
                 tree.words.update(CODE_WORD.findall(script.read_text(encoding="utf-8", errors="replace")))
         return tree
 

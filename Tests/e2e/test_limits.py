@@ -16,6 +16,7 @@ from wsclient import connect, new_store, subscribe
 
 PROTOCOL = REPO_ROOT / "docs" / "PROTOCOL.md"
 CLIENT = REPO_ROOT / "Public" / "receptionist-client.js"
+CLIENT_LIMITS = REPO_ROOT / "Public" / "client" / "limits.js"  # where LIMITS is defined; CLIENT exports it
 SWIFT = {
     "maxModels": ("Sources/ReceptionistWire/SubscriptionOptions.swift", "maxModels"),
     "maxPaths": ("Sources/ReceptionistWire/SubscriptionOptions.swift", "maxPaths"),
@@ -40,7 +41,9 @@ def in_swift(path: str, name: str) -> float:
 
 
 def in_client() -> dict[str, float]:
-    script = f"import('{CLIENT.as_uri()}').then((m) => console.log(JSON.stringify(m.LIMITS)))"
+    """The library's LIMITS, from the module that defines it (and the same object the library exports)."""
+    script = (f"Promise.all([import('{CLIENT_LIMITS.as_uri()}'), import('{CLIENT.as_uri()}')]).then(([defined, library]) => "
+              "{ if (defined.LIMITS !== library.LIMITS) throw new Error('two LIMITS'); console.log(JSON.stringify(defined.LIMITS)); })")
     result = subprocess.run([str(NODE), "--input-type=module", "-e", script], capture_output=True, timeout=30, text=True)
     assert result.returncode == 0, result.stderr
     return {name: float(value) for name, value in json.loads(result.stdout).items()}

@@ -272,6 +272,9 @@ def test_allowed_origins_for_websockets_and_cors(start_server):
     other = request(server.port, "GET", "/receptionist-client.js", headers={"Origin": "https://evil.example"})
     assert other.status == 200 and other.header("Access-Control-Allow-Origin") is None
     assert request(server.port, "GET", "/receptionist-client.js").header("Access-Control-Allow-Origin") is None
+    # The modules it imports (Public/client/) are fetched the same way.
+    part = request(server.port, "GET", "/client/receptionist-client.js", headers={"Origin": app})
+    assert part.status == 200 and part.header("Access-Control-Allow-Origin") == app
 
 
 # ---- Limits ------------------------------------------------------------------

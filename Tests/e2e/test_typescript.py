@@ -1,4 +1,5 @@
-"""The TypeScript declarations of the browser client, Public/receptionist-client.d.ts.
+"""The TypeScript declarations of the browser client, Public/receptionist-client.d.ts (which
+re-exports the declarations in Public/client/, each beside the module it describes).
 
 Tests/typescript/example.ts is a page script that uses the client as docs/CLIENT.md does; it must
 type-check under `tsc -p Tests/typescript/tsconfig.json` (strict, no emit). Its lines marked
@@ -27,6 +28,7 @@ from conftest import REPO_ROOT
 TSC = Path("/usr/bin/tsc")
 DECLARATIONS = REPO_ROOT / "Public" / "receptionist-client.d.ts"
 MODULE = REPO_ROOT / "Public" / "receptionist-client.js"
+CLIENT_DIR = REPO_ROOT / "Public" / "client"  # the modules (and declarations) MODULE re-exports
 PROJECT = REPO_ROOT / "Tests" / "typescript"
 EXAMPLE = PROJECT / "example.ts"
 CONFIG = PROJECT / "tsconfig.json"
@@ -84,6 +86,9 @@ def project_copy(root: Path, example_text: str) -> Path:
     """The project laid out under `root` as in the repository, with `example_text` as example.ts."""
     (root / "Public").mkdir()
     shutil.copy(DECLARATIONS, root / "Public" / DECLARATIONS.name)
+    (root / "Public" / CLIENT_DIR.name).mkdir()
+    for declarations in CLIENT_DIR.glob("*.d.ts"):
+        shutil.copy(declarations, root / "Public" / CLIENT_DIR.name / declarations.name)
     project = root / "Tests" / "typescript"
     project.mkdir(parents=True)
     shutil.copy(CONFIG, project / CONFIG.name)
@@ -223,14 +228,23 @@ def inspected(tmp_path_factory):
     return found
 
 
+# The modules under Public/client/ by part: what the classes use (options.js last: the option
+# check is read from its start to the end of the part), the subscriptions' base, the two kinds,
+# and the client with its WebSocket half (connection.js, its base class).
+MODULE_PARTS = {
+    "top": ["defaults.js", "limits.js", "errors.js", "helpers.js", "emitter.js", "changes.js", "options.js"],
+    "base": ["subscription.js"],
+    "store": ["store-subscription.js"],
+    "topic": ["topic-subscription.js"],
+    "client": ["receptionist-client.js", "connection.js"],
+}
+
+
 def module_parts() -> dict[str, str]:
-    """The module's source cut at its classes: the subscriptions' base, the two kinds, the client."""
-    text = MODULE.read_text()
-    marks = ["class Subscription extends Emitter", "export class StoreSubscription",
-             "export class TopicSubscription", "export class ReceptionistClient"]
-    starts = [text.index(mark) for mark in marks]
-    ends = starts[1:] + [len(text)]
-    return {"top": text[:starts[0]], **{name: text[s:e] for name, s, e in zip(["base", "store", "topic", "client"], starts, ends)}}
+    """The module's source by part: the top, the subscriptions' base, the two kinds, the client."""
+    listed = sorted(name for names in MODULE_PARTS.values() for name in names)
+    assert listed == sorted(path.name for path in CLIENT_DIR.glob("*.js")), "each module in Public/client/ in one part"
+    return {part: "".join((CLIENT_DIR / name).read_text() for name in names) for part, names in MODULE_PARTS.items()}
 
 
 def emitted(source: str) -> set[str]:
@@ -245,7 +259,7 @@ def test_exports_and_members_match_the_module(inspected):
 
 def test_events_match_what_the_module_emits(inspected):
     parts = module_parts()
-    client = emitted(parts["client"]) | set(re.findall(r"this\._client\._emit\('(\w+)'", MODULE.read_text()))
+    client = emitted(parts["client"]) | set(re.findall(r"this\._client\._emit\('(\w+)'", "".join(parts.values())))
     types = inspected["declared"]["types"]
     assert set(types["ClientEventMap"]) == client
     assert set(types["StoreEventMap"]) == emitted(parts["base"]) | emitted(parts["store"])
@@ -269,7 +283,8 @@ def test_status_and_option_strings_match_the_module(inspected):
     # Option names: what the constructor, subscribeStore's check, subscribeTopic and publish read.
     constructor = re.search(r"const \{([^}]*)\} = options;", parts["client"])[1]
     read = {name.split("=")[0].strip() for name in constructor.split(",")} - {""}
-    read |= set(re.findall(r"options\.(\w+)", parts["client"].split("get transport()")[0]))
+    client_constructor = parts["client"][parts["client"].index("constructor(options"):parts["client"].index("get transport()")]
+    read |= set(re.findall(r"options\.(\w+)", client_constructor))
     assert set(types["ReceptionistClientOptions"]) == read
     validate = parts["top"][parts["top"].index("function validateStoreOptions"):]
     assert set(types["StoreOptions"]) == set(re.findall(r"options\.(\w+)", validate))

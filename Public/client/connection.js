@@ -1,0 +1,318 @@
+// Connection: the WebSocket half of ReceptionistClient (connecting, routing, reconnecting, tokens).
+
+import { DEFAULTS, PROTOCOL } from './defaults.js';
+import { Emitter } from './emitter.js';
+import { browserOffline, isObject, utf8Length } from './helpers.js';
+
+/**
+ * ReceptionistClient's base class: its WebSocket, and what both transports share (backoff,
+ * status, tokens, the browser going offline and online). It works on the state that
+ * ReceptionistClient's constructor sets up, and calls back its `_settleCommit` and
+ * `_sendSubscribe`; it is not used on its own.
+ */
+export class Connection extends Emitter {
+  // -- The WebSocket --
+
+  _connect() {
+    this._cancelRetry();
+    if (this._closed || this._transport !== 'websocket' || this._subs.size === 0) return;
+    if (browserOffline()) {
+      this._setStatus('offline');
+      return;
+    }
+    const generation = ++this._generation;
+    this._open = false;
+    this._setStatus('connecting');
+    this._withToken((token) => {
+      if (generation !== this._generation || this._closed) return;
+      let url = `${this._base.ws}/ws`;
+      if (token && this._tokenIn === 'query') url += `?token=${encodeURIComponent(token)}`;
+      let socket;
+      let opened = false;
+      try {
+        socket = new this._WebSocket(url, PROTOCOL);
+      } catch (error) {
+        queueMicrotask(() => this._lost(generation, false, { code: 0 }));
+        return;
+      }
+      this._socket = socket;
+      socket.onopen = () => {
+        if (generation !== this._generation) return;
+        opened = true;
+        this._wsEverOpened = true;
+        this._open = true;
+        this._pending = [];
+        this._routes = new Map();
+        if (token && this._tokenIn === 'message') this._send({ type: 'auth', token }, { kind: 'auth' });
+        this._setStatus('open');
+        for (const sub of this._subs) if (sub.status !== 'failed') this._sendSubscribe(sub);
+      };
+      socket.onmessage = (event) => {
+        if (generation !== this._generation || typeof event.data !== 'string') return;
+        let frame;
+        try { frame = JSON.parse(event.data); } catch { return; }
+        if (isObject(frame)) this._onMessage(frame, utf8Length(event.data));
+      };
+      socket.onclose = (event) => {
+        if (generation === this._generation) this._lost(generation, opened, event);
+      };
+    });
+  }
+
+  _send(message, pending) {
+    if (!this._socket || !this._open) return;
+    if (pending) this._pending.push(pending);
+    this._socket.send(JSON.stringify(message));
+  }
+
+  _onMessage(frame, bytes) {
+    const type = frame.type;
+    const head = this._pending[0];
+    if (type === 'draining') {
+      this._drainDelayMs = this._drainDelay(frame);
+      this._emit('draining', { reconnectAfterMs: this._drainDelayMs });
+      return;
+    }
+    if (type === 'authenticated') {
+      if (head && head.kind === 'auth') this._pending.shift();
+      this._scheduleRenewal(frame.expiresAt);
+      this._emit('authenticated', { expiresAt: frame.expiresAt });
+      return;
+    }
+    if ((type === 'committed' || type === 'error' || type === 'rpc_result' || type === 'rpc_error') && this._settleCommit(frame)) return;
+    if (type === 'error') {
+      this._onError(frame);
+      return;
+    }
+    const target = typeof frame.store === 'string' ? `store:${frame.store}`
+      : typeof frame.topic === 'string' ? `topic:${frame.topic}` : null;
+    if (target === null) return;
+    const route = this._routes.get(target);
+    if (type === 'unsubscribed') {
+      if (head && head.kind === 'unsubscribe' && head.key === target) {
+        this._pending.shift();
+        this._dropLease(head.lease);
+      }
+      return;
+    }
+    const lease = route && route[0];
+    if ((type === 'snapshot' || type === 'subscribed') && head && head.kind === 'subscribe' && head.lease === lease) {
+      this._pending.shift(); // the answer to that subscribe; a snapshot may also come unasked (a reset)
+      if (!lease.dead) this._failures = 0;
+    }
+    if (lease && !lease.dead) lease.sub._onFrame(frame, bytes);
+  }
+
+  _onError(frame) {
+    const error = { code: String(frame.code || 'error'), message: String(frame.message || frame.code || 'error') };
+    const head = this._pending[0];
+    // A token that runs out while connected is announced unasked, and the connection then closes.
+    if (!head || (error.code === 'token_expired' && head.kind !== 'auth')) {
+      this._emit('error', error);
+      return;
+    }
+    this._pending.shift();
+    if (head.kind === 'auth') {
+      this._emit('error', error);
+    } else if (head.kind === 'subscribe') {
+      this._dropLease(head.lease);
+      const sub = head.lease.sub;
+      if (head.lease.dead) return;
+      sub._lease = null;
+      this._emit('error', { ...error, subscription: sub });
+      if (error.code === 'already_subscribed') this._restart(); // the two sides disagree: start over
+      else sub._refused(error);
+    } else if (head.kind === 'unsubscribe') {
+      if (error.code === 'not_subscribed') this._dropLease(head.lease);
+      else this._restart(); // still subscribed on the gateway: start over rather than guess
+    }
+  }
+
+  _dropLease(lease) {
+    const route = this._routes.get(lease.sub._key);
+    if (!route) return;
+    const index = route.indexOf(lease);
+    if (index >= 0) route.splice(index, 1);
+    if (route.length === 0) this._routes.delete(lease.sub._key);
+  }
+
+  _drainDelay(frame) {
+    const ms = Number(frame.reconnectAfterMs);
+    return Number.isFinite(ms) ? Math.min(Math.max(ms, 0), DEFAULTS.maxDrainDelayMs) : 0;
+  }
+
+  /**
+   * A token given as a function is asked again ahead of `expiresAt` (seconds since the epoch) and
+   * presented on the open connection (an `auth` message replaces the token), so a connection
+   * outlives its tokens without reconnecting: at a quarter of the time left, at most a minute,
+   * before it runs out.
+   */
+  _scheduleRenewal(expiresAt) {
+    this._cancelRenewal();
+    if (typeof this._token !== 'function' || typeof expiresAt !== 'number' || this._tokenIn !== 'message') return;
+    const leftMs = expiresAt * 1000 - Date.now();
+    const generation = this._generation;
+    this._renewTimer = setTimeout(() => {
+      this._renewTimer = null;
+      this._withToken((token) => {
+        if (generation !== this._generation || !this._open || !token) return;
+        this._send({ type: 'auth', token }, { kind: 'auth' });
+      });
+    }, Math.max(0, leftMs - Math.min(60_000, leftMs / 4)));
+  }
+
+  _cancelRenewal() {
+    if (this._renewTimer) clearTimeout(this._renewTimer);
+    this._renewTimer = null;
+  }
+
+  _lost(generation, opened, event) {
+    if (generation !== this._generation) return;
+    this._cancelRenewal();
+    this._socket = null;
+    this._open = false;
+    this._pending = [];
+    this._routes = new Map();
+    for (const sub of this._subs) { sub._lease = null; sub._cancelRetry(); }
+    const code = event && typeof event.code === 'number' ? event.code : 0;
+    this._emit('close', { code, reason: event && event.reason ? String(event.reason) : '' });
+    if (this._closed) return;
+    if (this._requested === 'auto' && !opened && !this._wsEverOpened) {
+      this._wsFailuresBeforeOpen += 1;
+      if (this._wsFailuresBeforeOpen >= this._fallbackAfter && typeof this._EventSource === 'function') {
+        this._transport = 'sse';
+        this._cancelRetry();
+        this._setStatus('idle');
+        this._emit('transport', { transport: 'sse' });
+        for (const sub of this._subs) sub._startSse();
+        return;
+      }
+    }
+    let delay;
+    if (this._drainDelayMs !== null) {
+      delay = this._drainDelayMs; // the gateway spread its clients; it did not fail
+      this._drainDelayMs = null;
+    } else if (code === 1001) {
+      delay = Math.random() * 1000;
+    } else {
+      delay = this._backoff(this._failures);
+      this._failures += 1;
+    }
+    this._scheduleConnect(delay, code);
+  }
+
+  _scheduleConnect(delay, code = 0) {
+    this._cancelRetry();
+    if (browserOffline()) {
+      this._setStatus('offline');
+      return; // the 'online' event reconnects
+    }
+    this._retryAt = Date.now() + delay;
+    this._retryTimer = setTimeout(() => { this._retryTimer = null; this._connect(); }, delay);
+    this._setStatus('reconnecting', code);
+  }
+
+  /** Drops the socket and reconnects after a backoff step, resuming every subscription. */
+  _restart() {
+    this._dropSocket();
+    for (const sub of this._subs) sub._lease = null;
+    const delay = this._backoff(this._failures);
+    this._failures += 1;
+    this._scheduleConnect(delay);
+  }
+
+  _dropSocket() {
+    this._cancelRenewal();
+    this._generation += 1;
+    const socket = this._socket;
+    this._socket = null;
+    this._open = false;
+    this._pending = [];
+    this._routes = new Map();
+    const commits = [...this._commits.values()];
+    this._commits.clear();
+    for (const waiting of commits) {
+      waiting.reject(Object.assign(new Error(`${waiting.label}: the connection closed before the answer; its outcome is unknown`),
+        { code: 'unavailable' }));
+    }
+    if (socket) {
+      socket.onopen = socket.onmessage = socket.onclose = null;
+      try { socket.close(1000); } catch { /* already closing */ }
+    }
+  }
+
+  _cancelRetry() {
+    if (this._retryTimer !== null) clearTimeout(this._retryTimer);
+    this._retryTimer = null;
+    this._retryAt = null;
+  }
+
+  /** Equal jitter: a delay drawn from [half, full] of the step, which doubles up to the cap. */
+  _backoff(failures) {
+    const step = Math.min(this._backoffMaxMs, this._backoffBaseMs * 2 ** Math.min(failures, 16));
+    return step / 2 + Math.random() * (step / 2);
+  }
+
+  _setStatus(status, code = 0) {
+    const retryAt = status === 'reconnecting' ? this._retryAt : null;
+    if (status === this._status && retryAt === null) return;
+    this._status = status;
+    if (this._transport === 'websocket') for (const sub of this._subs) this._mirrorStatus(sub);
+    this._emit('status', { status, retryAt, code });
+  }
+
+  /** Over WebSocket a subscription's status follows the socket's until the gateway answers it. */
+  _mirrorStatus(sub) {
+    switch (this._status) {
+      case 'connecting': if (sub.status !== 'failed') sub._setStatus('connecting'); break;
+      case 'reconnecting': if (sub.status !== 'failed') sub._setStatus('reconnecting', { retryAt: this._retryAt }); break;
+      case 'offline': if (sub.status !== 'failed') sub._setStatus('offline'); break;
+      default: break;
+    }
+  }
+
+  _withToken(then) {
+    const token = this._token;
+    if (typeof token !== 'function') {
+      then(token || null);
+      return;
+    }
+    let value;
+    try { value = token(); } catch (error) { value = Promise.reject(error); }
+    Promise.resolve(value).then((resolved) => then(resolved || null), (error) => {
+      this._emit('error', { code: 'token_unavailable', message: String(error && error.message ? error.message : error) });
+      then(null);
+    });
+  }
+
+  _online() {
+    if (this._closed) return;
+    if (this._transport === 'websocket') {
+      if (this._socket === null) { this._failures = 0; this._connect(); }
+    } else {
+      for (const sub of this._subs) {
+        if (sub.status === 'offline' || sub.status === 'reconnecting') { sub._failures = 0; sub._startSse(); }
+      }
+    }
+  }
+
+  /** The browser went offline: what is not connected stops trying until it is back online. */
+  _offline() {
+    if (this._closed) return;
+    if (this._transport === 'websocket') {
+      if (!this._open) {
+        this._cancelRetry();
+        this._dropSocket();
+        this._setStatus('offline');
+      }
+    } else {
+      for (const sub of this._subs) {
+        if (sub.status !== 'live' && sub.status !== 'failed') {
+          sub._cancelRetry();
+          sub._stopSse();
+          sub._setStatus('offline');
+        }
+      }
+    }
+  }
+}

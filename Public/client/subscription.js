@@ -1,0 +1,225 @@
+// Subscription: what a store and a topic subscription share (status, presence, retries, SSE).
+
+import { Emitter } from './emitter.js';
+import { PERMANENT_ERRORS } from './errors.js';
+import { browserOffline, isObject, utf8Length } from './helpers.js';
+
+export class Subscription extends Emitter {
+  constructor(client, kind, name, presence = false) {
+    super();
+    this._client = client;
+    this.kind = kind;
+    this.name = name;
+    // With `presence: true`: who else subscribes, kept from the gateway's presence frames.
+    this._followsPresence = presence;
+    this._presence = { members: new Map(), clients: 0, users: 0, countsOnly: false };
+    this._key = `${kind}:${name}`;
+    this._status = 'connecting';
+    this._retryAt = null;
+    this._error = null;
+    this._closed = false;
+    this._failures = 0; // refusals or SSE failures in a row
+    this._retryTimer = null;
+    this._lease = null; // the WebSocket subscription this object currently speaks for
+    this._source = null; // the EventSource, over SSE
+    this._sseGeneration = 0;
+    this._drainDelay = null;
+    this.frames = 0;
+    this.bytes = 0;
+  }
+
+  /**
+   * Who subscribes, with `presence: true`: {members: Map of client id → {client, user, info,
+   * joinedAt}, clients, users, countsOnly}. Past the gateway's member limit only the counts are
+   * kept (`countsOnly`, and no members).
+   */
+  get presence() { return this._presence; }
+
+  /**
+   * One presence frame (docs/PROTOCOL.md, Presence): a whole list replaces the local one, joins
+   * and leaves change it by client id, counts only drop it. Emits 'presence' with the state and
+   * what this frame changed.
+   */
+  _onPresence(frame, bytes) {
+    this._countFrame(bytes);
+    const state = this._presence;
+    const joins = Array.isArray(frame.joins) ? frame.joins.filter(isObject) : [];
+    const leaves = Array.isArray(frame.leaves) ? frame.leaves.filter(isObject) : [];
+    if (frame.countsOnly === true) {
+      state.members = new Map();
+      state.countsOnly = true;
+    } else if (Array.isArray(frame.members)) {
+      state.members = new Map(frame.members.filter(isObject).map((member) => [member.client, member]));
+      state.countsOnly = false;
+    } else {
+      for (const member of joins) state.members.set(member.client, member);
+      for (const member of leaves) state.members.delete(member.client);
+    }
+    if (typeof frame.clients === 'number') state.clients = frame.clients;
+    if (typeof frame.users === 'number') state.users = frame.users;
+    this._emit('presence', { ...state, joins, leaves, whole: Array.isArray(frame.members) || frame.countsOnly === true });
+  }
+
+  _presenceParams(params) {
+    if (this._followsPresence) params.push(['presence', 'true']);
+  }
+
+  /** 'connecting', 'live', 'reconnecting', 'offline', 'failed' or 'closed'. */
+  get status() { return this._status; }
+
+  get closed() { return this._closed; }
+
+  /** Stops the subscription; no event follows except its 'status' 'closed'. */
+  unsubscribe() {
+    if (this._closed) return;
+    this._closed = true;
+    this._cancelRetry();
+    this._stopSse();
+    this._client._remove(this);
+    this._setStatus('closed');
+  }
+
+  _setStatus(status, { retryAt = null, error = null } = {}) {
+    if (this._closed && status !== 'closed') return;
+    if (status === this._status && retryAt === this._retryAt && error === this._error) return;
+    this._status = status;
+    this._retryAt = retryAt;
+    this._error = error;
+    this._emit('status', { status, retryAt, error, transport: this._client.transport });
+  }
+
+  _cancelRetry() {
+    if (this._retryTimer !== null) clearTimeout(this._retryTimer);
+    this._retryTimer = null;
+  }
+
+  _becameLive() {
+    this._failures = 0;
+    this._setStatus('live');
+  }
+
+  _countFrame(bytes) {
+    this.frames += 1;
+    this.bytes += bytes;
+  }
+
+  /** The gateway refused this subscription (an `error` answering its `subscribe`). */
+  _refused(error) {
+    this._emit('error', error);
+    if (PERMANENT_ERRORS.has(error.code)) {
+      this._setStatus('failed', { error });
+      return;
+    }
+    const delay = this._client._backoff(this._failures);
+    this._failures += 1;
+    this._cancelRetry();
+    this._retryTimer = setTimeout(() => {
+      this._retryTimer = null;
+      this._client._retrySubscribe(this, error);
+    }, delay);
+    this._setStatus('reconnecting', { retryAt: Date.now() + delay, error });
+  }
+
+  /** The stream lost its place (a skipped version or sequence number): resume from what is kept. */
+  _resync() {
+    if (this._closed) return;
+    if (this._client.transport === 'sse') this._startSse();
+    else this._client._resubscribe(this);
+  }
+
+  // -- Server-Sent Events, one EventSource per subscription --
+
+  _startSse() {
+    this._stopSse();
+    this._cancelRetry();
+    if (this._closed) return;
+    if (browserOffline()) {
+      this._setStatus('offline');
+      return;
+    }
+    const generation = ++this._sseGeneration;
+    this._setStatus('connecting');
+    this._client._withToken((token) => {
+      if (generation !== this._sseGeneration || this._closed) return;
+      const url = this._sseUrl(token);
+      let source;
+      try {
+        source = new this._client._EventSource(url);
+      } catch (error) {
+        this._sseLost(generation);
+        return;
+      }
+      this._source = source;
+      const onEvent = (event) => {
+        if (generation !== this._sseGeneration || typeof event.data !== 'string') return;
+        let frame;
+        try { frame = JSON.parse(event.data); } catch { return; }
+        if (!isObject(frame)) return;
+        const bytes = utf8Length(event.data);
+        if (frame.type === 'draining') {
+          this._drainDelay = this._client._drainDelay(frame);
+          this._client._emit('draining', { reconnectAfterMs: this._drainDelay, subscription: this });
+          return;
+        }
+        this._onFrame(frame, bytes);
+      };
+      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'reset', 'presence', 'draining']) {
+        source.addEventListener(name, onEvent);
+      }
+      // An event named `error` carries data; the EventSource's own errors do not. EventSource
+      // would retry by itself, but without backoff or `since`; the client takes it over.
+      source.onerror = (event) => {
+        if (generation !== this._sseGeneration) return;
+        if (typeof event.data === 'string') {
+          let frame = null;
+          try { frame = JSON.parse(event.data); } catch { /* not JSON: ignore */ }
+          if (isObject(frame)) this._onStreamError(frame);
+          return;
+        }
+        source.close();
+        this._source = null;
+        this._sseLost(generation);
+      };
+    });
+  }
+
+  _stopSse() {
+    this._sseGeneration += 1;
+    if (this._source) this._source.close();
+    this._source = null;
+  }
+
+  _sseLost(generation) {
+    if (generation !== this._sseGeneration || this._closed) return;
+    this._cancelRetry();
+    if (browserOffline()) {
+      this._setStatus('offline');
+      return;
+    }
+    let delay;
+    if (this._drainDelay !== null) {
+      delay = this._drainDelay;
+      this._drainDelay = null;
+    } else {
+      delay = this._client._backoff(this._failures);
+      this._failures += 1;
+    }
+    this._retryTimer = setTimeout(() => { this._retryTimer = null; this._startSse(); }, delay);
+    this._setStatus('reconnecting', { retryAt: Date.now() + delay });
+  }
+
+  /** An `error` event on this subscription's SSE stream (a token that ran out, say). */
+  _onStreamError(frame) {
+    const error = { code: String(frame.code || 'error'), message: String(frame.message || frame.code || 'error') };
+    this._emit('error', error);
+    this._client._emit('error', { ...error, subscription: this });
+  }
+
+  /** `?name=value&…` from [name, value or list of values] pairs, and the token if any. */
+  _sseQuery(params, token) {
+    if (token) params.push(['token', token]);
+    const query = params.map(([name, value]) => `${name}=${Array.isArray(value)
+      ? value.map(encodeURIComponent).join(',') : encodeURIComponent(value)}`).join('&');
+    return query ? `?${query}` : '';
+  }
+}
