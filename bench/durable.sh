@@ -48,15 +48,26 @@ prepare() {
 
 metric() { curl -fsS "http://127.0.0.1:$1/metrics" | awk -v name="$2" '$1 == name { print $2 }'; }
 
-# Runs wrk against the gateway on $1 and prints one table row named $2.
+# Runs wrk against the gateway on $1 and prints one table row named $2. With a Redis pid ($4), its
+# syncs are counted by the kernel (`perf stat` on the fsync and fdatasync system calls; "-"
+# without perf), and writes per sync are the change sets acknowledged per sync.
 measure() {
-  local port=$1 name=$2 pid=$3 syncs0 writes0 syncs1 writes1 cpu0 cpu1
+  local port=$1 name=$2 pid=$3 redis_pid=${4:-} syncs0 writes0 syncs1 writes1 cpu0 cpu1 counter=""
   syncs0=$(metric "$port" receptionist_disk_syncs_total); writes0=$(metric "$port" receptionist_disk_writes_total)
+  if [ -n "$redis_pid" ] && command -v perf >/dev/null; then
+    perf stat -x, -o "$work/$name.syncs" -e syscalls:sys_enter_fdatasync,syscalls:sys_enter_fsync -p "$redis_pid" \
+      -- sleep "$seconds" 2>/dev/null &
+    counter=$!
+  fi
   cpu0=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   taskset -c 1 wrk -t2 -c"$connections" -d"${seconds}s" --latency -s "$work/commit.lua" "http://127.0.0.1:$port" \
     > "$work/$name.wrk"
   cpu1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
   syncs1=$(metric "$port" receptionist_disk_syncs_total); writes1=$(metric "$port" receptionist_disk_writes_total)
+  if [ -n "$counter" ] && wait "$counter"; then
+    syncs0=0
+    syncs1=$(awk -F, '/syscalls:sys_enter_f/ { s += $1 } END { print s + 0 }' "$work/$name.syncs")
+  fi
   python3 - "$work/$name.wrk" "$name" "$seconds" "${syncs0:-}" "${syncs1:-}" "${writes0:-}" "${writes1:-}" "$cpu0" "$cpu1" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -70,7 +81,9 @@ errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
 socket_errors = re.search(r"Socket errors: (.*)", text)
 syncs = writes = "-"
 if sys.argv[4] and sys.argv[5]:
-    s = float(sys.argv[5]) - float(sys.argv[4]); w = float(sys.argv[7]) - float(sys.argv[6])
+    s = float(sys.argv[5]) - float(sys.argv[4])
+    # Redis's row: change sets acknowledged per sync (its writes are not counted apart).
+    w = float(sys.argv[7]) - float(sys.argv[6]) if sys.argv[6] and sys.argv[7] else rate * seconds
     syncs = f"{s / seconds:,.0f}"
     writes = f"{w / max(s, 1):.1f}"
 cpu = (float(sys.argv[9]) - float(sys.argv[8])) / 100 / seconds
@@ -100,7 +113,8 @@ redis_port=$(free_port)
 mkdir -p "$work/redis"
 taskset -c 1 redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$work/redis" --save "" \
   --appendonly yes --appendfsync always > "$work/redis.log" 2>&1 &
-pids+=($!)
+redis=$!
+pids+=("$redis")
 for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.05; done
 port=$(free_port)
 taskset -c 0 "$receptionist" serve --port "$port" --engine redis --redis-url "redis://127.0.0.1:$redis_port/0" --publish-rate 0 \
@@ -109,4 +123,4 @@ gateway=$!
 pids+=("$gateway")
 wait_ready "http://127.0.0.1:$port/readyz"
 prepare "$port"
-measure "$port" "redis, appendfsync always" "$gateway"
+measure "$port" "redis, appendfsync always" "$gateway" "$redis"
