@@ -142,3 +142,24 @@ def test_http_reads_are_narrowed_as_subscriptions_are(gateway):
     denied = unique("deny-board")
     keyed(gateway.port, "POST", "/api/stores", {"name": denied})
     assert read(f"/api/stores/{denied}", bob).status == 403
+
+
+def test_http_reads_of_a_topic_are_decided_as_subscriptions_are(gateway):
+    allowed, denied = unique("narrow-news"), unique("deny-news")
+    for topic in (allowed, denied, "chat"):
+        keyed(gateway.port, "POST", f"/api/topics/{topic}/messages", {"text": topic})
+    bob = cookie("bob")
+
+    def read(topic: str, headers: dict):
+        return http_client_request(gateway.port, "GET", f"/api/topics/{topic}/messages?after=0", headers=headers)
+
+    # Allowed by the hook, or covered by bob's grant (`chat`): the messages as kept.
+    for topic in (allowed, "chat"):
+        messages = json_ok(read(topic, bob))["messages"]
+        assert messages and messages[-1]["data"] == {"text": topic}, messages
+    # Refused by the hook: nothing of the topic, a 403 with the hook's reason.
+    refused = read(denied, bob)
+    assert refused.status == 403 and "may not see" in refused.json()["detail"], refused.body
+    # No session: 401; the backend's key reads without asking.
+    assert read(denied, {}).status == 401
+    assert json_ok(read(denied, {"Authorization": f"Bearer {API_KEY}"}))["messages"][-1]["data"] == {"text": denied}

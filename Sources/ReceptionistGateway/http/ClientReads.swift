@@ -1,10 +1,11 @@
 import ReceptionistJSON
 import ReceptionistWire
 
-/// A client's read of a store over HTTP (its snapshot, a model, its `changes`) on a gateway with
-/// a subscribe hook: decided as a subscription is, so that what the hook narrows a subscription
-/// to, it narrows a read to (`docs/HOOKS.md`). The reader is who its token says (`Authorization:
-/// Bearer`) or who the connect hook admits (by its cookie, say); a grant that covers the store
+/// A client's read over HTTP of a store (its snapshot, a model, its `changes`) or of a topic's
+/// messages, on a gateway with a subscribe hook: decided as a subscription is, so that what the
+/// hook narrows a subscription to, it narrows a read to, and what it refuses a subscription, it
+/// refuses a read (`docs/HOOKS.md`). The reader is who its token says (`Authorization: Bearer`)
+/// or who the connect hook admits (by its cookie, say); a grant that covers the store or topic
 /// reads it whole, and otherwise the subscribe hook allows the read, narrowed, or refuses it. A
 /// caller with an API key (the backend) is not asked. Loop thread only.
 struct ClientReads {
@@ -13,27 +14,30 @@ struct ClientReads {
     let forwardHeaders: [String]
     let counters: GatewayCounters
 
-    /// Whether `request` is such a read: a GET or HEAD of a store's data without an API key.
-    func applies(_ request: HTTPRequest, _ segments: [String]) -> Bool {
-        guard request.method == .get || request.method == .head, segments.first == "stores" else { return false }
-        switch segments.count {
-        case 2: break
-        case 3 where segments[2] == "changes": break
-        case 4 where segments[2] == "models": break
-        default: return false
+    /// What `request` reads, if it is such a read: a GET or HEAD of a store's data or a topic's
+    /// messages, without an API key.
+    func target(of request: HTTPRequest, _ segments: [String]) -> StreamTarget? {
+        guard request.method == .get || request.method == .head, segments.count >= 2 else { return nil }
+        let target: StreamTarget
+        switch (segments[0], segments.count) {
+        case ("stores", 2): target = .store(segments[1])
+        case ("stores", 3) where segments[2] == "changes": target = .store(segments[1])
+        case ("stores", 4) where segments[2] == "models": target = .store(segments[1])
+        case ("topics", 3) where segments[2] == "messages": target = .topic(segments[1])
+        default: return nil
         }
         if let presented = AccessControl.bearer(request.headers["Authorization"]),
            case .allowed = access.checkKey(presented: presented), access.requiresAPIKey
         {
-            return false
+            return nil
         }
-        return true
+        return target
     }
 
     /// Decides the read, then answers it through `route`, handed what the reader may see (nil:
     /// all of it).
     func route(
-        _ request: HTTPRequest, store name: String, client: String,
+        _ request: HTTPRequest, target: StreamTarget, client: String,
         then route: @escaping (SubscriptionOptions?) -> RouteResult, perform: @escaping (RouteResult, @escaping (Reply) -> Void) -> Void
     ) -> RouteResult {
         .later { done in
@@ -41,7 +45,7 @@ struct ClientReads {
                 switch identity {
                 case .failure(let refusal):
                     done(refusal.reply)
-                case .success(let claims) where claims.allows(.store(name)):
+                case .success(let claims) where claims.allows(target):
                     perform(route(nil), done)
                 case .success(let claims):
                     let (user, info) = HookRequests.identity(claims)
@@ -49,7 +53,7 @@ struct ClientReads {
                     // malformed query is refused by the read itself, once allowed).
                     let options = (try? SubscriptionOptions.decode(query: { StreamRequest.values(request, $0) }).get()) ?? .none
                     let body = HookRequests.subscribe(
-                        client: .string("http " + client), user: user, info: info, target: .store(name), options: options, presence: false)
+                        client: .string("http " + client), user: user, info: info, target: target, options: options, presence: false)
                     hooks.call(.subscribe, body) { answer in
                         switch HookDecision.subscribe(answer, asked: .none) {
                         case .success(let allowed): perform(route(allowed), done)

@@ -130,10 +130,13 @@ final class Router {
         case "topics" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .topic(segments[1]), origin: origin, client: client)
-        case "stores" where clientReads?.applies(request, segments) == true:
-            let rest = segments.dropFirst()
-            return clientReads!.route(request, store: segments[1], client: client, then: { [storeAPI] allowed in
-                storeAPI.route(request, rest, scope: scope, limit: allowed)
+        case _ where clientReads?.target(of: request, segments) != nil:
+            let (reads, rest) = (clientReads!, segments.dropFirst())
+            let target = reads.target(of: request, segments)!
+            return reads.route(request, target: target, client: client, then: { [storeAPI, topicAPI] allowed in
+                // A topic's messages are read whole or not at all: nothing in them to narrow.
+                if case .topic = target { return topicAPI.route(request, rest, scope: scope) }
+                return storeAPI.route(request, rest, scope: scope, limit: allowed)
             }, perform: { [storeAPI] result, done in Self.perform(result, handoff: storeAPI.handoff, done) })
         case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
