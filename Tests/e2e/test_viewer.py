@@ -22,6 +22,7 @@ from viewer import (  # noqa: F401 (fixtures are used by name)
 
 @pytest.mark.parametrize("path, media_type", [
     ("/", "text/html"), ("/viewer.js", "text/javascript"), ("/viewer.css", "text/css"),
+    ("/viewer-tiles.css", "text/css"), ("/viewer-controls.css", "text/css"),
     ("/receptionist-client.js", "text/javascript"), ("/client/receptionist-client.js", "text/javascript"),
     ("/viewer/tile-view.js", "text/javascript")])
 def test_viewer_files_are_served_with_their_types(demo, path, media_type):
