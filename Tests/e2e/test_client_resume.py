@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
+from client_page import (  # noqa: F401  (fixtures)
+    call, gateway, open_page, page, public_dir, view, wait_status)
 from conftest import store_snapshot
-from test_client_library import (  # noqa: F401  (fixtures)
-    call, chromium_installed, gateway, open_page, page, public_dir, view, wait_status)
-from viewer import wait
+from viewer import chromium_installed, wait  # noqa: F401  (a fixture)
 from wsclient import commit, new_store
 
 TIMEOUT = 10.0
@@ -119,7 +119,7 @@ def test_a_token_source_is_asked_again_before_expiry_and_the_connection_stays(st
     before the last runs out, so one socket carries the subscription past both expiries."""
     import time
 
-    from test_client_library import RECORDING, sockets
+    from client_page import RECORDING, sockets
     from test_trust import SECRET, make_token
     from viewer import new_browser
 

@@ -6,8 +6,8 @@ import signal
 import time
 
 from conftest import api, json_ok, wait_for
+from presence import Client, View
 from test_cluster import redis, redis_installed, start_node  # noqa: F401  (fixtures)
-from test_presence import Client, View
 from wsclient import unique
 
 INTERVAL = 0.2

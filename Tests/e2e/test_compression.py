@@ -1,41 +1,37 @@
 """permessage-deflate (RFC 7692, docs/PROTOCOL.md "Compression"): what the handshake agrees,
 compressed broadcasts that decode to the plain JSON, the size threshold, one compressed frame for
-every subscriber, compressed snapshots, compressed client messages and their limits, and the
-/metrics counters.
+every subscriber, compressed snapshots, and the /metrics counters. Compressed client messages and
+their limits are in test_compression_client.py.
 
 The `websockets` client (which offers permessage-deflate by default) shows that a real client
-gets along with the gateway; `DeflateSocket`, a raw socket, shows the RSV1 bits and the bytes on
-the wire, and sends the frames no library would.
+gets along with the gateway; `DeflateSocket` (permessage_deflate.py), a raw socket, shows the RSV1
+bits and the bytes on the wire.
 """
 
 from __future__ import annotations
 
 import json
-import random
-import re
-import time
 import zlib
-from dataclasses import dataclass
 
 import pytest
-from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFactory
 
 from conftest import store_snapshot
+from permessage_deflate import (
+    AGREED,
+    BIG,
+    DeflateSocket,
+    EXTENSIONS,
+    MIN_BYTES,
+    OFFER,
+    WINDOW_BLOCK,
+    assert_message,
+    deflate_client,
+    inflate,
+    subscribed,
+)
 from test_metrics import scrape, value
-from test_ws_protocol import expect_first_close
 from wsclient import (
-    EPOCH,
-    FRAME_TIMEOUT,
-    OP_CLOSE,
-    OP_CONT,
-    OP_PING,
-    OP_PONG,
-    OP_TEXT,
-    Frame,
-    RawWebSocket,
     apply_changes,
-    assert_recent_micros,
-    close_payload,
     commit,
     connect,
     new_store,
@@ -46,127 +42,6 @@ from wsclient import (
     subscribe,
     unique,
 )
-
-EXTENSIONS = "Sec-WebSocket-Extensions"
-# What the gateway answers to every offer it accepts (docs/PROTOCOL.md).
-AGREED = "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
-# What Python's websockets and Chromium offer.
-OFFER = "permessage-deflate; client_max_window_bits"
-TAIL = b"\x00\x00\xff\xff"   # the empty stored block a sync flush ends with (RFC 7692 section 7.2.1)
-RSV1 = 4                     # `Frame.rsv` holds RSV1 RSV2 RSV3 as bits 2 1 0
-MIN_BYTES = 256              # default --compression-min-bytes
-SMALL_LIMIT = 65536          # --max-message-bytes of the client-message limit tests
-
-# A message well over the threshold that compresses well, as dashboards' JSON does.
-BIG = {"headline": "quarterly figures", "rows": [
-    {"id": n, "name": f"item {n}", "price": n * 1.25, "tags": ["a", "b"], "ok": n % 2 == 0, "note": None}
-    for n in range(40)]}
-
-# Random hex: sent twice in one message, the second copy is, with a 15-bit window, one
-# back-reference 20,000 bytes back, beyond any window of 14 bits or fewer (16 KiB).
-WINDOW_BLOCK = random.Random(7692).randbytes(10_000).hex()
-
-
-def subscribed(topic: str, seq: int = 0) -> dict:
-    return {"type": "subscribed", "topic": topic, "seq": seq, "epoch": EPOCH, "resumed": False}
-
-
-# ---- Raw deflate ------------------------------------------------------------------------
-
-def deflate(data: bytes, window_bits: int = 15) -> bytes:
-    """One message's payload as permessage-deflate sends it: raw deflate, the sync-flush tail cut."""
-    compressor = zlib.compressobj(6, zlib.DEFLATED, -window_bits)
-    out = compressor.compress(data) + compressor.flush(zlib.Z_SYNC_FLUSH)
-    assert out.endswith(TAIL), out[-8:]
-    return out[:-len(TAIL)]
-
-
-def inflate(payload: bytes, window_bits: int = 15) -> bytes:
-    """Inverse of `deflate`; raises zlib.error on data a `window_bits` inflater cannot take."""
-    inflater = zlib.decompressobj(-window_bits)
-    out = inflater.decompress(payload + TAIL)
-    assert not inflater.unused_data, inflater.unused_data[:50]
-    return out
-
-
-def window_bits(extension: str | None) -> int:
-    match = re.search(r"server_max_window_bits=(\d+)", extension or "")
-    return int(match.group(1)) if match else 15
-
-
-@dataclass
-class WireMessage:
-    """One server data message as it came: its frames, and its payload inflated if RSV1 was set."""
-    frames: list[Frame]
-    compressed: bool
-    wire: bytes
-    text: bytes
-
-    def json(self):
-        return json.loads(self.text.decode("utf-8"))
-
-
-class DeflateSocket(RawWebSocket):
-    """A raw WebSocket that offers `offer` (None: no extension header) and sees every bit."""
-
-    def __init__(self, port: int, offer: str | None = OFFER, expect: str | None = AGREED):
-        super().__init__(port)
-        try:
-            resp = self.handshake(extra=[(EXTENSIONS, offer)] if offer is not None else [])
-            assert resp.status == 101, (resp.status, resp.headers, resp.body)
-            self.extension = resp.header(EXTENSIONS)
-            assert self.extension == expect, (offer, self.extension)
-        except BaseException:
-            self.sock.close()
-            raise
-        self.window_bits = window_bits(self.extension)
-
-    def read_wire(self, timeout: float = FRAME_TIMEOUT) -> WireMessage:
-        """The next data message, inflated if compressed; pings are answered, a close frame fails."""
-        deadline = time.monotonic() + timeout
-        frames: list[Frame] = []
-        while True:
-            frame = self.read_frame(max(0.0, deadline - time.monotonic()))
-            if frame.opcode == OP_PING:
-                self.send_frame(OP_PONG, frame.payload)
-                continue
-            assert frame.opcode != OP_CLOSE, f"closed: {frame.close_code()} {frame.payload[2:]!r}"
-            if not frames:
-                assert frame.opcode == OP_TEXT, frame
-                assert frame.rsv in (0, RSV1), frame
-                assert self.extension is not None or frame.rsv == 0, "RSV1 on a connection that agreed no extension"
-            else:
-                assert (frame.opcode, frame.rsv) == (OP_CONT, 0), frame
-            frames.append(frame)
-            if frame.fin:
-                break
-        compressed = frames[0].rsv == RSV1
-        wire = b"".join(f.payload for f in frames)
-        text = inflate(wire, self.window_bits) if compressed else wire
-        return WireMessage(frames, compressed, wire, text)
-
-    def recv(self, timeout: float = FRAME_TIMEOUT) -> dict:
-        return self.read_wire(timeout).json()
-
-    def send_deflated(self, message, rsv: int = RSV1) -> None:
-        data = message if isinstance(message, bytes) else json.dumps(message).encode()
-        self.send_frame(OP_TEXT, deflate(data), rsv=rsv)
-
-    def subscribe_topic(self, topic: str) -> None:
-        self.send_json({"type": "subscribe", "topic": topic})
-        reply = self.read_wire()
-        assert reply.json() == subscribed(topic), reply
-
-
-def assert_message(frame: dict, topic: str, seq: int, data) -> None:
-    assert set(frame) == {"type", "topic", "seq", "publishedAt", "data"}, frame
-    assert (frame["type"], frame["topic"], frame["seq"], frame["data"]) == ("message", topic, seq, data), frame
-    assert_recent_micros(frame["publishedAt"])
-
-
-def deflate_client(port: int, **factory):
-    """The websockets client with compression on; `factory` tunes its permessage-deflate offer."""
-    return connect(port, compression=None, extensions=[ClientPerMessageDeflateFactory(**factory)])
 
 
 # ---- Negotiation ------------------------------------------------------------------------
@@ -390,131 +265,6 @@ def test_store_snapshot_and_changes_arrive_compressed(server):
         apply_changes(state, frame["changes"])
         assert state == store_snapshot(port, store)["models"]
         assert recv_text(plain).encode() == changes.text
-
-
-# ---- Client messages --------------------------------------------------------------------
-
-def test_compressed_publish_and_subscribe_from_websockets_are_accepted(server):
-    """websockets compresses every message it sends once permessage-deflate is agreed."""
-    port, topic, own = server.port, unique("up"), unique("own")
-    data = {**BIG, "blob": "x" * 20_000}
-    with connect(port) as reader, connect(port, compression="deflate") as writer:
-        assert writer.protocol.extensions
-        assert subscribe(reader, topic=topic) == subscribed(topic)
-        assert subscribe(writer, topic=own) == subscribed(own)
-        send_json(writer, {"type": "publish", "topic": topic, "data": data, "ref": "big"})
-        assert recv_json(writer) == {"type": "published", "topic": topic, "seq": 1, "ref": "big"}
-        assert_message(recv_json(reader), topic, 1, data)
-
-
-def test_raw_deflated_messages_are_accepted_whole_and_fragmented(server):
-    port, topic, own = server.port, unique("rawup"), unique("own")
-    data = {"blob": "y" * 5000}
-    with DeflateSocket(port) as ws, connect(port) as reader:
-        assert subscribe(reader, topic=topic) == subscribed(topic)
-        ws.send_deflated({"type": "subscribe", "topic": own})
-        assert ws.recv() == subscribed(own)
-        # One deflated message in three frames: RSV1 on the first only.
-        payload = deflate(json.dumps({"type": "publish", "topic": topic, "data": data, "ref": "r1"}).encode())
-        third = len(payload) // 3
-        ws.send_frame(OP_TEXT, payload[:third], fin=False, rsv=RSV1)
-        ws.send_frame(OP_CONT, payload[third:2 * third], fin=False)
-        ws.send_frame(OP_CONT, payload[2 * third:])
-        assert ws.recv() == {"type": "published", "topic": topic, "seq": 1, "ref": "r1"}
-        assert_message(recv_json(reader), topic, 1, data)
-        # Compressed and plain messages mix on one connection.
-        ws.send_json({"type": "publish", "topic": topic, "data": 2, "ref": "r2"})
-        assert ws.recv() == {"type": "published", "topic": topic, "seq": 2, "ref": "r2"}
-        ws.send_deflated({"type": "publish", "topic": topic, "data": 3, "ref": "r3"})
-        assert ws.recv() == {"type": "published", "topic": topic, "seq": 3, "ref": "r3"}
-        assert [recv_json(reader)["data"] for _ in range(2)] == [2, 3]
-
-
-@pytest.fixture(scope="module")
-def small_server(module_servers):
-    return module_servers("--max-message-bytes", str(SMALL_LIMIT))
-
-
-def publish_of_size(topic: str, size: int) -> bytes:
-    head, tail = f'{{"type":"publish","topic":"{topic}","ref":"edge","data":"'.encode(), b'"}'
-    return head + b"a" * (size - len(head) - len(tail)) + tail
-
-
-def test_inflated_message_at_the_limit_is_accepted(small_server):
-    topic = unique("limit")
-    message = publish_of_size(topic, SMALL_LIMIT)
-    assert len(message) == SMALL_LIMIT
-    with DeflateSocket(small_server.port) as ws:
-        ws.send_deflated(message)
-        assert ws.recv() == {"type": "published", "topic": topic, "seq": 1, "ref": "edge"}
-
-
-@pytest.mark.parametrize("message", [
-    publish_of_size("over", SMALL_LIMIT + 1),
-    b"\x00" * (1 << 20),
-], ids=["one-byte-over", "1-MiB-of-zeros"])
-def test_message_inflating_past_the_limit_closes_1009(small_server, message):
-    assert len(deflate(message)) < 2048, "the compressed frame itself is far under the limit"
-    with DeflateSocket(small_server.port) as ws:
-        ws.send_deflated(message)
-        expect_first_close(ws, 1009, "message too big")
-
-
-def dictionary_deflate() -> bytes:
-    compressor = zlib.compressobj(6, zlib.DEFLATED, -15, zdict=b'{"type":"subscribe","topic":"dictionary"}')
-    out = compressor.compress(b'{"type":"subscribe","topic":"dictionary"}') + compressor.flush(zlib.Z_SYNC_FLUSH)
-    return out[:-len(TAIL)]
-
-
-DICTIONARY_DEFLATE = dictionary_deflate()
-
-
-@pytest.mark.parametrize("payload", [
-    b"\xff" * 16,                                         # block type 3 is reserved
-    b"\x00\x05\x00\x00\x00hello",                         # stored block whose length check fails
-    DICTIONARY_DEFLATE,                                   # refers back into a dictionary it never sent
-], ids=["reserved-block-type", "bad-stored-length", "preset-dictionary"])
-def test_invalid_deflate_data_closes_1007(server, payload):
-    with DeflateSocket(server.port) as ws:
-        ws.send_frame(OP_TEXT, payload, rsv=RSV1)
-        expect_first_close(ws, 1007, "invalid UTF-8")
-
-
-def test_deflated_invalid_utf8_closes_1007(server):
-    with DeflateSocket(server.port) as ws:
-        ws.send_frame(OP_TEXT, deflate(b'{"type":"caf\xc3\xc3"}'), rsv=RSV1)
-        expect_first_close(ws, 1007, "invalid UTF-8")
-
-
-RSV1_MISPLACED = {
-    "continuation-of-compressed": lambda: [
-        (OP_TEXT, deflate(b'{"type":"subscribe","topic":"t"}')[:4], False, RSV1),
-        (OP_CONT, deflate(b'{"type":"subscribe","topic":"t"}')[4:], True, RSV1)],
-    "continuation-of-plain": lambda: [
-        (OP_TEXT, b'{"type":"subscribe",', False, 0),
-        (OP_CONT, b'"topic":"t"}', True, RSV1)],
-    "ping": lambda: [(OP_PING, b"hi", True, RSV1)],
-    "pong": lambda: [(OP_PONG, b"hi", True, RSV1)],
-    "close": lambda: [(OP_CLOSE, close_payload(1000), True, RSV1)],
-}
-
-
-@pytest.mark.parametrize("frames", list(RSV1_MISPLACED.values()), ids=list(RSV1_MISPLACED))
-def test_rsv1_off_the_first_data_frame_closes_1002(server, frames):
-    with DeflateSocket(server.port) as ws:
-        for opcode, payload, fin, rsv in frames():
-            ws.send_frame(opcode, payload, fin=fin, rsv=rsv)
-        expect_first_close(ws, 1002, "protocol error")
-
-
-@pytest.mark.parametrize("setup", ["no-offer", "declined-offer", "no-compression-server"])
-def test_rsv1_without_agreed_compression_closes_1002(server, start_server, setup):
-    offer = {"no-offer": None, "declined-offer": "permessage-deflate; server_max_window_bits=8",
-             "no-compression-server": OFFER}[setup]
-    port = start_server("--no-compression").port if setup == "no-compression-server" else server.port
-    with DeflateSocket(port, offer, expect=None) as ws:
-        ws.send_frame(OP_TEXT, deflate(b'{"type":"subscribe","topic":"t"}'), rsv=RSV1)
-        expect_first_close(ws, 1002, "protocol error")
 
 
 # ---- Metrics ----------------------------------------------------------------------------

@@ -13,8 +13,8 @@ import json
 import pytest
 
 from conftest import api, assert_json_error, json_ok, store_snapshot, wait_for
+from sse_client import HttpEvents, assert_stream_head, first_event, store_events, topic_events
 from test_cluster import redis, start_node  # noqa: F401  (`redis` is a fixture)
-from test_sse import HttpEvents, assert_stream_head, first_event, store_events, topic_events
 from wsclient import (
     EPOCH,
     apply_changes,

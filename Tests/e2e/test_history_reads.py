@@ -1,4 +1,4 @@
-"""Reads of the past over HTTP, and deleting a store.
+"""Reads of the past over HTTP.
 
 - `GET /api/stores/{s}?at=N`: the store exactly as it was at version N; N past the current
   version is `400 bad_request`, N older than what is kept `410 {"error":"gone","oldest":M}`, M the
@@ -7,173 +7,42 @@
   after A, each exactly the `changes` frame a WebSocket subscriber (with the same options) got.
 - `GET /api/topics/{t}/messages?after=N&limit=K`: the messages after N, each exactly the `message`
   frame a subscriber got; `410` with `oldest` past the history (`--history`).
-- `DELETE /api/stores/{s}`: `{"store":s,"deleted":true}`, its subscribers are sent
-  `{"type":"unsubscribed","store":s,"reason":"deleted"}`, and a store created again under the
-  name starts at version 0 in another epoch.
 
-Every test runs on the memory engine and on the disk engine (`--data-dir`, where `--retain`
-bounds the change sets kept as `--history` does in memory).
+Deleting a store is in test_store_deletion.py. Every test runs on the memory engine and on the
+disk engine (`--data-dir`, where `--retain` bounds the change sets kept as `--history` does in
+memory).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
-import time
 
 import pytest
 
-from conftest import api, assert_json_error, json_ok, store_snapshot, wait_for
-from test_cluster import redis  # noqa: F401  (a fixture)
-# The `engine` (memory, disk and redis) and `port` fixtures are the conditional writes' own.
-from test_conditional_writes import ENGINES, Engine, engine, port  # noqa: F401  (fixtures)
-from wsclient import (
-    EPOCH,
-    assert_changes_frame,
-    connect,
-    recv_json,
-    recv_text,
-    subscribe,
+from conftest import api, assert_json_error, json_ok, store_snapshot
+# The `engine` (memory, disk and redis) and `port` fixtures, shared with the conditional writes.
+from engines import Engine, engine, port  # noqa: F401  (fixtures)
+from history import (  # noqa: F401  (`local_engine` is a fixture)
+    COMMITS_PAST_KEPT,
+    KEPT,
+    STEPS,
+    STREAM_TIMEOUT,
+    assert_gone,
+    at,
+    collect_changes,
+    commit,
+    fresh_store,
+    fresh_topic,
+    keeping,
+    local_engine,
+    oldest_bound,
+    read_changes,
+    read_messages,
+    read_messages_raw,
+    run_steps,
 )
-
-# The engines whose node keeps all it can read (the redis engine reads further back from its
-# log in Redis, tested apart).
-LOCAL_ENGINES = ["memory", "disk"]
-KEPT = 5                  # --history (and --retain) of the tests that read past what is kept
-COMMITS_PAST_KEPT = 20
-STREAM_TIMEOUT = 15.0     # a run of frames that is already due
-_names = itertools.count()
-
-
-@pytest.fixture(params=LOCAL_ENGINES)
-def local_engine(request, start_server, tmp_path) -> Engine:
-    return Engine(request.param, start_server, tmp_path)
-
-
-@pytest.fixture(params=ENGINES)
-def deleting_port(request, start_server, tmp_path) -> int:
-    redis_server = request.getfixturevalue("redis") if request.param == "redis" else None
-    return Engine(request.param, start_server, tmp_path, redis_server).start().port
-
-
-def keeping(engine: Engine, count: int) -> tuple[str, ...]:
-    """The options that keep `count` change sets per store and messages per topic."""
-    if engine.name == "disk":
-        return ("--history", str(count), "--retain", str(count))
-    return ("--history", str(count))
-
-
-# ---- Helpers ---------------------------------------------------------------------
-
-def fresh_store(port: int) -> str:
-    name = f"past-{next(_names)}"
-    assert json_ok(api(port, "POST", "/api/stores", {"name": name}), 201) == {"name": name, "version": 0}
-    return name
-
-
-def fresh_topic() -> str:
-    return f"past-{next(_names)}"
-
-
-def ok(resp) -> int:
-    assert resp.status in (200, 201), (resp.status, resp.body[:300])
-    return resp.json()["version"]
-
-
-def commit(port: int, store: str, changes: list[dict]) -> int:
-    return ok(api(port, "POST", f"/api/stores/{store}/changes", {"changes": changes}))
-
-
-def model_write(port: int, method: str, store: str, model: str, value=None) -> int:
-    args = () if value is None else (value,)
-    return ok(api(port, method, f"/api/stores/{store}/models/{model}", *args))
-
-
-# Mutations of every kind, each one change set: put, patch, set creating objects on its way,
-# delete of a model and of a key, change sets of several models.
-STEPS = [
-    ("PUT", "a", {"color": "#000001", "label": "A", "style": {"border": {"width": 1}}}),
-    ("PUT", "b", {"color": "#000002", "tags": ["x"]}),
-    ("CHANGES", [{"op": "set", "model": "a", "path": "style.border.width", "value": 2},
-                 {"op": "put", "model": "c", "value": {"color": "#000003", "style": {"border": {"width": 0}}}}]),
-    ("PATCH", "b", {"color": "#000004", "tags": None, "size": 4}),
-    ("CHANGES", [{"op": "put", "model": "d", "value": {"n": 1}}]),
-    ("PATCH", "a", {"style": {"border": None, "shadow": "soft"}}),
-    ("DELETE", "c", None),
-    ("CHANGES", [{"op": "delete", "model": "d"}, {"op": "set", "model": "b", "path": "color", "value": "#000005"},
-                 {"op": "put", "model": "e", "value": {"color": "#000006", "text": "snow \u2603"}}]),
-    ("PUT", "a", {"label": "A2"}),
-    ("CHANGES", [{"op": "patch", "model": "e", "value": {"text": None}}]),
-    ("PATCH", "e", {"color": "#000007"}),
-    ("CHANGES", [{"op": "put", "model": "c", "value": {"color": "#000008", "deep": {"list": [1, 2.5, None]}}}]),
-]
-
-
-def run_steps(port: int, store: str) -> list[dict]:
-    """Applies STEPS; returns the models after each version, index = version (0 = empty)."""
-    states = [store_snapshot(port, store)["models"]]
-    for step in STEPS:
-        if step[0] == "CHANGES":
-            version = commit(port, store, step[1])
-        else:
-            method, model, value = step
-            version = model_write(port, method, store, model, value)
-        assert version == len(states), (step, version)
-        states.append(store_snapshot(port, store)["models"])
-    return states
-
-
-def at(port: int, store: str, version) -> object:
-    return api(port, "GET", f"/api/stores/{store}?at={version}")
-
-
-def read_changes(port: int, store: str, query: str) -> dict:
-    body = json_ok(api(port, "GET", f"/api/stores/{store}/changes?{query}"))
-    assert set(body) == {"store", "epoch", "changes"}, body
-    assert body["store"] == store and body["epoch"] == EPOCH, body
-    return body
-
-
-def read_messages_raw(port: int, topic: str, query: str):
-    return api(port, "GET", f"/api/topics/{topic}/messages?{query}")
-
-
-def read_messages(port: int, topic: str, query: str) -> dict:
-    body = json_ok(read_messages_raw(port, topic, query))
-    assert set(body) == {"topic", "epoch", "messages"}, body
-    assert body["topic"] == topic and body["epoch"] == EPOCH, body
-    return body
-
-
-def assert_gone(resp, oldest: int | None = None) -> int:
-    """A 410 naming the oldest readable version (exactly `oldest`, when given); returns it."""
-    assert resp.status == 410, f"expected 410, got {resp.status}: {resp.body[:300]!r}"
-    assert resp.media_type() == "application/json", resp.header("Content-Type")
-    body = resp.json()
-    assert set(body) == {"error", "detail", "oldest"}, body
-    assert body["error"] == "gone" and isinstance(body["detail"], str) and body["detail"], body
-    assert isinstance(body["oldest"], int) and not isinstance(body["oldest"], bool), body
-    if oldest is not None:
-        assert body["oldest"] == oldest, body
-    return body["oldest"]
-
-
-def oldest_bound(engine: Engine, last: int) -> int | None:
-    """The oldest readable number once `last` is committed with KEPT kept: exact in memory; on
-    disk, at most that (keeping more than asked is allowed). A redis node reads from its replica's
-    history, which keeps `--history` as memory does."""
-    return last - KEPT if engine.name in ("memory", "redis") else None
-
-
-def collect_changes(ws, store: str, through: int, timeout: float = STREAM_TIMEOUT) -> list[dict]:
-    """Plain `changes` frames up to version `through`, each checked."""
-    deadline = time.monotonic() + timeout
-    frames = []
-    while not frames or frames[-1]["version"] < through:
-        frame = recv_json(ws, max(0.0, deadline - time.monotonic()))
-        assert_changes_frame(frame, store)
-        frames.append(frame)
-    return frames
+from test_cluster import redis  # noqa: F401  (a fixture)
+from wsclient import connect, recv_json, recv_text, subscribe
 
 
 # ---- The store at a version --------------------------------------------------------
@@ -379,103 +248,3 @@ def test_redis_reads_past_the_replica_history_from_the_log(start_server, tmp_pat
     assert read_changes(port, store, "after=3&limit=4")["changes"] == frames[3:7]
     assert read_messages(port, topic, "after=0&limit=1000")["messages"] == messages
     assert read_messages(port, topic, "after=2&limit=3")["messages"] == messages[2:5]
-
-
-# ---- Deleting a store ---------------------------------------------------------------
-
-def test_a_store_deleted_on_one_node_is_gone_from_every_node(start_server, tmp_path, redis):
-    """The deletion goes through Redis: another node's subscribers are told, its replica goes,
-    and the store made again (on that other node) is a new one in a new epoch everywhere."""
-    engine = Engine("redis", start_server, tmp_path, redis)
-    a, b = engine.start().port, engine.start().port
-    store = fresh_store(a)
-    for n in range(1, 4):
-        commit(a, store, [{"op": "put", "model": f"m{n}", "value": {"n": n}}])
-    wait_for(lambda: api(b, "GET", f"/api/stores/{store}").status == 200
-             and store_snapshot(b, store)["version"] == 3, 10, "node B never caught up")
-    old = store_snapshot(b, store)
-    with connect(b) as ws:
-        assert subscribe(ws, store=store)["version"] == 3
-        assert json_ok(api(a, "DELETE", f"/api/stores/{store}")) == {"store": store, "deleted": True}
-        assert recv_json(ws, STREAM_TIMEOUT) == {"type": "unsubscribed", "store": store, "reason": "deleted"}
-        for node in (a, b):
-            assert_json_error(api(node, "GET", f"/api/stores/{store}"), 404, "not_found")
-            assert_json_error(api(node, "DELETE", f"/api/stores/{store}"), 404, "not_found")
-            assert store not in {s["name"] for s in json_ok(api(node, "GET", "/api/stores"))["stores"]}
-
-        assert json_ok(api(b, "POST", "/api/stores", {"name": store}), 201) == {"name": store, "version": 0}
-        commit(b, store, [{"op": "put", "model": "new", "value": {"n": 0}}])
-        for node in (a, b):
-            wait_for(lambda: api(node, "GET", f"/api/stores/{store}").status == 200
-                     and store_snapshot(node, store)["version"] == 1, 10, "a node never saw the new store")
-            fresh = store_snapshot(node, store)
-            assert fresh["models"] == {"new": {"n": 0}} and fresh["epoch"] != old["epoch"], fresh
-            assert [c["version"] for c in read_changes(node, store, "after=0&limit=10")["changes"]] == [1]
-    with connect(a) as ws:
-        frame = subscribe(ws, store=store, since=old["version"], epoch=old["epoch"])
-        assert (frame["type"], frame["reset"], frame["version"]) == ("snapshot", True, 1), frame
-
-
-def test_deleted_store_tells_its_subscribers_and_comes_back_in_a_new_epoch(deleting_port):
-    port = deleting_port
-    store, bystander = fresh_store(port), fresh_store(port)
-    for n in range(1, 4):
-        commit(port, store, [{"op": "put", "model": f"m{n}", "value": {"n": n}}])
-    commit(port, bystander, [{"op": "put", "model": "b", "value": {"n": 0}}])
-    old = store_snapshot(port, store)
-    with connect(port) as ws, connect(port) as other:
-        assert subscribe(ws, store=store)["version"] == 3
-        assert subscribe(ws, store=bystander)["type"] == "snapshot"
-        assert subscribe(other, store=bystander)["type"] == "snapshot"
-
-        assert json_ok(api(port, "DELETE", f"/api/stores/{store}")) == {"store": store, "deleted": True}
-        assert recv_json(ws) == {"type": "unsubscribed", "store": store, "reason": "deleted"}
-        assert_json_error(api(port, "GET", f"/api/stores/{store}"), 404, "not_found")
-        assert_json_error(api(port, "GET", f"/api/stores/{store}/changes?after=0"), 404, "not_found")
-        assert_json_error(api(port, "DELETE", f"/api/stores/{store}"), 404, "not_found")
-        assert store not in {s["name"] for s in json_ok(api(port, "GET", "/api/stores"))["stores"]}
-
-        # The other store and its subscribers go on.
-        version = commit(port, bystander, [{"op": "set", "model": "b", "path": "n", "value": 1}])
-        assert_changes_frame(recv_json(ws), bystander, version)
-        assert_changes_frame(recv_json(other), bystander, version)
-
-        assert json_ok(api(port, "POST", "/api/stores", {"name": store}), 201) == {"name": store, "version": 0}
-        fresh = store_snapshot(port, store)
-        assert (fresh["version"], fresh["models"]) == (0, {})
-        assert fresh["epoch"] != old["epoch"]
-        assert read_changes(port, store, "after=0&limit=10")["changes"] == []
-        assert_json_error(at(port, store, 3), 400, "bad_request")
-        # Nothing of the new store reaches the subscription the deletion ended.
-        commit(port, store, [{"op": "put", "model": "new", "value": {"n": 0}}])
-        version = commit(port, bystander, [{"op": "set", "model": "b", "path": "n", "value": 2}])
-        assert_changes_frame(recv_json(ws), bystander, version)
-
-    for n in range(1, 5):
-        commit(port, store, [{"op": "put", "model": "new", "value": {"n": n}}])
-    current = store_snapshot(port, store)
-    with connect(port) as ws:
-        # A version of the old life, sent with its epoch, is answered with a reset snapshot.
-        frame = subscribe(ws, store=store, since=old["version"], epoch=old["epoch"])
-        assert frame == {"type": "snapshot", "store": store, "version": 5, "epoch": current["epoch"],
-                         "reset": True, "models": {"new": {"n": 4}}}
-
-
-def test_connection_whose_store_was_deleted_may_subscribe_again(deleting_port):
-    port = deleting_port
-    store = fresh_store(port)
-    commit(port, store, [{"op": "put", "model": "m", "value": {"n": 1}}])
-    with connect(port) as ws:
-        assert subscribe(ws, store=store)["version"] == 1
-        assert json_ok(api(port, "DELETE", f"/api/stores/{store}")) == {"store": store, "deleted": True}
-        assert recv_json(ws) == {"type": "unsubscribed", "store": store, "reason": "deleted"}
-        # Unsubscribed: the store is simply not there now, ...
-        refused = subscribe(ws, store=store)
-        assert (refused["type"], refused.get("code")) == ("error", "no_such_store"), refused
-        # ... and once created again, the connection subscribes to it like any other.
-        assert json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)["version"] == 0
-        epoch = store_snapshot(port, store)["epoch"]
-        assert subscribe(ws, store=store) == {"type": "snapshot", "store": store, "version": 0,
-                                              "epoch": epoch, "reset": False, "models": {}}
-        version = commit(port, store, [{"op": "put", "model": "m", "value": {"n": 2}}])
-        assert_changes_frame(recv_json(ws), store, version)

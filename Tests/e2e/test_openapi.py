@@ -58,7 +58,7 @@ expected-statuses = ["400", "401", "403", "404", "405", "409", "410", "412", "41
 """
 # Operations left out of schemathesis runs, each for its reason.
 # An event stream never ends, so no request to one completes. test_spec_routes_are_served opens
-# both; test_sse.py and test_subscription_options.py check what they send.
+# both; test_sse.py and test_subscription_options_sse.py check what they send.
 ST_STREAMS = ("streamStoreEvents", "streamTopicEvents")
 # Jobs started at rates up to 10,000,000 a second (the spec allows it, as the gateway does) keep
 # running, and on the demo's 64 models would keep both cores busy for the rest of the run: these

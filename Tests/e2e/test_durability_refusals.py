@@ -1,0 +1,178 @@
+"""What the disk engine (`--data-dir`) refuses, and a full disk.
+
+- A second process on a directory in use exits at once saying it is locked; a killed process
+  leaves the directory usable; a data file that is garbage or another application's database is
+  refused with a message naming it, never served.
+- A full disk answers writes `507` (or `503`), keeps everything acknowledged, and writes succeed
+  again once there is room.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import subprocess
+
+import pytest
+
+from conftest import api, json_ok, store_snapshot, wait_for
+from data_dir import REFUSAL_TIMEOUT, assert_refused, run_refused, start_on, stop_with, topic_seqs
+
+DATA_FILE = "receptionist.sqlite3"
+FILL_VALUE_BYTES = 16384   # each write that fills the small disk
+FILL_ATTEMPTS = 400        # 400 * 16 KiB is far past 1 MiB
+TMPFS_SMALL, TMPFS_LARGE = "1m", "16m"
+ROOM_TIMEOUT = 10.0        # once there is room again, a write succeeds within this
+
+
+# ---- Refusing a directory ------------------------------------------------------------------
+
+def test_second_process_on_a_directory_in_use_exits_at_once(start_server, tmp_path):
+    data = tmp_path / "data"
+    first = start_on(start_server, data)
+    json_ok(api(first.port, "POST", "/api/stores", {"name": "kept"}), 201)
+    json_ok(api(first.port, "PUT", "/api/stores/kept/models/m", {"n": 1}), 201)
+    result, took = run_refused(tmp_path, data, "second")
+    stderr = assert_refused(result)
+    assert "locked" in stderr.lower(), stderr
+    assert took < REFUSAL_TIMEOUT
+    # The first goes on untouched.
+    assert json_ok(api(first.port, "PATCH", "/api/stores/kept/models/m", {"k": 2}))["version"] == 2
+    assert store_snapshot(first.port, "kept")["models"] == {"m": {"n": 1, "k": 2}}
+    # Once it has exited, the directory is free again, with everything in it.
+    epoch = store_snapshot(first.port, "kept")["epoch"]
+    stop_with(first, "SIGTERM")
+    again = start_on(start_server, data)
+    snapshot = store_snapshot(again.port, "kept")
+    assert (snapshot["version"], snapshot["epoch"], snapshot["models"]) == (2, epoch, {"m": {"n": 1, "k": 2}})
+
+
+def test_killed_process_leaves_the_directory_usable(start_server, tmp_path):
+    data = tmp_path / "data"
+    first = start_on(start_server, data)
+    json_ok(api(first.port, "POST", "/api/stores", {"name": "kept"}), 201)
+    stop_with(first, "SIGKILL")
+    again = start_on(start_server, data)
+    assert store_snapshot(again.port, "kept")["version"] == 0
+
+
+def write_garbage(path) -> bytes:
+    garbage = b"this is not a database\n" * 200 + random.Random(7).randbytes(65536)
+    path.write_bytes(garbage)
+    return garbage
+
+
+def write_other_application(path) -> bytes:
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    db.executemany("INSERT INTO users(name) VALUES (?)", [("ann",), ("bob",)])
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("make", [write_garbage, write_other_application], ids=["garbage", "other-application"])
+def test_a_data_file_that_is_not_ours_is_refused_never_served(tmp_path, make):
+    data = tmp_path / "data"
+    data.mkdir()
+    path = data / DATA_FILE
+    contents = make(path)
+    result, _ = run_refused(tmp_path, data, "refused")
+    assert_refused(result, DATA_FILE)
+    # Left as it was: the file is someone else's.
+    if make is write_garbage:
+        assert path.read_bytes() == contents
+    else:
+        db = sqlite3.connect(path)
+        try:
+            assert db.execute("SELECT name FROM users ORDER BY id").fetchall() == [("ann",), ("bob",)]
+            tables = {row[0] for row in db.execute("SELECT name FROM sqlite_schema WHERE type = 'table'")}
+            assert tables == {"users"}, tables
+            assert db.execute("PRAGMA application_id").fetchone() == (0,)
+        finally:
+            db.close()
+
+
+# ---- A full disk ---------------------------------------------------------------------------
+
+def mount_tmpfs(directory, size: str) -> None:
+    directory.mkdir()
+    try:
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(directory)],
+                                capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        pytest.skip(f"cannot mount a tmpfs: {error}")
+    if result.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {result.stderr.decode(errors='replace').strip()}")
+
+
+def assert_storage_refusal(resp) -> None:
+    assert resp.status in (503, 507), (resp.status, resp.body[:300])
+    assert resp.media_type() == "application/json", resp.header("Content-Type")
+    body = resp.json()
+    assert isinstance(body.get("error"), str) and isinstance(body.get("detail"), str), body
+    if resp.status == 507:
+        assert body["error"] == "insufficient_storage", body
+
+
+def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start_server, tmp_path):
+    data = tmp_path / "small"
+    mount_tmpfs(data, TMPFS_SMALL)
+    try:
+        server = start_on(start_server, data)
+        port = server.port
+        json_ok(api(port, "POST", "/api/stores", {"name": "fill"}), 201)
+        acked: dict[str, dict] = {}
+        refusal = None
+        for n in range(FILL_ATTEMPTS):
+            value = {"n": n, "pad": f"{n:06d}" + "x" * FILL_VALUE_BYTES}
+            resp = api(port, "PUT", f"/api/stores/fill/models/m{n}", value)
+            if resp.status not in (200, 201):
+                refusal = resp
+                break
+            assert json_ok(resp, 201)["version"] == len(acked) + 1
+            acked[f"m{n}"] = value
+        assert refusal is not None, f"{FILL_ATTEMPTS} writes of {FILL_VALUE_BYTES} bytes fit in {TMPFS_SMALL}"
+        print(f"refused after {len(acked)} writes: {refusal.status} {refusal.body[:200]!r}")
+        assert_storage_refusal(refusal)
+        assert acked, "not one write fitted"
+        assert server.proc.poll() is None, "the gateway died of a full disk"
+
+        # Everything acknowledged is still there; the refused write is not.
+        snapshot = store_snapshot(port, "fill")
+        assert snapshot["version"] == len(acked)
+        assert snapshot["models"] == acked
+        # More writes while full are refused the same way, and change nothing.
+        assert_storage_refusal(api(port, "PUT", "/api/stores/fill/models/more", {"pad": "y" * FILL_VALUE_BYTES}))
+        assert store_snapshot(port, "fill")["version"] == len(acked)
+
+        subprocess.run(["mount", "-o", f"remount,size={TMPFS_LARGE}", str(data)], check=True, timeout=10)
+
+        def write_fits():
+            resp = api(port, "PUT", "/api/stores/fill/models/after", {"n": "after"})
+            if resp.status in (503, 507):
+                return False
+            assert resp.status == 201, (resp.status, resp.body)
+            return resp
+
+        resp = wait_for(write_fits, ROOM_TIMEOUT, "writes still refused once there was room")
+        acked["after"] = {"n": "after"}
+        assert resp.json()["version"] == len(acked)
+        for n in range(10):
+            resp = api(port, "PUT", f"/api/stores/fill/models/late{n}", {"n": n, "pad": "z" * FILL_VALUE_BYTES})
+            assert resp.status == 201, (resp.status, resp.body[:200])
+            acked[f"late{n}"] = {"n": n, "pad": "z" * FILL_VALUE_BYTES}
+        assert json_ok(api(port, "POST", "/api/topics/after/messages", {"ok": True}), 201)["seq"] == 1
+        snapshot = store_snapshot(port, "fill")
+        assert (snapshot["version"], snapshot["models"]) == (len(acked), acked)
+
+        # And it is all on disk.
+        stop_with(server, "SIGTERM")
+        again = start_on(start_server, data)
+        restored = store_snapshot(again.port, "fill")
+        assert (restored["version"], restored["epoch"], restored["models"]) == (len(acked), snapshot["epoch"], acked)
+        assert topic_seqs(again.port)["after"] == 1
+    finally:
+        for server in start_server.servers:
+            server.stop()
+        subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
