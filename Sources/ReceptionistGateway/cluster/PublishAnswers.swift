@@ -24,9 +24,6 @@ final class PublishAnswers {
         self.timer = timer
     }
 
-    /// Whether message `index` is still owed its answer.
-    func isOwed(_ index: Int) -> Bool { completions[index] != nil }
-
     func answer(_ index: Int, _ result: Result<UInt64, StoreError>) {
         guard let completion = completions[index] else { return }
         completions[index] = nil

@@ -37,8 +37,6 @@ struct PublishBatch {
     private var topicIndex: [String: Int] = [:]
     private var bytes = 0
 
-    var isEmpty: Bool { messages.isEmpty }
-
     /// Whether a message of `count` bytes fits.
     func fits(_ count: Int) -> Bool {
         messages.isEmpty || (messages.count < Self.maxMessages && bytes + count <= Self.maxBytes)

@@ -9,9 +9,8 @@ import ReceptionistLoop
 final class PublishBatcher {
     typealias Completion = PublishAnswers.Completion
 
-    private var full: [(PublishBatch, [Completion])] = []
-    private var batch = PublishBatch()
-    private var completions: [Completion] = []
+    /// This iteration's batches, in order: each full but the last.
+    private var pending: [(batch: PublishBatch, completions: [Completion])] = []
     private var task: IterationTask?
     /// Sends one batch; its completions are answered in the batch's message order.
     private let send: (PublishBatch, [Completion]) -> Void
@@ -22,24 +21,15 @@ final class PublishBatcher {
     }
 
     func add(_ message: PublishBatch.Message, _ completion: @escaping Completion) {
-        if !batch.fits(message.data.count) {
-            full.append((batch, completions))
-            batch = PublishBatch()
-            completions = []
-        }
-        batch.append(message)
-        completions.append(completion)
+        if pending.last.map({ !$0.batch.fits(message.data.count) }) ?? true { pending.append((PublishBatch(), [])) }
+        pending[pending.count - 1].batch.append(message)
+        pending[pending.count - 1].completions.append(completion)
         task?.schedule()
     }
 
     private func sendAll() {
-        let ready = full
-        full.removeAll()
+        let ready = pending
+        pending.removeAll()
         for (batch, completions) in ready { send(batch, completions) }
-        guard !batch.isEmpty else { return }
-        let last = (batch, completions)
-        batch = PublishBatch()
-        completions = []
-        send(last.0, last.1)
     }
 }

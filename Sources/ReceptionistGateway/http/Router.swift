@@ -107,6 +107,8 @@ final class Router {
     ) -> RouteResult
     {
         let scope = caller.scope
+        // A client's read that the subscribe hook decides (nil: none, or not such a read).
+        let readTarget = clientReads?.target(of: request, segments)
         switch segments.first {
         case "publish" where segments.count == 1:
             // The call itself took one publish from the bucket; each further message takes one.
@@ -130,9 +132,8 @@ final class Router {
         case "topics" where segments.count == 3 && segments[2] == "events":
             guard request.method == .get else { return .reply(.methodNotAllowed(request.method, allow: "GET")) }
             return stream(request, .topic(segments[1]), origin: origin, client: client)
-        case _ where clientReads?.target(of: request, segments) != nil:
-            let (reads, rest) = (clientReads!, segments.dropFirst())
-            let target = reads.target(of: request, segments)!
+        case _ where readTarget != nil:
+            let (reads, rest, target) = (clientReads!, segments.dropFirst(), readTarget!)
             return reads.route(request, target: target, client: client, then: { [storeAPI, topicAPI] allowed in
                 // A topic's messages are read whole or not at all: nothing in them to narrow.
                 if case .topic = target { return topicAPI.route(request, rest, scope: scope) }
