@@ -157,8 +157,13 @@ struct ModelBench: ParsableCommand {
                             inFlight.withLock { $0 += 1 }
                             store.commit(operations) { result in
                                 _ = try! result.get()
-                                inFlight.withLock { $0 -= 1 }
-                                inFlight.broadcast()
+                                // Only the answers the committer can be waiting for wake it: the
+                                // one that frees half the window, and the last.
+                                let wake = inFlight.withLock { count in
+                                    count -= 1
+                                    return count == window / 2 || count == 0
+                                }
+                                if wake { inFlight.broadcast() }
                             }
                         }
                         i += 1
