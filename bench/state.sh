@@ -13,7 +13,10 @@
 #       sets a second the same way: the same frames to each subscriber, so CPU per delivered
 #       frame compares.
 #   S3  10,000 subscribers with `maxRate: 10`, in ten groups of model and path filters (below),
-#       the groups given to the connections round-robin.
+#       the groups given to the connections round-robin; beside it, socketify relaying `maxRate`
+#       messages a second to each of the same 10,000 subscribers, each message the size of an S3
+#       frame (S3_CHANGES_PER_FRAME changes, default 22: ~1.7 KB), to see what any server on this
+#       core pays for S3's frames.
 #
 # Reported for each: frames and wire bytes (payload and WebSocket header) per subscriber per
 # second, the server's CPU-seconds per second (utime + stime from /proc over the middle `seconds`
@@ -30,7 +33,7 @@
 # Usage: bench/state.sh [seconds] [change sets per second] [models] [maxRate] [subscribers] [S3 subscribers]
 # (defaults 10 2000 1000 10 1000 10000; smaller counts make a quick smoke run).
 # BENCH_SCENARIOS="s1 s2 s3" chooses the scenarios; BENCH_SERVERS="receptionist socketify" the
-# servers of S1 and S2 (S3 is Receptionist's alone). STATE_DEFLATE=1 has Receptionist's
+# servers of S1, S2 and S3. STATE_DEFLATE=1 has Receptionist's
 # subscribers offer permessage-deflate, as browsers do (one in STATE_INFLATE_EVERY, default 10,
 # inflates and times its frames; the others count the compressed bytes unread).
 set -euo pipefail
@@ -42,6 +45,7 @@ models=${3:-1000}
 max_rate=${4:-10}
 subscribers=${5:-1000}
 s3_subscribers=${6:-10000}
+s3_changes_per_frame=${S3_CHANGES_PER_FRAME:-22}
 scenarios=${BENCH_SCENARIOS:-s1 s2 s3}
 servers=${BENCH_SERVERS:-receptionist socketify}
 deflate=${STATE_DEFLATE:-0}
@@ -148,15 +152,17 @@ receptionist_run() {
     "$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$started" "$stopped")"
 }
 
-# socketify: the subscribers on /ws, then the publisher on /publish for 1 + `seconds` seconds.
+# socketify: the subscribers on /ws, then the publisher on /publish for 1 + `seconds` seconds,
+# `messages` a second of `changes` changes each.
 socketify_run() {
-  local scenario=$1 tag=$2 count=$3 processes=$4 first_address=$5 messages=${6:-$rate}
+  local scenario=$1 tag=$2 count=$3 processes=$4 first_address=$5 messages=${6:-$rate} changes=${7:-1}
   local publisher window
   progress "$scenario socketify: $count subscribers"
   start_server socketify
   start_clients "$tag" "$count" "$processes" "$first_address"
   taskset -c 1 timeout $((seconds + 30)) "$bench" publish-changes --url "ws://127.0.0.1:$port/publish" \
     --rate "$messages" --models "$models" --duration $((seconds + 1)) --connections 1 --window 32 \
+    --changes-per-frame "$changes" \
     > "$work/$tag.publish.out" 2> "$work/$tag.publish.err" &
   publisher=$!
   pids+=("$publisher")
@@ -200,6 +206,10 @@ if has s3; then
     client_args+=(--subscribe-options "$group,\"maxRate\":$max_rate")
   done
   receptionist_run S3 s3r "$s3_subscribers" 2 10 "$(python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "${options[@]}")"
+  # socketify at the frames S3 asks for: `maxRate` messages a second, each as big as an S3 frame.
+  case " $servers " in
+    *" socketify "*) client_args=(); socketify_run S3 s3s "$s3_subscribers" 2 10 "$max_rate" "$s3_changes_per_frame" ;;
+  esac
 fi
 
 python3 bench/state_report.py "$results" "$seconds" "$rate" "$models" "$max_rate"

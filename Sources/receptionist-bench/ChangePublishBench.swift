@@ -36,12 +36,15 @@ struct ChangePublishBench: ParsableCommand {
     @Option(help: "What each message is: changes (a store's frame, for a relaying peer), receptionist-topic (a ~100-byte message in Receptionist's publish envelope, to the topic named by --store), raw-topic (the same message as it is), receptionist-dashboard or raw-dashboard (a dashboard's ~1 KiB message, the same two ways).")
     var format = "changes"
 
+    @Option(help: "Changes in each `changes` frame (1: a single-change commit's frame; more: the size of a coalesced one).")
+    var changesPerFrame = 1
+
     @OptionGroup var pace: PaceOptions
 
     func validate() throws {
         guard rate > 0, duration > 0 else { throw ValidationError("--rate and --duration must be positive") }
-        guard models > 0, connections > 0, window > 0 else {
-            throw ValidationError("--models, --connections and --window must be positive")
+        guard models > 0, connections > 0, window > 0, changesPerFrame > 0 else {
+            throw ValidationError("--models, --connections, --window and --changes-per-frame must be positive")
         }
         _ = try WebSocketBench.parse(url: url)
         guard ChangePublisher.Format(rawValue: format) != nil else {
@@ -55,7 +58,8 @@ struct ChangePublishBench: ParsableCommand {
         let publisher = ChangePublisher(
             loop: loop, host: host, port: port, path: path, store: store, models: models, firstVersion: firstVersion,
             rate: rate, duration: duration, connections: connections, window: window,
-            format: ChangePublisher.Format(rawValue: format) ?? .changes, pace: try pace.make())
+            format: ChangePublisher.Format(rawValue: format) ?? .changes, changesPerFrame: changesPerFrame,
+            pace: try pace.make())
         let result = PublishResult()
         publisher.start { summary in
             result.summary = summary

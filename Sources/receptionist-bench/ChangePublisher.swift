@@ -2,8 +2,8 @@ import ReceptionistLoop
 import ReceptionistModel
 
 /// Publishes a store's change sets as a peer would have to carry them: each one a `changes` frame
-/// of our own JSON (one model's `color` set to a random `#rrggbb`, stamped with its send time as
-/// `committedAt`), sent over a few WebSockets at a fixed rate for a fixed time. The peer publishes
+/// of our own JSON (`changesPerFrame` models' `color` each set to a random `#rrggbb`, stamped with
+/// its send time as `committedAt`), sent over a few WebSockets at a fixed rate for a fixed time. The peer publishes
 /// each frame to its subscribers as it is and answers the publisher with one small frame.
 ///
 /// The schedule is absolute (message n is due at n / rate seconds); a connection never has more
@@ -33,6 +33,8 @@ final class ChangePublisher {
     private let path: String
     private let store: String
     private let models: Int
+    /// Changes in each `changes` frame: one, as a single-change commit; more, as a coalesced frame.
+    private let changesPerFrame: Int
     private var schedule: PublishSchedule
     private let connectionCount: Int
 
@@ -51,7 +53,8 @@ final class ChangePublisher {
 
     init(loop: EventLoop, host: String, port: Int, path: String, store: String, models: Int, firstVersion: UInt64,
          rate: Double, duration: Double, connections: Int, window: Int, format: Format = .changes,
-         pace: SubscriberPace? = nil) {
+         changesPerFrame: Int = 1, pace: SubscriberPace? = nil) {
+        self.changesPerFrame = max(1, changesPerFrame)
         self.pace = pace
         self.loop = loop
         self.format = format
@@ -75,14 +78,18 @@ final class ChangePublisher {
         case .rawDashboard: return Publisher.dashboardBody()
         case .receptionistDashboard: return #"{"type":"publish","topic":"\#(store)","data":"# + Publisher.dashboardBody() + "}"
         }
-        seed ^= seed << 13
-        seed ^= seed >> 7
-        seed ^= seed << 17
-        let model = Int(seed % UInt64(models))
-        let color = AnimateJob.hexColor(UInt32(truncatingIfNeeded: seed >> 20) & 0xFF_FFFF)
+        var changes: [String] = []
+        for _ in 0..<changesPerFrame {
+            seed ^= seed << 13
+            seed ^= seed >> 7
+            seed ^= seed << 17
+            let model = Int(seed % UInt64(models))
+            let color = AnimateJob.hexColor(UInt32(truncatingIfNeeded: seed >> 20) & 0xFF_FFFF)
+            changes.append(#"{"model":"m\#(model)","path":"color","kind":"updated","value":"\#(color)"}"#)
+        }
         defer { version += 1 }
         return #"{"type":"changes","store":"\#(store)","version":\#(version),"committedAt":\#(Clock.microsecondsSinceEpoch()),"#
-            + #""changes":[{"model":"m\#(model)","path":"color","kind":"updated","value":"\#(color)"}]}"#
+            + #""changes":["# + changes.joined(separator: ",") + "]}"
     }
 
     /// Connects, publishes for `duration` seconds once every connection is open (or has failed),
