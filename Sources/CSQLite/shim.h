@@ -11,4 +11,10 @@ static inline int receptionist_sqlite_bind_blob(sqlite3_stmt *statement, int ind
 static inline int receptionist_sqlite_bind_text(sqlite3_stmt *statement, int index, const char *text, int count) {
     return sqlite3_bind_text(statement, index, text, count, SQLITE_TRANSIENT);
 }
+
+// Binds `bytes` without a copy (SQLITE_STATIC): the caller keeps them until the statement is
+// reset, which `SQLiteStatement.run(binding:blob:)` does before it returns.
+static inline int receptionist_sqlite_bind_blob_in_place(sqlite3_stmt *statement, int index, const void *bytes, int count) {
+    return sqlite3_bind_blob(statement, index, bytes, count, SQLITE_STATIC);
+}
 #endif

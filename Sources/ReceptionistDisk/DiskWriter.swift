@@ -49,16 +49,25 @@ final class DiskWriter {
     /// and the version of its last change: written once at the batch's end, however many of the
     /// batch's change sets touched it.
     private var touched: [String: [String: (value: JSONValue?, version: UInt64)]] = [:]
-    /// The change sets a batch stored, by store: the first version, and the log entries as one
-    /// JSON array, written as one row at the batch's end (a row per change set cost SQLite's
-    /// per-row work for every single-change commit). Each array is closed after every change set,
-    /// so it is bound as it stands.
-    private var entries: [String: (first: UInt64, text: JSONBuffer)] = [:]
+    /// The change sets a batch stored, by store: the first and last version, and the log entries
+    /// as one JSON array, written as one row (a row per change set cost SQLite's per-row work for
+    /// every single-change commit): at the batch's end, or once it reaches `rowBytes`. Each array
+    /// is closed after every change set, so it is bound as it stands.
+    private var entries: [String: (first: UInt64, last: UInt64, text: JSONBuffer)] = [:]
+    /// Emptied row buffers kept for the next rows: a buffer grown to a row's size is reused, not
+    /// allocated (and its pages faulted in) again for every batch. At most `spareLimit`.
+    private var spares: [JSONBuffer] = []
+    static let spareLimit = 4
+    /// A row of change sets is written once its text reaches this, so no row, and no buffer,
+    /// grows with the batch: a batch of large change sets was one row of many megabytes, copied
+    /// as it grew.
+    static let rowBytes = 1 << 20
 
     /// Writes `batch` in one transaction, counts it and settles it.
     func write(_ batch: [DiskWrite], engine: DiskEngine) {
         let before = (stores, topics, expectedVersions)
         touched = [:]
+        for (_, pending) in entries { recycle(pending.text) }  // left by a batch that failed
         entries = [:]
         var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
         var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
@@ -146,18 +155,20 @@ final class DiskWriter {
         guard store.isCurrent(generation: record.generation), version == live.next else {
             return .storageFailed("change set \(version) of '\(name)' does not follow the stored version \(live.next - 1)")
         }
+        let text: JSONBuffer
         if let pending = entries[name] {
-            pending.text.removeLast()  // the array's `]`
-            pending.text.append(UInt8(ascii: ","))
-            ReplicatedChangeSet.write(record.changeSet, to: pending.text)
-            pending.text.append(UInt8(ascii: "]"))
+            text = pending.text
+            text.removeLast()  // the array's `]`
+            text.append(UInt8(ascii: ","))
+            entries[name] = (pending.first, version, text)
         } else {
-            let text = JSONBuffer(capacity: 4096)
+            text = spares.popLast() ?? JSONBuffer(capacity: 4096)
             text.append(UInt8(ascii: "["))
-            ReplicatedChangeSet.write(record.changeSet, to: text)
-            text.append(UInt8(ascii: "]"))
-            entries[name] = (version, text)
+            entries[name] = (version, version, text)
         }
+        ReplicatedChangeSet.write(record.changeSet, to: text)
+        text.append(UInt8(ascii: "]"))
+        if text.count >= Self.rowBytes { try writeRow(of: name) }
         // The models and the store's version are written once at the batch's end.
         // The store's table moved out and back: its name is hashed once a record, not per model.
         var models = touched.removeValue(forKey: name) ?? [:]
@@ -175,14 +186,7 @@ final class DiskWriter {
     /// Writes each store's change sets of the batch as one row, each model the batch touched,
     /// once, as it is after the batch, and each store's version.
     private func writeTouchedModels() throws(SQLiteError) {
-        for (name, pending) in entries {
-            guard let live = stores[name] else { continue }
-            insertChange.bind(1, name)
-            insertChange.bind(2, Int64(pending.first))
-            insertChange.bind(3, Int64(live.next - 1))
-            pending.text.withUnsafeBytes { insertChange.bind(4, blob: $0) }
-            try insertChange.run()
-        }
+        for name in Array(entries.keys) { try writeRow(of: name) }
         for (name, models) in touched {
             if let live = stores[name] {
                 setStoreVersion.bind(1, name)
@@ -205,6 +209,26 @@ final class DiskWriter {
         }
     }
 
+    /// Writes store `name`'s pending change sets as one row, and keeps its buffer for the next.
+    private func writeRow(of name: String) throws(SQLiteError) {
+        guard let pending = entries.removeValue(forKey: name) else { return }
+        defer { recycle(pending.text) }
+        insertChange.bind(1, name)
+        insertChange.bind(2, Int64(pending.first))
+        insertChange.bind(3, Int64(pending.last))
+        let failure: SQLiteError? = pending.text.withUnsafeBytes { bytes in
+            do throws(SQLiteError) { try insertChange.run(binding: 4, blob: bytes) } catch { return error }
+            return nil
+        }
+        if let failure { throw failure }
+    }
+
+    private func recycle(_ text: JSONBuffer) {
+        guard spares.count < Self.spareLimit, text.allocatedCount <= 2 * Self.rowBytes else { return }
+        text.removeAll()
+        spares.append(text)
+    }
+
     private func createStore(_ store: ModelStore) throws(SQLiteError) {
         try deleteStore(store.name)
         insertStore.bind(1, store.name)
@@ -216,7 +240,7 @@ final class DiskWriter {
     private func deleteStore(_ name: String) throws(SQLiteError) {
         // Models and change sets of the store's earlier life in this batch are gone with it.
         touched[name] = nil
-        entries[name] = nil
+        if let pending = entries.removeValue(forKey: name) { recycle(pending.text) }
         for statement in [deleteStoreModels, deleteStoreChanges, deleteStoreRow] {
             statement.bind(1, name)
             try statement.run()

@@ -154,6 +154,15 @@ final class SQLiteStatement {
         try step()
     }
 
+    /// Binds `bytes` at `index` in place (no copy, for a large blob) and runs the statement; the
+    /// reset before this returns drops the binding, so SQLite never reads the bytes after.
+    func run(binding index: Int32, blob bytes: UnsafeRawBufferPointer) throws(SQLiteError) {
+        defer { reset() }
+        _ = receptionist_sqlite_bind_blob_in_place(
+            statement, index, bytes.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32(bytes.count))
+        try step()
+    }
+
     func int64(_ column: Int32) -> Int64 {
         sqlite3_column_int64(statement, column)
     }

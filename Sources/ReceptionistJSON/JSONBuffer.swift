@@ -9,6 +9,8 @@ public final class JSONBuffer {
     @usableFromInline var capacity: Int
     @usableFromInline var used = 0
     public var count: Int { used }
+    /// Bytes of memory the buffer holds.
+    public var allocatedCount: Int { capacity }
 
     public init(capacity: Int = 256) {
         self.capacity = max(16, capacity)

@@ -124,6 +124,44 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         #expect(kept >= 300 && kept < 300 + Int64(DiskWriter.compactEvery))
     }
 
+    @Test func aBatchOfLargeChangeSetsIsStoredInBoundedRowsAndComesBackWhole() throws {
+        let directory = temporaryDirectory()
+        // Six change sets of ~400 KB each, held back so that they make one batch: 2.4 MB.
+        let text = { (n: Int) in String(repeating: Character(Unicode.Scalar(UInt8(97 + n))), count: 400_000) }
+        do {
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            let store = try StoreRegistry(historyLimit: 100, journal: engine).create("big")
+            let answered = ConditionLock(0)
+            engine.holdWriter(true)
+            for n in 0..<6 {
+                store.commit([.put(model: "m\(n % 2)", value: ["text": .string(text(n))])]) { result in
+                    #expect((try? result.get()) != nil)
+                    answered.withLock { $0 += 1 }
+                    answered.broadcast()
+                }
+            }
+            engine.holdWriter(false)
+            #expect(answered.wait(seconds: 10, until: { $0 == 6 }, then: { _, done in done }))
+            engine.close()
+        }
+        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
+        // No row grows with the batch: a row is closed once it passes `rowBytes`.
+        let rows = try db.integer("SELECT count(*) FROM change_sets") ?? 0
+        let largest = try db.integer("SELECT max(length(entries)) FROM change_sets") ?? 0
+        let sets = try db.integer("SELECT sum(last - first + 1) FROM change_sets") ?? 0
+        db.close()
+        #expect(rows >= 2 && sets == 6)
+        #expect(largest < Int64(DiskWriter.rowBytes + 2 * 400_000 + 4096))
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        engine.close()
+        let store = try #require(contents.stores.first)
+        #expect(store.version == 6)
+        #expect(store.history.map(\.version) == [1, 2, 3, 4, 5, 6])
+        let models = Dictionary(uniqueKeysWithValues: store.models.map { ($0.id, $0.value) })
+        #expect(models["m0"] == ["text": .string(text(4))])
+        #expect(models["m1"] == ["text": .string(text(5))])
+    }
+
     @Test func anUnsyncedStopOnANewBootGivesEveryStoreAndTopicANewEpoch() throws {
         let directory = temporaryDirectory()
         let options = DiskOptions(directory: directory, fsync: .interval)
