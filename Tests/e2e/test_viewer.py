@@ -3,6 +3,7 @@ live views, painting, the controls and the second view (test_viewer_connection: 
 
 from __future__ import annotations
 
+import os
 import re
 import time
 
@@ -19,6 +20,25 @@ from viewer import (  # noqa: F401 (fixtures are used by name)
 
 
 # ---- Serving -----------------------------------------------------------------------------
+
+def test_every_module_the_viewer_imports_is_preloaded():
+    """index.html names each module of viewer.js's import graph as a modulepreload, so a browser
+    fetches them all at once instead of one import level at a time; a new module must be added."""
+    pattern = re.compile(r"""(?:import|export)\s[^;'"]*?from\s*['"](\.[^'"]+)['"]|import\s*['"](\.[^'"]+)['"]""")
+    reachable, todo = set(), ["viewer.js"]
+    while todo:
+        path = todo.pop()
+        if path in reachable:
+            continue
+        reachable.add(path)
+        source = (PUBLIC / path).read_text()
+        for match in pattern.finditer(source):
+            target = match.group(1) or match.group(2)
+            todo.append(os.path.normpath(os.path.join(os.path.dirname(path), target)))
+    preloaded = set(re.findall(r'<link rel="modulepreload" href="([^"]+)">', (PUBLIC / "index.html").read_text()))
+    assert len(reachable) > 20
+    assert reachable - {"viewer.js"} == preloaded
+
 
 @pytest.mark.parametrize("path, media_type", [
     ("/", "text/html"), ("/viewer.js", "text/javascript"), ("/viewer.css", "text/css"),
