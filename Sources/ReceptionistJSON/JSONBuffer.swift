@@ -50,39 +50,51 @@ public final class JSONBuffer {
         capacity = grown
     }
 
-    /// `value` in decimal, written in place: its digits counted first, then written from the
-    /// last, two at a time.
+    /// `value` in decimal, written in place: its digits counted first (in four comparisons),
+    /// then written from the last, two at a time.
     public func append(decimal value: Int64) {
         var magnitude = value.magnitude
-        var digits = 1
-        var bound: UInt64 = 10
-        while digits < 19, magnitude >= bound {
-            digits += 1
-            bound &*= 10
-        }
+        let digits = Self.digitCount(magnitude)
         let sign = value < 0 ? 1 : 0
         reserve(digits + sign)
         if sign == 1 { base[used] = UInt8(ascii: "-") }
         var index = used + sign + digits
         used = index
+        let pairs = Self.digitPairs.utf8Start
         while magnitude >= 100 {
-            let pair = Int(magnitude % 100)
+            let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
             magnitude /= 100
             index -= 2
-            base[index] = Self.digitPairs[pair &* 2]
-            base[index + 1] = Self.digitPairs[pair &* 2 + 1]
+            base[index] = pairs[pair]
+            base[index + 1] = pairs[pair + 1]
         }
         if magnitude >= 10 {
+            let pair = Int(truncatingIfNeeded: magnitude) &* 2
             index -= 2
-            base[index] = Self.digitPairs[Int(magnitude) &* 2]
-            base[index + 1] = Self.digitPairs[Int(magnitude) &* 2 + 1]
+            base[index] = pairs[pair]
+            base[index + 1] = pairs[pair + 1]
         } else {
             base[index - 1] = UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0")
         }
     }
 
-    /// "00" to "99", each pair's two digits.
-    private static let digitPairs: [UInt8] = (0..<100).flatMap { [UInt8(ascii: "0") + UInt8($0 / 10), UInt8(ascii: "0") + UInt8($0 % 10)] }
+    /// Decimal digits of `value` (1 for 0).
+    static func digitCount(_ value: UInt64) -> Int {
+        var rest = value
+        var digits = 1
+        // Each step leaves `rest` below the next one's bound: 10^10, then 10^5, then 10^3.
+        if rest >= 10_000_000_000 { digits &+= 10; rest /= 10_000_000_000 }
+        if rest >= 100_000 { digits &+= 5; rest /= 100_000 }
+        if rest >= 1_000 { digits &+= 3; rest /= 1_000 }
+        if rest >= 100 { digits &+= 2 } else if rest >= 10 { digits &+= 1 }
+        return digits
+    }
+
+    /// "00" to "99", each pair's two digits: a literal in the binary, read through its pointer,
+    /// with no lazy initialisation and no array to check.
+    private static var digitPairs: StaticString {
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+    }
 
     @inlinable public func append(_ byte: UInt8) {
         reserve(1)

@@ -46,6 +46,12 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
         storage = .integer(Int64(value))
     }
 
+    /// A `UInt64`, the versions and times the disk engine writes for every change set: without
+    /// the generic path, as `init(_: Int)`.
+    public init(_ value: UInt64) {
+        storage = value <= UInt64(Int64.max) ? .integer(Int64(value)) : .text(String(value))
+    }
+
     /// An integer, written in full.
     public init<T: BinaryInteger>(_ value: T) {
         if let small = Int64(exactly: value) {

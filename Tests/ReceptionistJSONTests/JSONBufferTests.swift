@@ -1,4 +1,4 @@
-import ReceptionistJSON
+@testable import ReceptionistJSON
 import Testing
 
 @Suite struct JSONBufferTests {
@@ -16,6 +16,30 @@ import Testing
             let buffer = JSONBuffer(capacity: 1)
             buffer.write(value)
             #expect(buffer.bytes == JSONWriter.encode(value), "\(text)")
+        }
+    }
+
+    /// Every power of ten and its neighbours, both signs, and values from a fixed-seed generator:
+    /// the digit count and the digits, against Swift's own text.
+    @Test func decimalsAtEveryDigitCountBoundary() {
+        var values: [Int64] = [Int64.max, Int64.min, Int64.min + 1]
+        var power: Int64 = 1
+        for _ in 0..<19 {
+            values += [power - 1, power, power + 1, -(power - 1), -power, -(power + 1)]
+            if power <= Int64.max / 10 { power *= 10 }
+        }
+        var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+        for _ in 0..<2000 {
+            seed ^= seed << 13
+            seed ^= seed >> 7
+            seed ^= seed << 17
+            values.append(Int64(bitPattern: seed) >> Int64(seed % 63))
+        }
+        for value in values {
+            let buffer = JSONBuffer(capacity: 1)
+            buffer.append(decimal: value)
+            #expect(buffer.bytes == Array(String(value).utf8), "\(value)")
+            #expect(JSONBuffer.digitCount(value.magnitude) == String(value.magnitude).count, "\(value)")
         }
     }
 
