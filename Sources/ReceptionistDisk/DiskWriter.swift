@@ -13,7 +13,8 @@ final class DiskWriter {
     private let insertChange, upsertModel, deleteModel, setStoreVersion, compactChanges: SQLiteStatement
     private let insertStore, deleteStoreRow, deleteStoreModels, deleteStoreChanges: SQLiteStatement
     private let upsertTopic, insertMessage, compactMessages: SQLiteStatement
-    /// The store object live under each name, and the next version it must store.
+    /// The store object live under each name, and the next version it must store (while a batch
+    /// runs, a store it writes to has the next version in its `DiskStoreBatch`).
     private var stores: [String: (store: ObjectIdentifier, next: UInt64)] = [:]
     /// The next number each topic must store.
     private var topics: [String: UInt64] = [:]
@@ -45,15 +46,10 @@ final class DiskWriter {
     /// Loaded stores wait here for their live object (`adopt`), by name: the next version.
     private var expectedVersions: [String: UInt64] = [:]
 
-    /// The models a batch changed, by store, each with its value after the batch (nil: deleted)
-    /// and the version of its last change: written once at the batch's end, however many of the
-    /// batch's change sets touched it.
-    private var touched: [String: [String: (value: JSONValue?, version: UInt64)]] = [:]
-    /// The change sets a batch stored, by store: the first and last version, and the log entries
-    /// as one JSON array, written as one row (a row per change set cost SQLite's per-row work for
-    /// every single-change commit): at the batch's end, or once it reaches `rowBytes`. Each array
-    /// is closed after every change set, so it is bound as it stands.
-    private var entries: [String: (first: UInt64, last: UInt64, text: JSONBuffer)] = [:]
+    /// What this batch writes, by store, and the store of the last change record (most records
+    /// follow one of the same store).
+    private var pending: [String: DiskStoreBatch] = [:]
+    private var recent: DiskStoreBatch?
     /// Emptied row buffers kept for the next rows: a buffer grown to a row's size is reused, not
     /// allocated (and its pages faulted in) again for every batch. At most `spareLimit`.
     private var spares: [JSONBuffer] = []
@@ -66,9 +62,9 @@ final class DiskWriter {
     /// Writes `batch` in one transaction, counts it and settles it.
     func write(_ batch: [DiskWrite], engine: DiskEngine) {
         let before = (stores, topics, expectedVersions)
-        touched = [:]
-        for (_, pending) in entries { recycle(pending.text) }  // left by a batch that failed
-        entries = [:]
+        for slot in pending.values { if let row = slot.row { recycle(row.text) } }  // left by a batch that failed
+        pending = [:]
+        recent = nil
         var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
         var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
         var messages: [(DiskMessage, StoreError?)] = []
@@ -82,7 +78,12 @@ final class DiskWriter {
                     if let problem = try writeChange(record, store) {
                         refused.append((store, record.generation, problem))
                     } else {
-                        settles.append((store, record.changeSet.version, record.generation))
+                        // Change sets of one store that follow one another settle in one call.
+                        if let last = settles.last, last.store === store, last.generation == record.generation {
+                            settles[settles.count - 1].version = record.changeSet.version
+                        } else {
+                            settles.append((store, record.changeSet.version, record.generation))
+                        }
                         stored += 1
                     }
                 case .createStore(let store, let signal):
@@ -116,8 +117,9 @@ final class DiskWriter {
         // The batch and the models it wrote go with the closure, so the notifier thread, lightly
         // loaded, releases them: freeing the values the committers replaced was a sixth of this
         // thread's time, and each free of another thread's memory takes its allocator's lock.
-        let released = (batch, touched)
-        touched = [:]
+        let released = (batch, pending.values.map(\.models))
+        pending = [:]
+        recent = nil
         engine.settleLater { [settles, refused] in
             withExtendedLifetime(released) {}
             for (store, version, generation) in settles { store.settle(through: version, generation: generation) }
@@ -143,65 +145,72 @@ final class DiskWriter {
 
     /// Writes one change set; returns why it was refused instead, if it was.
     private func writeChange(_ record: JournalRecord, _ store: ModelStore) throws(SQLiteError) -> StoreError? {
-        let name = store.name, version = record.changeSet.version
+        guard let slot = recent.flatMap({ $0.store == ObjectIdentifier(store) ? $0 : nil }) ?? batch(of: store) else {
+            return .noSuchStore(store.name)
+        }
+        recent = slot
+        let version = record.changeSet.version
+        guard store.isCurrent(generation: record.generation), version == slot.next else {
+            return .storageFailed("change set \(version) of '\(slot.name)' does not follow the stored version \(slot.next - 1)")
+        }
+        let text: JSONBuffer
+        if let row = slot.row {
+            text = row.text
+            text.removeLast()  // the array's `]`
+            text.append(UInt8(ascii: ","))
+            slot.row = (row.first, version, text)
+        } else {
+            text = spares.popLast() ?? JSONBuffer(capacity: 4096)
+            text.append(UInt8(ascii: "["))
+            slot.row = (version, version, text)
+        }
+        ReplicatedChangeSet.write(record.changeSet, to: text)
+        text.append(UInt8(ascii: "]"))
+        if text.count >= Self.rowBytes { try writeRow(of: slot) }
+        // The models and the store's version are written once at the batch's end.
+        for (id, value) in record.models { slot.models[id] = (value, version) }
+        if version % Self.compactEvery == 0, case let retain = UInt64(max(1, options.retainOf(slot.name))), version > retain {
+            compactChanges.bind(1, slot.name)
+            compactChanges.bind(2, Int64(version - retain))
+            try compactChanges.run()
+        }
+        slot.next = version + 1
+        return nil
+    }
+
+    /// This batch's writes for `store`, if it is the store object live under its name.
+    private func batch(of store: ModelStore) -> DiskStoreBatch? {
+        let name = store.name
+        if let slot = pending[name] { return slot.store == ObjectIdentifier(store) ? slot : nil }
         if stores[name] == nil, let next = expectedVersions[name] {
             // A store loaded at start: its object is the first to write to it.
             stores[name] = (ObjectIdentifier(store), next)
             expectedVersions[name] = nil
         }
-        guard let live = stores[name], live.store == ObjectIdentifier(store) else {
-            return .noSuchStore(name)
-        }
-        guard store.isCurrent(generation: record.generation), version == live.next else {
-            return .storageFailed("change set \(version) of '\(name)' does not follow the stored version \(live.next - 1)")
-        }
-        let text: JSONBuffer
-        if let pending = entries[name] {
-            text = pending.text
-            text.removeLast()  // the array's `]`
-            text.append(UInt8(ascii: ","))
-            entries[name] = (pending.first, version, text)
-        } else {
-            text = spares.popLast() ?? JSONBuffer(capacity: 4096)
-            text.append(UInt8(ascii: "["))
-            entries[name] = (version, version, text)
-        }
-        ReplicatedChangeSet.write(record.changeSet, to: text)
-        text.append(UInt8(ascii: "]"))
-        if text.count >= Self.rowBytes { try writeRow(of: name) }
-        // The models and the store's version are written once at the batch's end.
-        // The store's table moved out and back: its name is hashed once a record, not per model.
-        var models = touched.removeValue(forKey: name) ?? [:]
-        for (id, value) in record.models { models[id] = (value, version) }
-        touched[name] = models
-        if version % Self.compactEvery == 0, case let retain = UInt64(max(1, options.retainOf(name))), version > retain {
-            compactChanges.bind(1, name)
-            compactChanges.bind(2, Int64(version - retain))
-            try compactChanges.run()
-        }
-        stores[name] = (live.store, version + 1)
-        return nil
+        guard let live = stores[name], live.store == ObjectIdentifier(store) else { return nil }
+        let slot = DiskStoreBatch(name: name, store: live.store, next: live.next)
+        pending[name] = slot
+        return slot
     }
 
-    /// Writes each store's change sets of the batch as one row, each model the batch touched,
-    /// once, as it is after the batch, and each store's version.
+    /// Writes each store's change sets of the batch (the rest of its row), each model the batch
+    /// touched, once, as it is after the batch, and each store's version.
     private func writeTouchedModels() throws(SQLiteError) {
-        for name in Array(entries.keys) { try writeRow(of: name) }
-        for (name, models) in touched {
-            if let live = stores[name] {
-                setStoreVersion.bind(1, name)
-                setStoreVersion.bind(2, Int64(live.next - 1))
-                try setStoreVersion.run()
-            }
-            for (id, model) in models {
+        for slot in pending.values {
+            try writeRow(of: slot)
+            stores[slot.name] = (slot.store, slot.next)
+            setStoreVersion.bind(1, slot.name)
+            setStoreVersion.bind(2, Int64(slot.next - 1))
+            try setStoreVersion.run()
+            for (id, model) in slot.models {
                 if let value = model.value {
-                    upsertModel.bind(1, name)
+                    upsertModel.bind(1, slot.name)
                     upsertModel.bind(2, id)
                     upsertModel.bind(3, Int64(model.version))
                     upsertModel.bind(4, blob: JSONWriter.encode(value))
                     try upsertModel.run()
                 } else {
-                    deleteModel.bind(1, name)
+                    deleteModel.bind(1, slot.name)
                     deleteModel.bind(2, id)
                     try deleteModel.run()
                 }
@@ -209,14 +218,15 @@ final class DiskWriter {
         }
     }
 
-    /// Writes store `name`'s pending change sets as one row, and keeps its buffer for the next.
-    private func writeRow(of name: String) throws(SQLiteError) {
-        guard let pending = entries.removeValue(forKey: name) else { return }
-        defer { recycle(pending.text) }
-        insertChange.bind(1, name)
-        insertChange.bind(2, Int64(pending.first))
-        insertChange.bind(3, Int64(pending.last))
-        let failure: SQLiteError? = pending.text.withUnsafeBytes { bytes in
+    /// Writes the store's pending change sets as one row, and keeps its buffer for the next.
+    private func writeRow(of slot: DiskStoreBatch) throws(SQLiteError) {
+        guard let row = slot.row else { return }
+        slot.row = nil
+        defer { recycle(row.text) }
+        insertChange.bind(1, slot.name)
+        insertChange.bind(2, Int64(row.first))
+        insertChange.bind(3, Int64(row.last))
+        let failure: SQLiteError? = row.text.withUnsafeBytes { bytes in
             do throws(SQLiteError) { try insertChange.run(binding: 4, blob: bytes) } catch { return error }
             return nil
         }
@@ -239,8 +249,8 @@ final class DiskWriter {
 
     private func deleteStore(_ name: String) throws(SQLiteError) {
         // Models and change sets of the store's earlier life in this batch are gone with it.
-        touched[name] = nil
-        if let pending = entries.removeValue(forKey: name) { recycle(pending.text) }
+        if let slot = pending.removeValue(forKey: name), let row = slot.row { recycle(row.text) }
+        if recent?.name == name { recent = nil }
         for statement in [deleteStoreModels, deleteStoreChanges, deleteStoreRow] {
             statement.bind(1, name)
             try statement.run()
