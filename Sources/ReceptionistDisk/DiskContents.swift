@@ -7,6 +7,9 @@ public struct DiskContents: Sendable {
         public let name: String
         public let epoch: String
         public let version: UInt64
+        /// The version the stored models were at: the change sets after it were replayed onto
+        /// them, so `models` are at `version`.
+        public let modelsVersion: UInt64
         public let models: [(id: String, value: JSONValue, tag: UInt64)]
         /// The newest change sets kept, oldest first.
         public let history: [ChangeSet]

@@ -61,7 +61,9 @@ struct DiskMeta {
     static func renewEpochs(_ contents: DiskContents) -> DiskContents {
         var renewed = contents
         renewed.stores = contents.stores.map {
-            .init(name: $0.name, epoch: ModelStore.newEpoch(), version: $0.version, models: $0.models, history: [])
+            .init(
+                name: $0.name, epoch: ModelStore.newEpoch(), version: $0.version, modelsVersion: $0.modelsVersion,
+                models: $0.models, history: [])
         }
         renewed.topics = contents.topics.map { .init(name: $0.name, epoch: ModelStore.newEpoch(), seq: $0.seq, messages: []) }
         return renewed

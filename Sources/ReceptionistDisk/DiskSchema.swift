@@ -8,12 +8,15 @@ import ReceptionistSync
 enum DiskSchema {
     /// "RCPT": a database of another application is refused, never served.
     static let applicationID: Int64 = 0x5243_5054
-    static let version: Int64 = 2
+    /// 3: stores keep their models as a snapshot at `models_version` and the change sets after
+    /// it. A format-2 file (models always at the store's version) is brought forward at open.
+    static let version: Int64 = 3
     static let fileName = "receptionist.sqlite3"
 
     static let tables = """
         CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-        CREATE TABLE IF NOT EXISTS stores(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, version INTEGER NOT NULL) WITHOUT ROWID;
+        CREATE TABLE IF NOT EXISTS stores(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, version INTEGER NOT NULL,
+            models_version INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS models(store TEXT NOT NULL, id TEXT NOT NULL, version INTEGER NOT NULL, value BLOB NOT NULL,
             PRIMARY KEY(store, id)) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS change_sets(store TEXT NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL,
@@ -37,13 +40,22 @@ enum DiskSchema {
                 try db.execute("PRAGMA application_id = \(applicationID); PRAGMA user_version = \(version);")
             } else if application != applicationID {
                 throw DiskError("\(path) is not a Receptionist data file (application id \(application)); refusing to use it")
+            } else if schema == 2 {
+                // Format 2 wrote every store's models at its version.
+                try db.execute("""
+                    BEGIN IMMEDIATE;
+                    ALTER TABLE stores ADD COLUMN models_version INTEGER NOT NULL DEFAULT 0;
+                    UPDATE stores SET models_version = version;
+                    PRAGMA user_version = \(version);
+                    COMMIT;
+                    """)
             } else if schema != version {
                 throw DiskError("\(path) has data format \(schema); this gateway reads format \(version)")
             }
             _ = try db.text("PRAGMA journal_mode = WAL")
             // 64 MiB of pages kept by the connection (SQLite's default is 2 MiB): the writer read
             // back the pages of its own recent inserts from the kernel once they left it.
-            try db.execute("PRAGMA cache_size = -65536")
+            try db.execute("PRAGMA cache_size = -65536; PRAGMA mmap_size = 1073741824")
             // FULL syncs the log at every commit; NORMAL only at checkpoints, which the writer runs
             // at its interval (and never by itself: the automatic checkpoint is off then).
             try db.execute(fsync == .always ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL; PRAGMA wal_autocheckpoint = 0")
@@ -66,30 +78,41 @@ enum DiskSchema {
     ) throws(DiskError) -> DiskContents {
         do {
             var contents = DiskContents()
-            let stores = try db.prepare("SELECT name, epoch, version FROM stores ORDER BY name")
+            let stores = try db.prepare("SELECT name, epoch, version, models_version FROM stores ORDER BY name")
             let history = try db.prepare(
                 "SELECT entries FROM change_sets WHERE store = ?1 AND last > ?2 ORDER BY first")
             while try stores.step() {
                 let name = stores.text(0), epoch = stores.text(1), version = UInt64(stores.int64(2))
-                let loaded = try loadModels(name, db: db, path: path)
+                let modelsVersion = UInt64(stores.int64(3))
+                guard modelsVersion <= version else { throw DiskError("store '\(name)' is damaged (models past its version)") }
+                var models = StoreReplay(try loadModels(name, db: db, path: path), at: modelsVersion)
                 history.reset()
                 history.bind(1, name)
                 let kept = UInt64(max(1, retain(name)))
                 let cutoff = version > kept ? version - kept : 0
-                history.bind(2, Int64(cutoff))
+                // The retained change sets, and every one after the models' snapshot, to replay.
+                history.bind(2, Int64(min(cutoff, modelsVersion)))
                 var changeSets: [ChangeSet] = []
+                var previous: UInt64?
                 while try history.step() {
                     // A row holds the change sets one batch stored, as a JSON array of log entries.
                     let entries = try history.withBlob(0) { bytes in try parse(bytes, what: "change sets of store '\(name)'") }
                     guard case .array(let items) = entries else { throw DiskError("change sets of store '\(name)' are damaged") }
                     for item in items {
                         guard let changeSet = ReplicatedChangeSet.changeSet(of: name, item),
-                              changeSets.last.map({ $0.version + 1 == changeSet.version }) ?? true
+                              previous.map({ $0 + 1 == changeSet.version }) ?? true, changeSet.version <= version
                         else { throw DiskError("a change set of store '\(name)' is damaged") }
+                        previous = changeSet.version
+                        if changeSet.version > modelsVersion { try models.replay(changeSet) }
                         if changeSet.version > cutoff { changeSets.append(changeSet) }
                     }
                 }
-                contents.stores.append(.init(name: name, epoch: epoch, version: version, models: loaded, history: changeSets))
+                guard models.version == version else {
+                    throw DiskError("store '\(name)' is damaged (its change sets after version \(models.version) are missing)")
+                }
+                contents.stores.append(.init(
+                    name: name, epoch: epoch, version: version, modelsVersion: modelsVersion, models: models.result,
+                    history: changeSets))
             }
             let topics = try db.prepare("SELECT name, epoch, seq FROM topics ORDER BY name")
             let messages = try db.prepare(

@@ -8,14 +8,15 @@ import ReceptionistModel
 /// that does not follow on is refused, never stored with a hole); a store's writes are stored only
 /// for the store object that is live under its name, in the generation it is in.
 final class DiskWriter {
-    private let db: SQLiteDatabase
+    let db: SQLiteDatabase
     private let options: DiskOptions
-    private let insertChange, upsertModel, deleteModel, setStoreVersion, compactChanges: SQLiteStatement
+    private let insertChange, setStoreVersion, compactChanges: SQLiteStatement
+    let upsertModel, deleteModel, setModelsVersion: SQLiteStatement
     private let insertStore, deleteStoreRow, deleteStoreModels, deleteStoreChanges: SQLiteStatement
     private let upsertTopic, insertMessage, compactMessages: SQLiteStatement
     /// The store object live under each name, and the next version it must store (while a batch
     /// runs, a store it writes to has the next version in its `DiskStoreBatch`).
-    private var stores: [String: (store: ObjectIdentifier, next: UInt64)] = [:]
+    var stores: [String: (store: ObjectIdentifier, next: UInt64)] = [:]
     /// The next number each topic must store.
     private var topics: [String: UInt64] = [:]
     private var lastCheckpoint = Clock.microsecondsSinceEpoch()
@@ -31,8 +32,9 @@ final class DiskWriter {
         upsertModel = try db.prepare("INSERT OR REPLACE INTO models(store, id, version, value) VALUES (?1, ?2, ?3, ?4)")
         deleteModel = try db.prepare("DELETE FROM models WHERE store = ?1 AND id = ?2")
         setStoreVersion = try db.prepare("UPDATE stores SET version = ?2 WHERE name = ?1")
+        setModelsVersion = try db.prepare("UPDATE stores SET models_version = ?2 WHERE name = ?1")
         compactChanges = try db.prepare("DELETE FROM change_sets WHERE store = ?1 AND last <= ?2")
-        insertStore = try db.prepare("INSERT OR REPLACE INTO stores(name, epoch, version) VALUES (?1, ?2, 0)")
+        insertStore = try db.prepare("INSERT OR REPLACE INTO stores(name, epoch, version, models_version) VALUES (?1, ?2, 0, 0)")
         deleteStoreRow = try db.prepare("DELETE FROM stores WHERE name = ?1")
         deleteStoreModels = try db.prepare("DELETE FROM models WHERE store = ?1")
         deleteStoreChanges = try db.prepare("DELETE FROM change_sets WHERE store = ?1")
@@ -40,8 +42,16 @@ final class DiskWriter {
         insertMessage = try db.prepare("INSERT OR REPLACE INTO messages(topic, seq, published_at, data) VALUES (?1, ?2, ?3, ?4)")
         compactMessages = try db.prepare("DELETE FROM messages WHERE topic = ?1 AND seq <= ?2")
         for topic in contents.topics { topics[topic.name] = topic.seq + 1 }
-        for store in contents.stores { expectedVersions[store.name] = store.version + 1 }
+        let now = Clock.microsecondsSinceEpoch()
+        for store in contents.stores {
+            expectedVersions[store.name] = store.version + 1
+            storeModels[store.name] = DiskStoreModels(version: store.modelsVersion, stored: store.version, now: now)
+        }
     }
+
+    /// Each store's models as the writer keeps them: the version they are stored at, and the
+    /// next snapshot (`DiskWriter+Models`).
+    var storeModels: [String: DiskStoreModels] = [:]
 
     /// Loaded stores wait here for their live object (`adopt`), by name: the next version.
     private var expectedVersions: [String: UInt64] = [:]
@@ -61,7 +71,7 @@ final class DiskWriter {
 
     /// Writes `batch` in one transaction, counts it and settles it.
     func write(_ batch: [DiskWrite], engine: DiskEngine) {
-        let before = (stores, topics, expectedVersions)
+        let before = (stores, topics, expectedVersions, storeModels)
         for slot in pending.values { if let row = slot.row { recycle(row.text) } }  // left by a batch that failed
         pending = [:]
         recent = nil
@@ -105,7 +115,7 @@ final class DiskWriter {
             writtenSinceCheckpoint = true
         } catch {
             try? db.execute("ROLLBACK")
-            (stores, topics, expectedVersions) = before
+            (stores, topics, expectedVersions, storeModels) = before
             let failure = StoreError.storageFailed(error.isFull ? "the disk is full" : "\(error)")
             engine.counted(batch: batch.count, stored: 0)
             fail(batch, failure, engine: engine)
@@ -117,7 +127,7 @@ final class DiskWriter {
         // The batch and the models it wrote go with the closure, so the notifier thread, lightly
         // loaded, releases them: freeing the values the committers replaced was a sixth of this
         // thread's time, and each free of another thread's memory takes its allocator's lock.
-        let released = (batch, pending.values.map(\.models))
+        let released = batch
         pending = [:]
         recent = nil
         engine.settleLater { [settles, refused] in
@@ -145,7 +155,7 @@ final class DiskWriter {
 
     /// Writes one change set; returns why it was refused instead, if it was.
     private func writeChange(_ record: JournalRecord, _ store: ModelStore) throws(SQLiteError) -> StoreError? {
-        guard let slot = recent.flatMap({ $0.store == ObjectIdentifier(store) ? $0 : nil }) ?? batch(of: store) else {
+        guard let slot = recent.flatMap({ $0.store === store ? $0 : nil }) ?? batch(of: store) else {
             return .noSuchStore(store.name)
         }
         recent = slot
@@ -167,12 +177,10 @@ final class DiskWriter {
         ReplicatedChangeSet.write(record.changeSet, to: text)
         text.append(UInt8(ascii: "]"))
         if text.count >= Self.rowBytes { try writeRow(of: slot) }
-        // The models and the store's version are written once at the batch's end.
-        for (id, value) in record.models { slot.models[id] = (value, version) }
-        if version % Self.compactEvery == 0, case let retain = UInt64(max(1, options.retainOf(slot.name))), version > retain {
-            compactChanges.bind(1, slot.name)
-            compactChanges.bind(2, Int64(version - retain))
-            try compactChanges.run()
+        slot.count += 1
+        Self.noteDeleted(record.changeSet, in: slot)
+        if version % Self.compactEvery == 0 {
+            try compact(slot.name, stored: version, modelsVersion: storeModels[slot.name]?.version ?? 0)
         }
         slot.next = version + 1
         return nil
@@ -181,40 +189,39 @@ final class DiskWriter {
     /// This batch's writes for `store`, if it is the store object live under its name.
     private func batch(of store: ModelStore) -> DiskStoreBatch? {
         let name = store.name
-        if let slot = pending[name] { return slot.store == ObjectIdentifier(store) ? slot : nil }
+        if let slot = pending[name] { return slot.store === store ? slot : nil }
         if stores[name] == nil, let next = expectedVersions[name] {
             // A store loaded at start: its object is the first to write to it.
             stores[name] = (ObjectIdentifier(store), next)
             expectedVersions[name] = nil
         }
         guard let live = stores[name], live.store == ObjectIdentifier(store) else { return nil }
-        let slot = DiskStoreBatch(name: name, store: live.store, next: live.next)
+        let slot = DiskStoreBatch(name: name, store: store, next: live.next)
         pending[name] = slot
         return slot
     }
 
-    /// Writes each store's change sets of the batch (the rest of its row), each model the batch
-    /// touched, once, as it is after the batch, and each store's version.
+    /// Deletes the change sets of store `name` older than the retained ones, never one after the
+    /// stored models' version (those rebuild the models at the next start).
+    func compact(_ name: String, stored: UInt64, modelsVersion: UInt64) throws(SQLiteError) {
+        let retain = UInt64(max(1, options.retainOf(name)))
+        guard stored > retain, modelsVersion > 0 else { return }
+        compactChanges.bind(1, name)
+        compactChanges.bind(2, Int64(min(stored - retain, modelsVersion)))
+        try compactChanges.run()
+    }
+
+    /// Writes each store's change sets of the batch (the rest of its row), its version, and its
+    /// models' snapshot when one is due and ready.
     private func writeTouchedModels() throws(SQLiteError) {
+        let now = Clock.microsecondsSinceEpoch()
         for slot in pending.values {
             try writeRow(of: slot)
-            stores[slot.name] = (slot.store, slot.next)
+            stores[slot.name] = (slot.object, slot.next)
             setStoreVersion.bind(1, slot.name)
             setStoreVersion.bind(2, Int64(slot.next - 1))
             try setStoreVersion.run()
-            for (id, model) in slot.models {
-                if let value = model.value {
-                    upsertModel.bind(1, slot.name)
-                    upsertModel.bind(2, id)
-                    upsertModel.bind(3, Int64(model.version))
-                    upsertModel.bind(4, blob: JSONWriter.encode(value))
-                    try upsertModel.run()
-                } else {
-                    deleteModel.bind(1, slot.name)
-                    deleteModel.bind(2, id)
-                    try deleteModel.run()
-                }
-            }
+            try updateModels(of: slot, now: now)
         }
     }
 
@@ -245,11 +252,13 @@ final class DiskWriter {
         insertStore.bind(2, store.epoch)
         try insertStore.run()
         stores[store.name] = (ObjectIdentifier(store), 1)
+        storeModels[store.name] = DiskStoreModels(version: 0, stored: 0, now: Clock.microsecondsSinceEpoch())
     }
 
     private func deleteStore(_ name: String) throws(SQLiteError) {
         // Models and change sets of the store's earlier life in this batch are gone with it.
         if let slot = pending.removeValue(forKey: name), let row = slot.row { recycle(row.text) }
+        storeModels[name] = nil
         if recent?.name == name { recent = nil }
         for statement in [deleteStoreModels, deleteStoreChanges, deleteStoreRow] {
             statement.bind(1, name)
@@ -295,6 +304,7 @@ final class DiskWriter {
 
     /// A clean end: everything synced, the directory marked clean, the database closed.
     func close() {
+        writeFinalSnapshots()
         try? db.checkpoint()
         try? DiskMeta.write(db, clean: true, fsync: options.fsync.rawValue, boot: DiskSchema.bootID())
         db.close()

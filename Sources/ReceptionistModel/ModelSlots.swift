@@ -167,6 +167,15 @@ struct ModelSlots: Sendable {
         return models
     }
 
+    /// Every model whose last change is after `version`, with its tag.
+    func changed(after version: UInt64) -> [(id: String, value: JSONValue, tag: UInt64)] {
+        var models: [(id: String, value: JSONValue, tag: UInt64)] = []
+        for slot in versions.indices where versions[slot] > version {
+            if let value = values[slot] { models.append((ids[slot], value, versions[slot])) }
+        }
+        return models
+    }
+
     var modelIDs: [String] {
         values.indices.compactMap { values[$0] == nil ? nil : ids[$0] }
     }

@@ -67,8 +67,7 @@ extension ModelStore {
                     store: name, version: state.version, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
                 state.unsettled.append(Unsettled(
                     changeSet: changeSet, priorTags: touched.map { ($0.id, $0.tag) }, completion: completion))
-                return .success(JournalRecord(
-                    changeSet: changeSet, models: touched.map { ($0.id, $0.value) }, generation: state.generation))
+                return .success(JournalRecord(changeSet: changeSet, generation: state.generation))
             }
             switch record {
             case .success(let record?):
@@ -83,6 +82,15 @@ extension ModelStore {
         }
         if let failure { completion(.failure(failure)) }
         if let answerNow { completion(.success(answerNow)) }
+    }
+
+    /// The models changed after `version`, as they are now (the head, settled or not), with the
+    /// version and generation they are at: what a journal writes as its next snapshot of the
+    /// models once it has stored every change set up to that version. Any thread.
+    public func journalSnapshot(changedAfter version: UInt64) -> JournalSnapshot {
+        state.withLock { state in
+            JournalSnapshot(version: state.version, generation: state.generation, models: state.models.changed(after: version))
+        }
     }
 
     /// The journal stored every change set up to `version` of `generation`: they settle, in

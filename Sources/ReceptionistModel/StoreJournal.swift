@@ -21,14 +21,22 @@ public protocol StoreJournal: Sendable {
     func deleteStore(_ name: String) throws(StoreError)
 }
 
-/// One change set as a journal stores it: the change set, and the models it touched as they are
-/// after it (nil: deleted), each with the version of its last change.
+/// One change set as a journal stores it. The models it touched are not in it: the journal
+/// keeps the models from snapshots (`ModelStore.journalSnapshot`) and the change sets after them.
 public struct JournalRecord: Sendable {
     public let changeSet: ChangeSet
-    public let models: [(id: String, value: JSONValue?)]
     /// The store's generation when it was committed: a record from before the store last undid
     /// its unsettled change sets is dropped, never stored.
     public let generation: UInt64
+}
+
+/// The models of a journaled store changed after some version, as they are at `version` (the
+/// store's head when taken, which may be ahead of what the journal has stored: the journal
+/// stores it once it has stored every change set up to `version`, in `generation`).
+public struct JournalSnapshot: Sendable {
+    public let version: UInt64
+    public let generation: UInt64
+    public let models: [(id: String, value: JSONValue, tag: UInt64)]
 }
 
 /// A journaled store's change set applied to its models but not yet stored.
