@@ -126,6 +126,18 @@ public final class DiskEngine: StoreJournal, Sendable {
         return accepted
     }
 
+    /// Everything queued now, for the writer to add to the transaction it is writing (a snapshot
+    /// of a store's models waits for change sets still queued). Nothing while the writer is held.
+    func takeQueued() -> [DiskWrite] {
+        let taken: [DiskWrite] = queue.withLock { queue in
+            guard !queue.held else { return [] }
+            defer { queue.writes.removeAll(keepingCapacity: true) }
+            return queue.writes
+        }
+        if !taken.isEmpty { queue.broadcast() }
+        return taken
+    }
+
     /// Counts a transaction of `batch` writes, `stored` of them stored (`/metrics`). Writer thread,
     /// before any of them is answered.
     func counted(batch: Int, stored: Int) {

@@ -22,13 +22,16 @@ extension DiskWriter {
     }
 
     /// After `slot`'s change sets are written: takes the store's next snapshot when it is due,
-    /// and writes the one waiting once every change set up to its version is stored.
-    func updateModels(of slot: DiskStoreBatch, now: UInt64) throws(SQLiteError) {
+    /// and writes the one waiting once every change set up to its version is stored. True when
+    /// one still waits.
+    func updateModels(of slot: DiskStoreBatch, now: UInt64) throws(SQLiteError) -> Bool {
         let stored = slot.next - 1
         var models = storeModels[slot.name] ?? DiskStoreModels(version: 0, stored: 0, now: now)
         models.store = slot.store
         models.since += UInt64(slot.count)
         models.deleted += slot.deleted
+        slot.count = 0
+        slot.deleted = []
         if models.waiting == nil, models.since > 0,
            models.since >= Self.snapshotEvery || now >= models.takenAt + UInt64(Self.snapshotSeconds * 1_000_000)
         {
@@ -46,6 +49,7 @@ extension DiskWriter {
             }
         }
         storeModels[slot.name] = models
+        return models.waiting != nil
     }
 
     /// Writes `snapshot` (the models changed since the stored version, and the rows of the ones

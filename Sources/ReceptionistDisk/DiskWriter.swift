@@ -70,7 +70,8 @@ final class DiskWriter {
     static let rowBytes = 1 << 20
 
     /// Writes `batch` in one transaction, counts it and settles it.
-    func write(_ batch: [DiskWrite], engine: DiskEngine) {
+    func write(_ first: [DiskWrite], engine: DiskEngine) {
+        var batch = first
         let before = (stores, topics, expectedVersions, storeModels)
         for slot in pending.values { if let row = slot.row { recycle(row.text) } }  // left by a batch that failed
         pending = [:]
@@ -82,7 +83,12 @@ final class DiskWriter {
         var stored = 0
         do throws(SQLiteError) {
             try db.execute("BEGIN IMMEDIATE")
-            for write in batch {
+            var index = 0
+            var drained = false
+            while true {
+            while index < batch.count {
+                let write = batch[index]
+                index += 1
                 switch write {
                 case .change(let record, let store):
                     if let problem = try writeChange(record, store) {
@@ -110,7 +116,13 @@ final class DiskWriter {
                     if problem == nil { stored += 1 }
                 }
             }
-            try writeTouchedModels()
+            // A snapshot taken here waits for the change sets up to its version, which are
+            // queued: they join this transaction (once), so the models' version keeps up with
+            // the store's and compaction is not held back by the depth of the queue.
+            guard try writeTouchedModels(), !drained else { break }
+            drained = true
+            batch += engine.takeQueued()
+            }
             try db.execute("COMMIT")
             writtenSinceCheckpoint = true
         } catch {
@@ -212,17 +224,20 @@ final class DiskWriter {
     }
 
     /// Writes each store's change sets of the batch (the rest of its row), its version, and its
-    /// models' snapshot when one is due and ready.
-    private func writeTouchedModels() throws(SQLiteError) {
+    /// models' snapshot when one is due and ready. True when a snapshot waits for change sets
+    /// not yet stored.
+    private func writeTouchedModels() throws(SQLiteError) -> Bool {
         let now = Clock.microsecondsSinceEpoch()
+        var waiting = false
         for slot in pending.values {
             try writeRow(of: slot)
             stores[slot.name] = (slot.object, slot.next)
             setStoreVersion.bind(1, slot.name)
             setStoreVersion.bind(2, Int64(slot.next - 1))
             try setStoreVersion.run()
-            try updateModels(of: slot, now: now)
+            if try updateModels(of: slot, now: now) { waiting = true }
         }
+        return waiting
     }
 
     /// Writes the store's pending change sets as one row, and keeps its buffer for the next.
