@@ -69,6 +69,15 @@ final class DiskWriter {
     /// as it grew.
     static let rowBytes = 1 << 20
 
+    /// What a batch's writes came to, to be answered once its transaction is committed.
+    private struct Outcome {
+        var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
+        var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
+        var messages: [(DiskMessage, StoreError?)] = []
+        var signals: [DiskSignal] = []
+        var stored = 0
+    }
+
     /// Writes `batch` in one transaction, counts it and settles it.
     func write(_ first: [DiskWrite], engine: DiskEngine) {
         var batch = first
@@ -76,52 +85,18 @@ final class DiskWriter {
         for slot in pending.values { if let row = slot.row { recycle(row.text) } }  // left by a batch that failed
         pending = [:]
         recent = nil
-        var settles: [(store: ModelStore, version: UInt64, generation: UInt64)] = []
-        var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
-        var messages: [(DiskMessage, StoreError?)] = []
-        var signals: [DiskSignal] = []
-        var stored = 0
+        var outcome = Outcome()
         do throws(SQLiteError) {
             try db.execute("BEGIN IMMEDIATE")
-            var index = 0
-            var drained = false
-            while true {
-            while index < batch.count {
-                let write = batch[index]
-                index += 1
-                switch write {
-                case .change(let record, let store):
-                    if let problem = try writeChange(record, store) {
-                        refused.append((store, record.generation, problem))
-                    } else {
-                        // Change sets of one store that follow one another settle in one call.
-                        if let last = settles.last, last.store === store, last.generation == record.generation {
-                            settles[settles.count - 1].version = record.changeSet.version
-                        } else {
-                            settles.append((store, record.changeSet.version, record.generation))
-                        }
-                        stored += 1
-                    }
-                case .createStore(let store, let signal):
-                    try createStore(store)
-                    signals.append(signal)
-                    stored += 1
-                case .deleteStore(let name, let signal):
-                    try deleteStore(name)
-                    signals.append(signal)
-                    stored += 1
-                case .message(let message):
-                    let problem = try writeMessage(message)
-                    messages.append((message, problem))
-                    if problem == nil { stored += 1 }
-                }
-            }
+            for write in batch { try apply(write, to: &outcome) }
             // A snapshot taken here waits for the change sets up to its version, which are
             // queued: they join this transaction (once), so the models' version keeps up with
             // the store's and compaction is not held back by the depth of the queue.
-            guard try writeTouchedModels(), !drained else { break }
-            drained = true
-            batch += engine.takeQueued()
+            if try writeTouchedModels() {
+                let queued = engine.takeQueued()
+                batch += queued
+                for write in queued { try apply(write, to: &outcome) }
+                _ = try writeTouchedModels()
             }
             try db.execute("COMMIT")
             writtenSinceCheckpoint = true
@@ -134,21 +109,51 @@ final class DiskWriter {
             return
         }
         // Counted before anything is answered: whoever is told of a write finds it counted.
-        engine.counted(batch: batch.count, stored: stored)
+        engine.counted(batch: batch.count, stored: outcome.stored)
         // Settled in order, on the notifier: a store's observers may block on the loop.
-        // The batch and the models it wrote go with the closure, so the notifier thread, lightly
-        // loaded, releases them: freeing the values the committers replaced was a sixth of this
-        // thread's time, and each free of another thread's memory takes its allocator's lock.
+        // The batch goes with the closure, so the notifier thread, lightly loaded, releases its
+        // change sets: freeing what the committers made was a sixth of this thread's time, and
+        // each free of another thread's memory takes its allocator's lock.
         let released = batch
         pending = [:]
         recent = nil
-        engine.settleLater { [settles, refused] in
+        engine.settleLater { [settles = outcome.settles, refused = outcome.refused] in
             withExtendedLifetime(released) {}
             for (store, version, generation) in settles { store.settle(through: version, generation: generation) }
             for (store, generation, error) in refused { store.unsettle(generation: generation, because: error) }
         }
-        for (message, problem) in messages { message.completion(problem) }
-        for signal in signals { signal.finish(nil) }
+        for (message, problem) in outcome.messages { message.completion(problem) }
+        for signal in outcome.signals { signal.finish(nil) }
+    }
+
+    /// Writes one of a batch's writes into the open transaction and notes what it came to.
+    private func apply(_ write: DiskWrite, to outcome: inout Outcome) throws(SQLiteError) {
+        switch write {
+        case .change(let record, let store):
+            if let problem = try writeChange(record, store) {
+                outcome.refused.append((store, record.generation, problem))
+                return
+            }
+            // Change sets of one store that follow one another settle in one call.
+            if let last = outcome.settles.last, last.store === store, last.generation == record.generation {
+                outcome.settles[outcome.settles.count - 1].version = record.changeSet.version
+            } else {
+                outcome.settles.append((store, record.changeSet.version, record.generation))
+            }
+            outcome.stored += 1
+        case .createStore(let store, let signal):
+            try createStore(store)
+            outcome.signals.append(signal)
+            outcome.stored += 1
+        case .deleteStore(let name, let signal):
+            try deleteStore(name)
+            outcome.signals.append(signal)
+            outcome.stored += 1
+        case .message(let message):
+            let problem = try writeMessage(message)
+            outcome.messages.append((message, problem))
+            if problem == nil { outcome.stored += 1 }
+        }
     }
 
     private func fail(_ batch: [DiskWrite], _ failure: StoreError, engine: DiskEngine) {

@@ -5,12 +5,6 @@ import ReceptionistModel
 import ReceptionistSync
 import Testing
 
-/// A fresh directory under the system's temporary folder.
-private func temporaryDirectory() -> String {
-    var template = Array("/tmp/receptionist-disk-XXXXXX".utf8CString)
-    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
-}
-
 /// An observer of `store` that, on its first change set, says so through `entered` and blocks
 /// until `gate` opens.
 private func blockingObserver(of store: ModelStore) -> (gate: ConditionLock<Bool>, entered: ConditionLock<Bool>, token: ObservationToken) {
@@ -162,103 +156,6 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         #expect(models["m1"] == ["text": .string(text(5))])
     }
 
-    /// Copies the database as a crash leaves it (the engine still open, its writes in the log).
-    private static func copyAsCrashed(_ directory: String) -> String {
-        let copy = temporaryDirectory()
-        for file in ["receptionist.sqlite3", "receptionist.sqlite3-wal"] {
-            guard let input = fopen(directory + "/" + file, "rb"), let output = fopen(copy + "/" + file, "wb") else { continue }
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            while case let read = fread(&buffer, 1, buffer.count, input), read > 0 { fwrite(buffer, 1, read, output) }
-            fclose(input)
-            fclose(output)
-        }
-        return copy
-    }
-
-    /// The models as a store holds them (its head), sorted by id, with their tags.
-    private static func models(of store: ModelStore) -> [String] {
-        store.journalSnapshot(changedAfter: 0).models.map { "\($0.id) \($0.tag) \(JSONWriter.string($0.value))" }.sorted()
-    }
-
-    private static func models(of contents: DiskContents.Store) -> [String] {
-        contents.models.map { "\($0.id) \($0.tag) \(JSONWriter.string($0.value))" }.sorted()
-    }
-
-    /// Puts, nested sets, removals, deletes and models made again: `rounds` times over 20 models.
-    private static func churn(_ store: ModelStore, rounds: Int, from start: Int) throws {
-        for n in start..<(start + rounds) {
-            let id = "m\(n % 20)"
-            switch n % 5 {
-            case 0: try store.commit([.put(model: id, value: ["n": .number(JSONNumber(n)), "pos": ["x": 1]])])
-            case 1: try store.commit([.put(model: id, value: ["n": 0]), .set(model: id, keyPath: "pos.x", value: .number(JSONNumber(n)))])
-            case 2: try store.commit([.put(model: id, value: ["n": 1]), .set(model: id, keyPath: "n", value: nil)])
-            case 3: try store.commit([.put(model: id, value: ["n": 2]), .delete(model: id)])
-            default: try store.commit([.put(model: id, value: ["n": 3]), .delete(model: id), .put(model: id, value: ["again": true])])
-            }
-        }
-    }
-
-    @Test func aCrashLeavesTheModelsToBeRebuiltFromTheSnapshotAndTheChangeSetsAfterIt() throws {
-        let directory = temporaryDirectory()
-        let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory, fsync: .interval))
-        let store = try StoreRegistry(historyLimit: 100, journal: engine).create("s")
-        // Past one snapshot (taken every `snapshotEvery` change sets), then churn after it.
-        try Self.churn(store, rounds: Int(DiskWriter.snapshotEvery) + 500, from: 0)
-        let crashed = Self.copyAsCrashed(directory)
-        let expected = Self.models(of: store)
-        engine.close()
-        let db = try SQLiteDatabase(path: crashed + "/receptionist.sqlite3")
-        let modelsVersion = try db.integer("SELECT models_version FROM stores") ?? -1
-        db.close()
-        // A snapshot was stored, and the change sets after it are replayed on top of it.
-        #expect(modelsVersion > 0 && modelsVersion < Int64(store.version))
-        let (reopened, contents) = try DiskEngine.open(DiskOptions(directory: crashed, fsync: .interval))
-        reopened.close()
-        let loaded = try #require(contents.stores.first)
-        #expect(loaded.version == store.version && loaded.modelsVersion == UInt64(modelsVersion))
-        #expect(Self.models(of: loaded) == expected)
-        #expect(expected.count > 5)
-    }
-
-    @Test func aCleanCloseStoresTheModelsAtTheStoresVersion() throws {
-        let directory = temporaryDirectory()
-        let expected: [String]
-        do {
-            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory, fsync: .interval))
-            let store = try StoreRegistry(historyLimit: 100, journal: engine).create("s")
-            try Self.churn(store, rounds: 300, from: 7)
-            expected = Self.models(of: store)
-            engine.close()
-        }
-        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
-        let versions = try db.integer("SELECT version * 1000000 + models_version FROM stores") ?? -1
-        db.close()
-        #expect(versions == 300 * 1_000_001)
-        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory, fsync: .interval))
-        engine.close()
-        #expect(Self.models(of: try #require(contents.stores.first)) == expected)
-    }
-
-    @Test func aFormatTwoFileIsBroughtForwardWithItsModelsAtTheStoresVersion() throws {
-        let directory = temporaryDirectory()
-        let expected: [String]
-        do {
-            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
-            let store = try StoreRegistry(historyLimit: 100, journal: engine).create("s")
-            try Self.churn(store, rounds: 40, from: 0)
-            expected = Self.models(of: store)
-            engine.close()
-        }
-        // Format 2 had no models_version: its models were always at the store's version.
-        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
-        try db.execute("ALTER TABLE stores DROP COLUMN models_version; PRAGMA user_version = 2;")
-        db.close()
-        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
-        engine.close()
-        let loaded = try #require(contents.stores.first)
-        #expect(loaded.version == 40 && loaded.modelsVersion == 40)
-        #expect(Self.models(of: loaded) == expected)
-    }
 
     @Test func anUnsyncedStopOnANewBootGivesEveryStoreAndTopicANewEpoch() throws {
         let directory = temporaryDirectory()
