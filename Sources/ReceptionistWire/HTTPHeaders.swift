@@ -44,15 +44,21 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
 }
 
 extension String {
-    /// ASCII case-insensitive comparison, enough for header names and tokens.
+    /// ASCII case-insensitive comparison, enough for header names and tokens. Read in place: a
+    /// zip of the two UTF-8 views ran their generic iterators byte by byte (1.5% of an HTTP
+    /// publish, comparing every header's name with `Content-Length`).
     public func asciiCaseInsensitiveEquals(_ other: String) -> Bool {
-        let a = utf8, b = other.utf8
-        guard a.count == b.count else { return false }
-        for (x, y) in zip(a, b) where x != y {
-            let lx = (x >= 65 && x <= 90) ? x | 0x20 : x
-            let ly = (y >= 65 && y <= 90) ? y | 0x20 : y
-            if lx != ly { return false }
+        guard utf8.count == other.utf8.count else { return false }
+        var a = self, b = other
+        return a.withUTF8 { x in
+            b.withUTF8 { y in
+                for index in x.indices where x[index] != y[index] {
+                    let lx = (x[index] >= 65 && x[index] <= 90) ? x[index] | 0x20 : x[index]
+                    let ly = (y[index] >= 65 && y[index] <= 90) ? y[index] | 0x20 : y[index]
+                    if lx != ly { return false }
+                }
+                return true
+            }
         }
-        return true
     }
 }

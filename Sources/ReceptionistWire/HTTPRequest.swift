@@ -28,13 +28,21 @@ public struct HTTPRequest: Sendable, Hashable {
 
     /// The target's path, still percent-encoded, without the query.
     public var rawPath: Substring {
-        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return target[...] }
+        guard let mark = queryMark else { return target[...] }
         return target[..<mark]
     }
 
     /// The target's query string without the `?`, or nil.
     public var query: Substring? {
-        guard let mark = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return nil }
+        guard let mark = queryMark else { return nil }
         return target[target.utf8.index(after: mark)...]
+    }
+
+    /// Where the target's `?` is, found in its bytes in place (the UTF-8 view's generic
+    /// `firstIndex` was 1% of an HTTP publish).
+    private var queryMark: String.Index? {
+        var text = target
+        let offset = text.withUTF8 { bytes in bytes.firstIndex(of: UInt8(ascii: "?")) }
+        return offset.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
     }
 }
