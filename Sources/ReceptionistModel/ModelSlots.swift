@@ -44,14 +44,14 @@ struct ModelSlots: Sendable {
     }
 
     /// Stamps every model `changes` touched as last changed at `version`, and returns each once, in
-    /// the order first touched, with its tag before (0: it did not exist) and its value now (nil:
-    /// deleted). `deleted` are the tags of the models the commit deleted, read before it applied
+    /// the order first touched, with its tag before (0: it did not exist): what undoing the commit
+    /// puts back. `deleted` are the tags of the models the commit deleted, read before it applied
     /// (a deleted model's slot is gone); they come first. One lookup per change, or none where
     /// the change carries its slot: a journaled commit pays nothing else to know what it touched.
     mutating func stamp(
         _ changes: [ModelChange], version: UInt64, deleted: [(id: String, tag: UInt64)]
-    ) -> [(id: String, tag: UInt64, value: JSONValue?)] {
-        var touched: [(id: String, tag: UInt64, value: JSONValue?)] = deleted.map { ($0.id, $0.tag, self[$0.id]) }
+    ) -> [(id: String, tag: UInt64)] {
+        var touched = deleted
         // Read in place, field by field: iterating copied each change whole (its model, path and
         // both values retained and released) to read two of its fields.
         changes.withUnsafeBufferPointer { changes in
@@ -68,10 +68,9 @@ struct ModelSlots: Sendable {
                     continue  // deleted: listed in `deleted`
                 }
                 guard versions[slot] != version else { continue }
+                // A model deleted, then put again, is listed once, with its tag from before the delete.
                 if deleted.isEmpty || !deleted.contains(where: { $0.id == change.pointee.model }) {
-                    touched.append((change.pointee.model, versions[slot], values[slot]))
-                } else if let found = touched.firstIndex(where: { $0.id == change.pointee.model }) {
-                    touched[found].value = values[slot]  // deleted, then put again
+                    touched.append((change.pointee.model, versions[slot]))
                 }
                 versions[slot] = version
             }

@@ -62,11 +62,11 @@ extension ModelStore {
                     return .success(JournalRecord?.none)
                 }
                 state.version += 1
-                let touched = state.models.stamp(changes, version: state.version, deleted: deleted)
+                let priorTags = state.models.stamp(changes, version: state.version, deleted: deleted)
                 let changeSet = ChangeSet(
                     store: name, version: state.version, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
                 state.unsettled.append(Unsettled(
-                    changeSet: changeSet, priorTags: touched.map { ($0.id, $0.tag) }, completion: completion))
+                    changeSet: changeSet, priorTags: priorTags, completion: completion))
                 return .success(JournalRecord(changeSet: changeSet, generation: state.generation))
             }
             switch record {

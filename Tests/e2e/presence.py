@@ -92,12 +92,7 @@ class Client:
         deadline = time.monotonic() + timeout
         with self._cond:
             while self.pos >= len(self.frames):
-                if self.ended is not None:
-                    raise AssertionError(f"the connection ended ({self.ended!r}) before {what}; last frames {self._recent()}")
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no {what} within {timeout:.1f}s; last frames {self._recent()}")
-                self._cond.wait(remaining)
+                self._wait_for_more(deadline, timeout, what)
             item = self.frames[self.pos]
             self.pos += 1
             return item
@@ -114,12 +109,17 @@ class Client:
                     if predicate(self.frames[index][1]):
                         return self.frames[index]
                     index += 1
-                if self.ended is not None:
-                    raise AssertionError(f"the connection ended ({self.ended!r}) before {what}; last frames {self._recent()}")
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no {what} within {timeout:.1f}s; last frames {self._recent()}")
-                self._cond.wait(remaining)
+                self._wait_for_more(deadline, timeout, what)
+
+    def _wait_for_more(self, deadline: float, timeout: float, what: str) -> None:
+        """With the condition held: waits for another frame, or fails once the connection has
+        ended or `deadline` has passed."""
+        if self.ended is not None:
+            raise AssertionError(f"the connection ended ({self.ended!r}) before {what}; last frames {self._recent()}")
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no {what} within {timeout:.1f}s; last frames {self._recent()}")
+        self._cond.wait(remaining)
 
     def subscribe(self, **target) -> dict:
         self.send({"type": "subscribe", **target})
