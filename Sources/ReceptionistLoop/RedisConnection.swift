@@ -105,21 +105,25 @@ public final class RedisConnection {
     /// Whether `maxPendingCommands` replies are owed already.
     public var isSaturated: Bool { pendingCommands >= maxPendingCommands }
 
-    /// Subscribes to `channel`; `message` runs for every message published on it, until the
-    /// connection is lost. `subscribed` runs once Redis confirms. Returns false when not connected.
+    /// Subscribes to `channels` in one command, so Redis takes them all at once; `message` runs for
+    /// every message published on any of them, until the connection is lost. `subscribed` runs once,
+    /// when Redis has confirmed the last. Returns false when not connected.
     @discardableResult
-    public func subscribe(_ channel: String, subscribed: @escaping () -> Void, message: @escaping ([UInt8]) -> Void) -> Bool {
+    public func subscribe(_ channels: [String], subscribed: @escaping () -> Void, message: @escaping ([UInt8]) -> Void) -> Bool {
         precondition(loop.isCurrent)
+        precondition(!channels.isEmpty, "a subscription names a channel")
         guard let context, state == .connected || state == .connecting else { return false }
+        var unconfirmed = channels.count
         let box = ReplyBox { reply in
             guard let parts = reply?.elements, parts.count >= 3, let kind = parts[0].text else { return }
             if kind == "message", let payload = parts[2].bytes {
                 message(payload)
             } else if kind == "subscribe" {
-                subscribed()
+                unconfirmed -= 1
+                if unconfirmed == 0 { subscribed() }
             }
         }
-        let status = Self.withArgv([Array("SUBSCRIBE".utf8), Array(channel.utf8)]) { argc, argv, lengths in
+        let status = Self.withArgv([Array("SUBSCRIBE".utf8)] + channels.map { Array($0.utf8) }) { argc, argv, lengths in
             redisAsyncCommandArgv(context, { _, reply, privdata in
                 guard let privdata else { return }
                 // Not consumed: hiredis calls this for every message. `subscriptionBoxes` owns it.

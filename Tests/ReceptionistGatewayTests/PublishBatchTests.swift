@@ -27,7 +27,7 @@ import Testing
         batch.append(message("news", "{\"n\":3}", at: 12))
         let keys = ClusterKeys(database: 0)
         var epochs = 0
-        let arguments = strings(batch.arguments(keys: keys, history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
+        let arguments = strings(batch.arguments(keys: keys, node: "n1", history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
             epochs += 1
             return "fresh\(epochs)"
         })
@@ -35,7 +35,7 @@ import Testing
             "6",
             keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"),
             keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"),
-            "500", "2000", keys.channel,
+            "500", "2000", keys.channel, keys.nodeChannel("n1"),
             "t:news", "fresh1", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
             "t:chat", "fresh2", "1", "{\"n\":2}", "11",
         ])

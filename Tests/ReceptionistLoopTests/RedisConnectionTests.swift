@@ -47,8 +47,8 @@ private final class RedisServer {
 
 @Suite(.enabled(if: RedisServer.isInstalled, "needs redis-server"))
 struct RedisConnectionTests {
-    /// Connects (retrying while the server starts), runs commands, and gets a published message
-    /// on a second, subscribed connection.
+    /// Connects (retrying while the server starts), runs commands, and gets the messages published
+    /// on both channels of a second connection, subscribed to them in one command and told so once.
     @Test func commandsAndPubSubOnTheLoop() throws {
         let server = try RedisServer()
         defer { server.stop() }
@@ -58,22 +58,24 @@ struct RedisConnectionTests {
         let loopThread = LoopThread { loop in
             let commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
             let events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
-            // The message and the command replies come on two connections, in either order.
+            // The messages and the command replies come on two connections, in either order.
             func record(_ line: String) {
                 let count = results.withLock { $0.append(line); return $0.count }
-                guard count == 4 else { return }
+                guard count == 7 else { return }
                 commands.close()
                 events.close()
                 loop.mailbox.shutDown()
                 done.signal()
             }
             events.onConnected = {
-                events.subscribe("news", subscribed: {
+                events.subscribe(["news", "sport"], subscribed: {
+                    record("subscribed")
                     commands.send(["SET", "k", "v"]) { reply in record("SET \(reply?.text ?? "nil")") }
                     commands.send(["GET", "k"]) { reply in record("GET \(reply?.text ?? "nil")") }
                     commands.send([Array("PUBLISH".utf8), Array("news".utf8), [0, 1, 2]]) { reply in
                         record("PUBLISH \(reply?.integer ?? -1)")
                     }
+                    commands.send(["PUBLISH", "sport", "goal"]) { reply in record("PUBLISH \(reply?.integer ?? -1)") }
                 }, message: { payload in record("message \(payload)") })
             }
             commands.start()
@@ -81,7 +83,9 @@ struct RedisConnectionTests {
         }
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(loopThread.waitUntilStopped(seconds: 5))
-        #expect(results.withLock { $0.sorted() } == ["GET v", "PUBLISH 1", "SET OK", "message [0, 1, 2]"])
+        #expect(results.withLock { $0.sorted() } == [
+            "GET v", "PUBLISH 1", "PUBLISH 1", "SET OK", "message [0, 1, 2]", "message \(Array("goal".utf8))", "subscribed",
+        ])
     }
 
     /// A refused connection reports the failure and keeps retrying; `close` stops it.

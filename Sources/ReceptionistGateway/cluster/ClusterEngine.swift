@@ -35,7 +35,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     let applier = SerialWorker()
     unowned let hub: PushHub
     /// This node in the cluster's presence: random, new with every start.
-    let nodeID = ModelStore.newEpoch()
+    let nodeID: String
     /// `--heartbeat-timeout`: a node silent this long is taken for dead.
     let heartbeatTimeoutMilliseconds: UInt64
     private var heartbeatTimer: LoopTimer?
@@ -51,6 +51,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         logger: Logger
     ) {
         heartbeatTimeoutMilliseconds = UInt64(max(0.3, heartbeatTimeoutSeconds) * 1000)
+        let nodeID = ModelStore.newEpoch()
+        self.nodeID = nodeID
         precondition(!endpoints.isEmpty, "the redis engine needs a server")
         self.redisHistory = redisHistory
         self.timeoutSeconds = timeoutSeconds
@@ -59,7 +61,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         self.hub = hub
         self.historyLimit = max(1, historyLimit)
         self.logger = logger
-        shards = endpoints.map { RedisLink(loop: loop, endpoint: $0, logger: logger) }
+        shards = endpoints.map { RedisLink(loop: loop, endpoint: $0, node: nodeID, logger: logger) }
         for link in shards {
             link.commands.maxPendingCommands = maxPendingCommands
             link.onUp = { [unowned self, unowned link] in self.catchUp(link) }

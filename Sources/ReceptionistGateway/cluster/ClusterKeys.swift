@@ -13,6 +13,11 @@ struct ClusterKeys: Sendable {
         channel = "rcpt:events:\(database)"
     }
 
+    /// A node's own channel: where the other nodes' publishes are noticed, so that a node is never
+    /// told of its own (`ClusterScripts.publish`). The channel's name and a colon come first, and
+    /// hold no glob character, so `PUBSUB CHANNELS <channel>:*` lists every node's.
+    func nodeChannel(_ node: String) -> String { "\(channel):\(node)" }
+
     func storeVersion(_ store: String) -> String { "rcpt:s:{\(store)}:version" }
     func storeModels(_ store: String) -> String { "rcpt:s:{\(store)}:models" }
     func storeLog(_ store: String) -> String { "rcpt:s:{\(store)}:log" }

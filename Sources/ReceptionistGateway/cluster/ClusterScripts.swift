@@ -92,12 +92,18 @@ enum ClusterScripts {
         """
 
     /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log and epoch.
-    /// ARGV: max log length, max log age in ms (0: none), channel, then for each topic: its notice,
-    /// a fresh epoch for a topic that has none, its count n, and n pairs of data JSON and
-    /// publishedAt. Each topic's messages take the next n numbers, in order; the topic's notice is
-    /// published once, with its last number and epoch, and its log trimmed once (by the last
-    /// `XADD`). Returns {first seq, epoch, last entry ID} per topic: enough for the publishing node
-    /// to mirror its own messages without reading them back.
+    /// ARGV: max log length, max log age in ms (0: none), the cluster's channel, the publishing
+    /// node's channel, then for each topic: its notice, a fresh epoch for a topic that has none, its
+    /// count n, and n pairs of data JSON and publishedAt. Each topic's messages take the next n
+    /// numbers, in order; the topic's notice, with its last number and epoch, is published once to
+    /// each other node's channel, and its log trimmed once (by the last `XADD`). Returns
+    /// {first seq, epoch, last entry ID} per topic: enough for the publishing node to mirror its own
+    /// messages without reading them back.
+    ///
+    /// The publishing node is not told of its own messages: it has them from the answer. The other
+    /// nodes' channels are the ones `PUBSUB CHANNELS` lists under the cluster's (a node's, while it
+    /// is subscribed). A node of 0.8.0 or earlier listens only on the cluster's channel: while more
+    /// connections listen there than nodes have channels, the notice goes there too.
     ///
     /// Each entry carries its epoch, so a follower sees the log start over even where the numbers
     /// alone could not tell (one message before the loss, one after). The first entry of a new
@@ -106,7 +112,13 @@ enum ClusterScripts {
     /// otherwise start below them).
     static let publish = RedisScript(trimByAge + topicEpoch + """
         local out = {}
-        local a = 4
+        local listeners = {}
+        local nodes = redis.call('PUBSUB', 'CHANNELS', ARGV[3] .. ':*')
+        for _, channel in ipairs(nodes) do
+          if channel ~= ARGV[4] then listeners[#listeners + 1] = channel end
+        end
+        if redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2] > #nodes then listeners[#listeners + 1] = ARGV[3] end
+        local a = 5
         for k = 1, #KEYS, 3 do
           local notice, n = ARGV[a], tonumber(ARGV[a + 2])
           local epoch, fresh = topicEpoch(KEYS[k + 2], ARGV[a + 1])
@@ -127,7 +139,9 @@ enum ClusterScripts {
             'd', ARGV[a])
           a = a + 2
           trimByAge(KEYS[k + 1], ARGV[2])
-          redis.call('PUBLISH', ARGV[3], notice .. ':' .. last .. ':' .. epoch)
+          for _, channel in ipairs(listeners) do
+            redis.call('PUBLISH', channel, notice .. ':' .. last .. ':' .. epoch)
+          end
           out[#out + 1] = {first, epoch, id}
         end
         return out

@@ -58,11 +58,12 @@ struct PublishBatch {
     }
 
     /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log and
-    /// epoch keys, then the log's bounds, the channel, and for each topic its notice, a fresh epoch
-    /// (for a topic that has none), its count, and its messages as data and `publishedAt` pairs.
-    func arguments(keys: ClusterKeys, history: RedisHistory, freshEpoch: () -> String) -> [[UInt8]] {
+    /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's, and for
+    /// each topic its notice, a fresh epoch (for a topic that has none), its count, and its messages
+    /// as data and `publishedAt` pairs.
+    func arguments(keys: ClusterKeys, node: String, history: RedisHistory, freshEpoch: () -> String) -> [[UInt8]] {
         var arguments: [[UInt8]] = []
-        arguments.reserveCapacity(1 + topics.count * 6 + 3 + messages.count * 2)
+        arguments.reserveCapacity(1 + topics.count * 6 + 4 + messages.count * 2)
         arguments.append(Array(String(topics.count * 3).utf8))
         for topic in topics {
             arguments.append(Array(keys.topicSeq(topic.name).utf8))
@@ -72,6 +73,7 @@ struct PublishBatch {
         arguments.append(Array(String(history.maxEntries).utf8))
         arguments.append(Array(String(history.maxAgeMilliseconds).utf8))
         arguments.append(Array(keys.channel.utf8))
+        arguments.append(Array(keys.nodeChannel(node).utf8))
         for topic in topics {
             arguments.append(Array(ClusterKeys.encode(.topicPublished(topic.name)).utf8))
             arguments.append(Array(freshEpoch().utf8))

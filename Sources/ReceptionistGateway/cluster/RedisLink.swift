@@ -2,8 +2,10 @@ import Logging
 import ReceptionistLoop
 
 /// The node's two connections to one Redis server (a shard) and their health: one for commands,
-/// one subscribed to the cluster's notice channel on that server. Both reconnect with backoff on their own; the link is up only when
-/// both are connected and the channel is subscribed. Going up or down is logged once.
+/// one subscribed to the cluster's notice channel on that server and to this node's own channel
+/// (where other nodes' publishes are noticed; `ClusterScripts.publish`). Both reconnect with
+/// backoff on their own; the link is up only when both are connected and the channels are
+/// subscribed. Going up or down is logged once.
 ///
 /// Loop thread only.
 final class RedisLink: EngineHealth {
@@ -13,26 +15,27 @@ final class RedisLink: EngineHealth {
     /// Commands and scripts; replies come back in order.
     let commands: RedisConnection
     private let events: RedisConnection
-    private let channel: String
+    /// The cluster's channel, then this node's.
+    private let channels: [String]
     private let logger: Logger
     private var subscribed = false
     private var reportedUp: Bool?
     /// Called each time the link comes up (the engine re-reads what it may have missed).
     var onUp: (() -> Void)?
-    /// Called with every notice published on the channel.
+    /// Called with every notice published on either channel.
     var onNotice: (([UInt8]) -> Void)?
 
-    init(loop: EventLoop, endpoint: RedisEndpoint, logger: Logger) {
+    init(loop: EventLoop, endpoint: RedisEndpoint, node: String, logger: Logger) {
         self.endpoint = endpoint
         keys = ClusterKeys(database: endpoint.database)
-        channel = keys.channel
+        channels = [keys.channel, keys.nodeChannel(node)]
         self.logger = logger
         commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
         events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
         commands.onConnected = { [unowned self] in self.changed() }
         commands.onDisconnected = { [unowned self] reason in self.changed(reason) }
         events.onConnected = { [unowned self] in
-            _ = self.events.subscribe(self.channel, subscribed: { [unowned self] in
+            _ = self.events.subscribe(self.channels, subscribed: { [unowned self] in
                 self.subscribed = true
                 self.changed()
             }, message: { [unowned self] payload in self.onNotice?(payload) })

@@ -1,0 +1,107 @@
+"""Who is told of a publish on the redis engine (`ClusterScripts.publish`): each other node, once a
+script call and topic, on the channel of its own it subscribes to; never the publishing node,
+which has its messages from Redis's answer; and, while a node of an earlier version listens on the
+cluster's channel alone, that channel too.
+
+Redis's command statistics (`INFO commandstats`) count the notices published.
+"""
+
+import socket
+
+from conftest import HOST, wait_for
+from test_cluster import readiness, redis  # noqa: F401  (the fixture)
+from test_cluster_batching import redis_command
+from wsclient import connect, publish, recv_json, subscribe, unique
+
+CHANNEL = "rcpt:events:0"
+
+
+def start_node(start_server, redis):  # noqa: F811
+    node = start_server("--engine", "redis", "--redis-url", redis.url, "--publish-rate", "0")
+    wait_for(lambda: readiness(node.port).get("redis") == "up", 10, "node never reached Redis")
+    return node
+
+
+def notices_published(redis) -> int:  # noqa: F811
+    """PUBLISH calls (from scripts too) since the last `CONFIG RESETSTAT`."""
+    for line in redis_command(redis, "INFO", "commandstats").decode().splitlines():
+        if line.startswith("cmdstat_publish:"):
+            return int(line.split("calls=")[1].split(",")[0])
+    return 0
+
+
+def listeners(redis, channel: str) -> int:  # noqa: F811
+    """`PUBSUB NUMSUB channel`: how many connections listen on it."""
+    with socket.create_connection((HOST, redis.port), timeout=5) as sock:
+        sock.sendall(f"PUBSUB NUMSUB {channel}\r\n".encode())
+        reply = b""
+        while reply.count(b"\r\n") < 4:
+            chunk = sock.recv(4096)
+            assert chunk, "Redis closed the connection"
+            reply += chunk
+        return int(reply.split(b"\r\n")[3][1:])
+
+
+def received(ws, topic: str, count: int) -> list[int]:
+    seqs = []
+    while len(seqs) < count:
+        frame = recv_json(ws, timeout=10)
+        assert frame["type"] == "message" and frame["topic"] == topic, frame
+        seqs.append(frame["seq"])
+    return seqs
+
+
+def test_a_node_alone_is_told_nothing_of_its_own_publishes(start_server, redis):  # noqa: F811
+    node = start_node(start_server, redis)
+    topic = unique("own")
+    ws = connect(node.port)
+    assert subscribe(ws, topic=topic)["type"] == "subscribed"
+    assert redis_command(redis, "CONFIG", "RESETSTAT") == b"+OK"
+    assert [publish(node.port, topic, {"n": n}) for n in range(20)] == list(range(1, 21))
+    assert received(ws, topic, 20) == list(range(1, 21))
+    assert notices_published(redis) == 0
+    ws.close()
+
+
+def test_each_other_node_is_told_once_a_publish_and_the_publisher_not_at_all(start_server, redis):  # noqa: F811
+    a, b, c = (start_node(start_server, redis) for _ in range(3))
+    topic = unique("others")
+    subscribers = []
+    for node in (a, b, c):
+        ws = connect(node.port)
+        assert subscribe(ws, topic=topic)["type"] == "subscribed"
+        subscribers.append(ws)
+    assert redis_command(redis, "CONFIG", "RESETSTAT") == b"+OK"
+    # One at a time: each publish is its own script call.
+    assert [publish(a.port, topic, {"n": n}) for n in range(10)] == list(range(1, 11))
+    for ws in subscribers:
+        assert received(ws, topic, 10) == list(range(1, 11))
+    # b and c, once each; not a, and not the cluster's channel, where no earlier node listens.
+    assert notices_published(redis) == 20
+    for ws in subscribers:
+        ws.close()
+
+
+def test_a_node_of_an_earlier_version_is_told_on_the_clusters_channel(start_server, redis):  # noqa: F811
+    node = start_node(start_server, redis)
+    topic = unique("earlier")
+    # What a node of 0.8.0 subscribes to: the cluster's channel, and no channel of its own.
+    earlier = socket.create_connection((HOST, redis.port), timeout=10)
+    try:
+        earlier.sendall(f"SUBSCRIBE {CHANNEL}\r\n".encode())
+        wait_for(lambda: listeners(redis, CHANNEL) == 2, 5, "the earlier node's subscription never took")
+        assert [publish(node.port, topic, {"n": n}) for n in range(3)] == [1, 2, 3]
+        heard = b""
+        while heard.count(f"t:{topic}:".encode()) < 3:
+            chunk = earlier.recv(65536)
+            assert chunk, "Redis closed the earlier node's connection"
+            heard += chunk
+        for seq in (1, 2, 3):
+            assert f"t:{topic}:{seq}:".encode() in heard, heard
+    finally:
+        earlier.close()
+    # Once it has gone, nobody is told.
+    wait_for(lambda: listeners(redis, CHANNEL) == 1, 5, "the earlier node's subscription never ended")
+    assert redis_command(redis, "CONFIG", "RESETSTAT") == b"+OK"
+    assert publish(node.port, topic, {"n": 3}) == 4
+    assert notices_published(redis) == 0
