@@ -53,28 +53,34 @@ public final class JSONBuffer {
     /// `value` in decimal, written in place: its digits counted first (in four comparisons),
     /// then written from the last, two at a time.
     public func append(decimal value: Int64) {
-        var magnitude = value.magnitude
+        let magnitude = value.magnitude
         let digits = Self.digitCount(magnitude)
         let sign = value < 0 ? 1 : 0
         reserve(digits + sign)
         if sign == 1 { base[used] = UInt8(ascii: "-") }
-        var index = used + sign + digits
-        used = index
-        let pairs = Self.digitPairs.utf8Start
-        while magnitude >= 100 {
-            let pair = Int(truncatingIfNeeded: magnitude % 100) &* 2
-            magnitude /= 100
+        used += sign + digits
+        Self.writeDigits(magnitude, endingAt: base + used)
+    }
+
+    /// Writes `magnitude`'s decimal digits (`digitCount` of them) so that the last is just before
+    /// `end`: from the last, two at a time.
+    static func writeDigits(_ magnitude: UInt64, endingAt end: UnsafeMutablePointer<UInt8>) {
+        var rest = magnitude
+        var index = 0
+        let pairs = digitPairs.utf8Start
+        while rest >= 100 {
+            let pair = Int(truncatingIfNeeded: rest % 100) &* 2
+            rest /= 100
             index -= 2
-            base[index] = pairs[pair]
-            base[index + 1] = pairs[pair + 1]
+            end[index] = pairs[pair]
+            end[index + 1] = pairs[pair + 1]
         }
-        if magnitude >= 10 {
-            let pair = Int(truncatingIfNeeded: magnitude) &* 2
-            index -= 2
-            base[index] = pairs[pair]
-            base[index + 1] = pairs[pair + 1]
+        if rest >= 10 {
+            let pair = Int(truncatingIfNeeded: rest) &* 2
+            end[index - 2] = pairs[pair]
+            end[index - 1] = pairs[pair + 1]
         } else {
-            base[index - 1] = UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0")
+            end[index - 1] = UInt8(truncatingIfNeeded: rest) &+ UInt8(ascii: "0")
         }
     }
 

@@ -100,7 +100,7 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
     public func write(to out: inout [UInt8]) {
         switch storage {
         case .integer(let value):
-            Self.withDecimal(value) { out.append(contentsOf: $0) }
+            JSONWriter.writeDecimal(value.magnitude, negative: value < 0, to: &out)
         case .text(let text):
             out.append(contentsOf: text.utf8)
         }
@@ -145,25 +145,8 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
 
     /// The decimal text of `value`.
     private static func decimal(_ value: Int64) -> String {
-        withDecimal(value) { String(decoding: $0, as: UTF8.self) }
-    }
-
-    /// Runs `body` on the decimal digits of `value`, built in a stack buffer: the generic
-    /// `String(_:)` for integers is several times slower.
-    private static func withDecimal<R>(_ value: Int64, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
-            var magnitude = value.magnitude
-            var index = 20
-            repeat {
-                index -= 1
-                buffer[index] = UInt8(truncatingIfNeeded: magnitude % 10) &+ UInt8(ascii: "0")
-                magnitude /= 10
-            } while magnitude > 0
-            if value < 0 {
-                index -= 1
-                buffer[index] = UInt8(ascii: "-")
-            }
-            return body(UnsafeBufferPointer(rebasing: buffer[index..<20]))
-        }
+        var out: [UInt8] = []
+        JSONWriter.writeDecimal(value.magnitude, negative: value < 0, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 }

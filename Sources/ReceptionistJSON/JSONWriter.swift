@@ -36,6 +36,34 @@ public enum JSONWriter {
         }
     }
 
+    /// `value`'s decimal digits, appended: the generic `String(_:)` for integers is several times
+    /// slower, and makes a string only to be copied.
+    public static func writeDecimal(_ value: UInt64, to out: inout [UInt8]) {
+        writeDecimal(value, negative: false, to: &out)
+    }
+
+    /// `magnitude`'s decimal digits, after a minus sign if `negative`, built on the stack and
+    /// appended at once.
+    static func writeDecimal(_ magnitude: UInt64, negative: Bool, to out: inout [UInt8]) {
+        if negative { out.append(UInt8(ascii: "-")) }
+        if magnitude < 10 {
+            out.append(UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0"))
+            return
+        }
+        let count = JSONBuffer.digitCount(magnitude)
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        withUnsafeMutableBytes(of: &digits) { raw in
+            let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            JSONBuffer.writeDigits(magnitude, endingAt: base + count)
+            out.append(contentsOf: UnsafeBufferPointer(start: base, count: count))
+        }
+    }
+
+    /// How many decimal digits `value` has (1 for 0).
+    public static func decimalCount(_ value: UInt64) -> Int {
+        JSONBuffer.digitCount(value)
+    }
+
     public static func writeString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copied whole from the string's own bytes.

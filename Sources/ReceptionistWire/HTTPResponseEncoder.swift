@@ -1,3 +1,5 @@
+import ReceptionistJSON
+
 /// Encodes a response head, and small bodies with it, into one buffer.
 public enum HTTPResponseEncoder {
     /// Bodies up to this size are copied after the head so the response is a single buffer;
@@ -20,7 +22,7 @@ public enum HTTPResponseEncoder {
         out.append(contentsOf: "Date: ".utf8)
         out.append(contentsOf: date.utf8)
         out.append(contentsOf: "\r\nContent-Length: ".utf8)
-        appendDecimal(contentLength ?? response.body.count, to: &out)
+        JSONWriter.writeDecimal(UInt64(contentLength ?? response.body.count), to: &out)
         out.append(contentsOf: keepAlive ? "\r\nConnection: keep-alive\r\n".utf8 : "\r\nConnection: close\r\n".utf8)
         for field in response.headers.fields {
             out.append(contentsOf: field.name.utf8)
@@ -37,31 +39,9 @@ public enum HTTPResponseEncoder {
 
     private static func appendStatusLine(_ status: HTTPStatus, to out: inout [UInt8]) {
         out.append(contentsOf: "HTTP/1.1 ".utf8)
-        appendDecimal(status.code, to: &out)
+        JSONWriter.writeDecimal(UInt64(status.code), to: &out)
         out.append(UInt8(ascii: " "))
         out.append(contentsOf: status.reason.utf8)
         out.append(contentsOf: "\r\n".utf8)
-    }
-
-    static func appendDecimal(_ value: Int, to out: inout [UInt8]) {
-        if value < 10 {
-            out.append(UInt8(ascii: "0") + UInt8(max(0, value)))
-            return
-        }
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                      UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var n = value
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { buffer in
-            while n > 0 {
-                buffer[count] = UInt8(ascii: "0") + UInt8(n % 10)
-                n /= 10
-                count += 1
-            }
-            for i in stride(from: count - 1, through: 0, by: -1) {
-                out.append(buffer[i])
-            }
-        }
     }
 }

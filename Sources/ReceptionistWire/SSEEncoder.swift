@@ -1,3 +1,5 @@
+import ReceptionistJSON
+
 /// Server-Sent Events framing (the HTML standard's `text/event-stream`). Pure.
 public enum SSEEncoder {
     /// One event. `data` must hold no line breaks (compact JSON never does); `id` is omitted when nil.
@@ -18,7 +20,7 @@ public enum SSEEncoder {
         out += name.utf8
         if let id {
             out += "\nid: ".utf8
-            out += String(id).utf8
+            JSONWriter.writeDecimal(id, to: &out)
         }
         out += "\ndata: ".utf8
         return out

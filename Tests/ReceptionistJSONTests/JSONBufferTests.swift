@@ -43,6 +43,23 @@ import Testing
         }
     }
 
+    /// `JSONWriter.writeDecimal` after what the array holds, at every digit count and at UInt64's
+    /// ends.
+    @Test func unsignedDecimalsAppendedToAnArray() {
+        var values: [UInt64] = [0, UInt64.max, UInt64.max - 1]
+        var power: UInt64 = 1
+        for _ in 0..<20 {
+            values += [power - 1, power, power + 1]
+            if power <= UInt64.max / 10 { power *= 10 }
+        }
+        for value in values {
+            var out = Array("x:".utf8)
+            JSONWriter.writeDecimal(value, to: &out)
+            #expect(out == Array("x:\(value)".utf8), "\(value)")
+            #expect(JSONWriter.decimalCount(value) == String(value).count, "\(value)")
+        }
+    }
+
     /// Integers in place, at every width, with a sign; the buffer grows past its first capacity.
     @Test func decimalsAndGrowth() {
         let values: [Int64] = [0, 9, 10, 99, 100, -1, -10, 1_000_000_007, Int64.max, Int64.min, -999_999_999_999_999_999]

@@ -189,7 +189,7 @@ public enum PushEncoder {
         out += ",\"".utf8
         out += name.utf8
         out += "\":".utf8
-        out += String(value).utf8
+        JSONWriter.writeDecimal(value, to: &out)
     }
 
     private static func writeChanges(_ changes: [ModelChange], old: Bool, _ out: inout [UInt8]) {
