@@ -61,7 +61,10 @@ let package = Package(
         // The only module that imports libuv (and hiredis, whose adapter drives the same loop).
         .target(
             name: "ReceptionistLoop",
-            dependencies: ["CLibUV", "CHiredis", "CCurl", "ReceptionistSync", .product(name: "DequeModule", package: "swift-collections")],
+            dependencies: [
+                "CLibUV", "CHiredis", "CCurl", "ReceptionistSync", "ReceptionistJSON",
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
             swiftSettings: strict),
         // The disk engine: stores and topics in one SQLite database, written by a thread of its own.
         .target(

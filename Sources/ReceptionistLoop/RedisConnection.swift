@@ -71,6 +71,13 @@ public final class RedisConnection {
     /// As `send(_:reply:)`, with binary-safe arguments.
     @discardableResult
     public func send(_ arguments: [[UInt8]], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        send(command: RedisArguments(arguments).command(), reply: reply)
+    }
+
+    /// As `send(_:reply:)`, with the command laid out whole (`RedisArguments.command`): hiredis
+    /// copies it as it is, formatting nothing.
+    @discardableResult
+    public func send(command: [UInt8], reply: @escaping (RedisReply?) -> Void) -> Bool {
         precondition(loop.isCurrent)
         guard let context, state == .connected || state == .connecting, !isSaturated else { return false }
         pendingCommands += 1
@@ -78,12 +85,14 @@ public final class RedisConnection {
             self.pendingCommands -= 1
             reply(answer)
         })
-        let status = Self.withArgv(arguments) { argc, argv, lengths in
-            redisAsyncCommandArgv(context, { _, reply, privdata in
-                guard let privdata else { return }
-                let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeRetainedValue()
-                box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
-            }, box.toOpaque(), argc, argv, lengths)
+        let status = command.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text in
+                redisAsyncFormattedCommand(context, { _, reply, privdata in
+                    guard let privdata else { return }
+                    let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeRetainedValue()
+                    box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
+                }, box.toOpaque(), text.baseAddress, text.count)
+            }
         }
         if status != REDIS_OK {
             pendingCommands -= 1
@@ -123,13 +132,17 @@ public final class RedisConnection {
                 if unconfirmed == 0 { subscribed() }
             }
         }
-        let status = Self.withArgv([Array("SUBSCRIBE".utf8)] + channels.map { Array($0.utf8) }) { argc, argv, lengths in
-            redisAsyncCommandArgv(context, { _, reply, privdata in
-                guard let privdata else { return }
-                // Not consumed: hiredis calls this for every message. `subscriptionBoxes` owns it.
-                let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeUnretainedValue()
-                box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
-            }, Unmanaged.passUnretained(box).toOpaque(), argc, argv, lengths)
+        var arguments = RedisArguments()
+        for channel in channels { arguments.append(channel) }
+        let status = arguments.command("SUBSCRIBE").withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { text in
+                redisAsyncFormattedCommand(context, { _, reply, privdata in
+                    guard let privdata else { return }
+                    // Not consumed: hiredis calls this for every message. `subscriptionBoxes` owns it.
+                    let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeUnretainedValue()
+                    box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
+                }, Unmanaged.passUnretained(box).toOpaque(), text.baseAddress, text.count)
+            }
         }
         guard status == REDIS_OK else { return false }
         subscriptionBoxes.append(box)
@@ -239,34 +252,6 @@ public final class RedisConnection {
     private final class ReplyBox {
         let callback: (RedisReply?) -> Void
         init(_ callback: @escaping (RedisReply?) -> Void) { self.callback = callback }
-    }
-
-    /// Lays the arguments out as the `argv`/`argvlen` pair hiredis copies from.
-    private static func withArgv(
-        _ arguments: [[UInt8]],
-        _ body: (Int32, UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafePointer<Int>) -> Int32
-    ) -> Int32 {
-        let total = arguments.reduce(0) { $0 + $1.count }
-        let storage = UnsafeMutablePointer<CChar>.allocate(capacity: max(1, total))
-        let pointers = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: max(1, arguments.count))
-        let lengths = UnsafeMutablePointer<Int>.allocate(capacity: max(1, arguments.count))
-        defer {
-            storage.deallocate()
-            pointers.deallocate()
-            lengths.deallocate()
-        }
-        var offset = 0
-        for (index, argument) in arguments.enumerated() {
-            argument.withUnsafeBytes { bytes in
-                if let base = bytes.baseAddress {
-                    UnsafeMutableRawPointer(storage + offset).copyMemory(from: base, byteCount: bytes.count)
-                }
-            }
-            pointers[index] = UnsafePointer(storage + offset)
-            lengths[index] = argument.count
-            offset += argument.count
-        }
-        return body(Int32(arguments.count), pointers, lengths)
     }
 }
 

@@ -7,10 +7,6 @@ import Testing
         PublishBatch.Message(topic: topic, data: Array(text.utf8), publishedAt: time)
     }
 
-    private func strings(_ arguments: [[UInt8]]) -> [String] {
-        arguments.map { String(decoding: $0, as: UTF8.self) }
-    }
-
     @Test func topicsKeepTheirFirstOrderAndEachTopicItsMessagesOrder() {
         var batch = PublishBatch()
         for (topic, text) in [("b", "1"), ("a", "2"), ("b", "3"), ("a", "4"), ("c", "5"), ("b", "6")] {
@@ -27,18 +23,18 @@ import Testing
         batch.append(message("news", "{\"n\":3}", at: 12))
         let keys = ClusterKeys(database: 0)
         var epochs = 0
-        let arguments = strings(batch.arguments(keys: keys, node: "n1", history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
+        let arguments = batch.arguments(keys: keys, node: "n1", history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
             epochs += 1
             return "fresh\(epochs)"
-        })
-        #expect(arguments == [
+        }
+        #expect(arguments == RedisArguments([
             "6",
             keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"),
             keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"),
             "500", "2000", keys.channel, keys.nodeChannel("n1"),
             "t:news", "fresh1", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
             "t:chat", "fresh2", "1", "{\"n\":2}", "11",
-        ])
+        ].map { Array($0.utf8) }))
     }
 
     @Test func aBatchIsBoundedByMessagesAndBytesButAlwaysTakesItsFirst() {

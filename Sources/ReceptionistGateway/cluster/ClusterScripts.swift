@@ -263,11 +263,16 @@ extension RedisConnection {
     /// restarted), sends it whole, which also loads it. `rest` is what follows the script in
     /// `EVAL`: the number of keys, the keys, the arguments.
     @discardableResult
-    func eval(_ script: RedisScript, _ rest: [[UInt8]], reply: @escaping (RedisReply?) -> Void) -> Bool {
-        send([Array("EVALSHA".utf8), Array(script.sha1.utf8)] + rest) { [weak self] answer in
+    func eval(_ script: RedisScript, _ rest: RedisArguments, reply: @escaping (RedisReply?) -> Void) -> Bool {
+        send(command: rest.command("EVALSHA", script.sha1)) { [weak self] answer in
             guard case .error(let text)? = answer, text.hasPrefix("NOSCRIPT") else { return reply(answer) }
-            guard let self, self.send([Array("EVAL".utf8), Array(script.source.utf8)] + rest, reply: reply) else { return reply(nil) }
+            guard let self, self.send(command: rest.command("EVAL", script.source), reply: reply) else { return reply(nil) }
         }
+    }
+
+    @discardableResult
+    func eval(_ script: RedisScript, _ rest: [[UInt8]], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        eval(script, RedisArguments(rest), reply: reply)
     }
 
     @discardableResult

@@ -61,26 +61,25 @@ struct PublishBatch {
     /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's, and for
     /// each topic its notice, a fresh epoch (for a topic that has none), its count, and its messages
     /// as data and `publishedAt` pairs.
-    func arguments(keys: ClusterKeys, node: String, history: RedisHistory, freshEpoch: () -> String) -> [[UInt8]] {
-        var arguments: [[UInt8]] = []
-        arguments.reserveCapacity(1 + topics.count * 6 + 4 + messages.count * 2)
-        arguments.append(Array(String(topics.count * 3).utf8))
+    func arguments(keys: ClusterKeys, node: String, history: RedisHistory, freshEpoch: () -> String) -> RedisArguments {
+        var arguments = RedisArguments(capacity: 256 + topics.count * 192 + messages.count * 48 + bytes)
+        arguments.append(topics.count * 3)
         for topic in topics {
-            arguments.append(Array(keys.topicSeq(topic.name).utf8))
-            arguments.append(Array(keys.topicLog(topic.name).utf8))
-            arguments.append(Array(keys.topicEpoch(topic.name).utf8))
+            arguments.append(keys.topicSeq(topic.name))
+            arguments.append(keys.topicLog(topic.name))
+            arguments.append(keys.topicEpoch(topic.name))
         }
-        arguments.append(Array(String(history.maxEntries).utf8))
-        arguments.append(Array(String(history.maxAgeMilliseconds).utf8))
-        arguments.append(Array(keys.channel.utf8))
-        arguments.append(Array(keys.nodeChannel(node).utf8))
+        arguments.append(history.maxEntries)
+        arguments.append(history.maxAgeMilliseconds)
+        arguments.append(keys.channel)
+        arguments.append(keys.nodeChannel(node))
         for topic in topics {
-            arguments.append(Array(ClusterKeys.encode(.topicPublished(topic.name)).utf8))
-            arguments.append(Array(freshEpoch().utf8))
-            arguments.append(Array(String(topic.indexes.count).utf8))
+            arguments.append(ClusterKeys.encode(.topicPublished(topic.name)))
+            arguments.append(freshEpoch())
+            arguments.append(topic.indexes.count)
             for index in topic.indexes {
                 arguments.append(messages[index].data)
-                arguments.append(Array(String(messages[index].publishedAt).utf8))
+                arguments.append(messages[index].publishedAt)
             }
         }
         return arguments

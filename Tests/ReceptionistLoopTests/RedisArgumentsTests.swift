@@ -1,0 +1,40 @@
+import ReceptionistLoop
+import Testing
+
+@Suite struct RedisArgumentsTests {
+    private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Each argument is a bulk string with its byte length: text, bytes (any byte, CR LF among
+    /// them), numbers as their digits, and the empty argument.
+    @Test func argumentsAreBulkStringsOfTheirBytes() {
+        var arguments = RedisArguments()
+        arguments.append("héllo")
+        arguments.append([0, 13, 10, 255])
+        arguments.append(UInt64(1_700_000_000_123))
+        arguments.append(0)
+        arguments.append("")
+        #expect(arguments.count == 5)
+        #expect(arguments.bytes == Array("$6\r\nhéllo\r\n".utf8) + [36, 52, 13, 10, 0, 13, 10, 255, 13, 10]
+            + Array("$13\r\n1700000000123\r\n$1\r\n0\r\n$0\r\n\r\n".utf8))
+    }
+
+    /// The command is an array of every argument, the leading words first.
+    @Test func aCommandCountsItsWordsAndItsArguments() {
+        var arguments = RedisArguments()
+        arguments.append("k")
+        arguments.append(UInt64.max)
+        #expect(text(arguments.command("SET")) == "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$20\r\n18446744073709551615\r\n")
+        #expect(text(arguments.command("EVALSHA", "abc")) == "*4\r\n$7\r\nEVALSHA\r\n$3\r\nabc\r\n$1\r\nk\r\n$20\r\n18446744073709551615\r\n")
+        #expect(text(RedisArguments().command("PING")) == "*1\r\n$4\r\nPING\r\n")
+    }
+
+    /// Made from a list of arguments, it is what appending them one by one makes; an argument of
+    /// ten bytes or more has a length of two digits or more.
+    @Test func aListOfArgumentsIsLaidOutInOrder() {
+        let list: [[UInt8]] = [Array("SELECT".utf8), Array("12".utf8), Array(repeating: 120, count: 1234)]
+        var appended = RedisArguments()
+        for argument in list { appended.append(argument) }
+        #expect(RedisArguments(list) == appended)
+        #expect(text(RedisArguments(list).command()).hasPrefix("*3\r\n$6\r\nSELECT\r\n$2\r\n12\r\n$1234\r\nxxx"))
+    }
+}
