@@ -12,8 +12,11 @@
 # window is always full and each read brings up to 32 messages.
 # PUBLISH_CONNECTIONS and PUBLISH_WINDOW (requests in flight on each) shape the HTTP publisher:
 # PUBLISH_CONNECTIONS=1 PUBLISH_WINDOW=32 is the WebSocket publisher's shape, to compare the two.
+# ENGINE=redis serves through a redis-server of its own (not counted: only the node's instructions
+# are), to compare what a publish costs the node on each engine.
 # Usage: bench/callgrind.sh BINARY [BINARY…]
-#   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws PUBLISH_CONNECTIONS=4 PUBLISH_WINDOW=1)
+#   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws PUBLISH_CONNECTIONS=4 PUBLISH_WINDOW=1
+#    ENGINE=memory|redis)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 subscribers=${SUBSCRIBERS:-100}
@@ -22,22 +25,34 @@ seconds=${PUBLISH_SECONDS:-10}
 publisher=${PUBLISHER:-http}
 publish_connections=${PUBLISH_CONNECTIONS:-4}
 publish_window=${PUBLISH_WINDOW:-1}
+engine=${ENGINE:-memory}
 bench=.build/release/receptionist-bench
 [ -x "$bench" ] || { echo "build first: swift build -c release --product receptionist-bench" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "missing valgrind (apt-get install valgrind)" >&2; exit 1; }
+[ "$engine" = memory ] || command -v redis-server >/dev/null || { echo "missing redis-server" >&2; exit 1; }
 . bench/common.sh
 
 echo "| build | subscribers | published | delivered | server instructions | instructions per delivered message |"
 echo "|---|---:|---:|---:|---:|---:|"
 for binary in "$@"; do
   port=$(free_port)
+  engine_args=()
+  if [ "$engine" = redis ]; then
+    redis_port=$(free_port)
+    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no > "$work/redis.log" 2>&1 &
+    redis=$!
+    pids+=("$redis")
+    for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    engine_args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
+  fi
   # valgrind 3.19 cannot read the DWARF of a Swift 6 build; the counts need no symbols.
   strip -o "$work/server" "$binary"
   valgrind --tool=callgrind --callgrind-out-file="$work/out.%p" "$work/server" serve --host 127.0.0.1 --port "$port" \
-    --log-level warning --max-connections-per-address 20000 --publish-rate 0 > "$work/server.log" 2>&1 &
+    --log-level warning --max-connections-per-address 20000 --publish-rate 0 "${engine_args[@]}" > "$work/server.log" 2>&1 &
   server=$!
   pids+=("$server")
-  for _ in $(seq 1 600); do curl -s -o /dev/null "http://127.0.0.1:$port/healthz" && break; sleep 0.1; done
+  # Ready: listening, and (with Redis) connected to it.
+  for _ in $(seq 1 600); do curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break; sleep 0.1; done
   "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$subscribers" --topic bench --duration 0 \
     --connect-timeout 100 > "$work/ws.json" 2> "$work/ws.err" &
   client=$!
@@ -53,6 +68,7 @@ for binary in "$@"; do
   sleep 2  # the last deliveries, at valgrind's pace
   kill -TERM "$client"; wait "$client" 2>/dev/null || true
   kill -TERM "$server"; wait "$server" 2>/dev/null || true
+  if [ "$engine" = redis ]; then kill "$redis"; wait "$redis" 2>/dev/null || true; fi
   python3 - "$binary" "$subscribers" "$work" <<'PY'
 import glob, json, sys
 binary, subscribers, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]
