@@ -15,7 +15,8 @@ final class PublishAnswers {
     private var timer: LoopTimer?
 
     init(loop: EventLoop, seconds: Double, completions: [Completion]) {
-        self.completions = completions
+        // Mapped, not converted: `[Completion]` as `[Completion?]` casts each element at run time.
+        self.completions = completions.map { $0 }
         owed = completions.count
         let timer = LoopTimer(loop: loop) { [self] in
             answerAll(.failure(.outcomeUnknown("Redis did not answer in time; the message may or may not be published")))

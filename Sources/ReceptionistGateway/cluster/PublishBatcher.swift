@@ -21,7 +21,8 @@ final class PublishBatcher {
     }
 
     func add(_ message: PublishBatch.Message, _ completion: @escaping Completion) {
-        if pending.last.map({ !$0.batch.fits(message.data.count) }) ?? true { pending.append((PublishBatch(), [])) }
+        // Asked in place: `pending.last` would copy the batch to ask it.
+        if pending.isEmpty || !pending[pending.count - 1].batch.fits(message.data.count) { pending.append((PublishBatch(), [])) }
         pending[pending.count - 1].batch.append(message)
         pending[pending.count - 1].completions.append(completion)
         task?.schedule()
