@@ -22,6 +22,11 @@ public struct RedisArguments: Sendable, Equatable {
         for argument in arguments { append(argument) }
     }
 
+    public init(_ arguments: [String]) {
+        self.init(capacity: arguments.reduce(0) { $0 + $1.utf8.count + 16 })
+        for argument in arguments { append(argument) }
+    }
+
     public mutating func append(_ argument: [UInt8]) {
         header(argument.count)
         bytes += argument

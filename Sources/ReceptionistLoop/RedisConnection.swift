@@ -65,7 +65,7 @@ public final class RedisConnection {
     /// thread, with nil if the connection is lost first.
     @discardableResult
     public func send(_ arguments: [String], reply: @escaping (RedisReply?) -> Void) -> Bool {
-        send(arguments.map { Array($0.utf8) }, reply: reply)
+        send(command: RedisArguments(arguments).command(), reply: reply)
     }
 
     /// As `send(_:reply:)`, with binary-safe arguments.
@@ -85,14 +85,10 @@ public final class RedisConnection {
             self.pendingCommands -= 1
             reply(answer)
         })
-        let status = command.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { text in
-                redisAsyncFormattedCommand(context, { _, reply, privdata in
-                    guard let privdata else { return }
-                    let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeRetainedValue()
-                    box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
-                }, box.toOpaque(), text.baseAddress, text.count)
-            }
+        let status = Self.queue(command, on: context, box.toOpaque()) { _, reply, privdata in
+            guard let privdata else { return }
+            // Consumed: hiredis calls this once.
+            Unmanaged<ReplyBox>.fromOpaque(privdata).takeRetainedValue().answer(reply)
         }
         if status != REDIS_OK {
             pendingCommands -= 1
@@ -134,15 +130,11 @@ public final class RedisConnection {
         }
         var arguments = RedisArguments()
         for channel in channels { arguments.append(channel) }
-        let status = arguments.command("SUBSCRIBE").withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { text in
-                redisAsyncFormattedCommand(context, { _, reply, privdata in
-                    guard let privdata else { return }
-                    // Not consumed: hiredis calls this for every message. `subscriptionBoxes` owns it.
-                    let box = Unmanaged<ReplyBox>.fromOpaque(privdata).takeUnretainedValue()
-                    box.callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
-                }, Unmanaged.passUnretained(box).toOpaque(), text.baseAddress, text.count)
-            }
+        let status = Self.queue(arguments.command("SUBSCRIBE"), on: context, Unmanaged.passUnretained(box).toOpaque()) {
+            _, reply, privdata in
+            guard let privdata else { return }
+            // Not consumed: hiredis calls this for every message. `subscriptionBoxes` owns it.
+            Unmanaged<ReplyBox>.fromOpaque(privdata).takeUnretainedValue().answer(reply)
         }
         guard status == REDIS_OK else { return false }
         subscriptionBoxes.append(box)
@@ -252,6 +244,22 @@ public final class RedisConnection {
     private final class ReplyBox {
         let callback: (RedisReply?) -> Void
         init(_ callback: @escaping (RedisReply?) -> Void) { self.callback = callback }
+
+        /// Copies hiredis's reply (nil: the connection was lost) and hands it on.
+        func answer(_ reply: UnsafeMutableRawPointer?) {
+            callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
+        }
+    }
+
+    /// Hands hiredis a command laid out whole (`RedisArguments.command`), which it copies into
+    /// its output buffer as it is; `callback` gets `privdata` with each reply.
+    private static func queue(
+        _ command: [UInt8], on context: UnsafeMutablePointer<redisAsyncContext>, _ privdata: UnsafeMutableRawPointer,
+        _ callback: @convention(c) (UnsafeMutablePointer<redisAsyncContext>?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
+    ) -> Int32 {
+        command.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { redisAsyncFormattedCommand(context, callback, privdata, $0.baseAddress, $0.count) }
+        }
     }
 }
 

@@ -35,6 +35,7 @@ import Testing
         var appended = RedisArguments()
         for argument in list { appended.append(argument) }
         #expect(RedisArguments(list) == appended)
+        #expect(RedisArguments(list.map { String(decoding: $0, as: UTF8.self) }) == appended, "the same, from text")
         #expect(text(RedisArguments(list).command()).hasPrefix("*3\r\n$6\r\nSELECT\r\n$2\r\n12\r\n$1234\r\nxxx"))
     }
 }

@@ -277,6 +277,6 @@ extension RedisConnection {
 
     @discardableResult
     func eval(_ script: RedisScript, _ rest: [String], reply: @escaping (RedisReply?) -> Void) -> Bool {
-        eval(script, rest.map { Array($0.utf8) }, reply: reply)
+        eval(script, RedisArguments(rest), reply: reply)
     }
 }
