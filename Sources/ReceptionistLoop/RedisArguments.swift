@@ -39,6 +39,16 @@ public struct RedisArguments: Sendable, Equatable {
         end()
     }
 
+    /// One argument of texts end to end (a key's prefix, a name and a suffix, say), written as
+    /// they are, never joined into a `String` first.
+    public mutating func append(_ first: String, _ second: String, _ third: String = "") {
+        header(first.utf8.count + second.utf8.count + third.utf8.count)
+        bytes += first.utf8
+        bytes += second.utf8
+        bytes += third.utf8
+        end()
+    }
+
     /// A number, as its decimal digits.
     public mutating func append(_ value: UInt64) {
         header(JSONWriter.decimalCount(value))

@@ -288,8 +288,14 @@ public final class ModelStore: Sendable {
             mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
             return mixed ^ (mixed >> 31)
         }
-        let digits = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - digits.count) + digits
+        // Sixteen digits written in place: `String(_:radix:)` and its padding cost ten times more.
+        return String(unsafeUninitializedCapacity: 16) { text in
+            for index in 0..<16 {
+                let digit = UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * index)) & 0xF
+                text[index] = digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") - 10 + digit
+            }
+            return 16
+        }
     }
 
     private static let epochCounter = PThreadLock<UInt64>(UInt64.random(in: .min ... .max))

@@ -23,7 +23,7 @@ import Testing
         batch.append(message("news", "{\"n\":3}", at: 12))
         let keys = ClusterKeys(database: 0)
         var epochs = 0
-        let arguments = batch.arguments(keys: keys, node: "n1", history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
+        let arguments = batch.arguments(keys: keys, nodeChannel: keys.nodeChannel("n1"), history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2)) {
             epochs += 1
             return "fresh\(epochs)"
         }

@@ -38,4 +38,16 @@ import Testing
         #expect(RedisArguments(list.map { String(decoding: $0, as: UTF8.self) }) == appended, "the same, from text")
         #expect(text(RedisArguments(list).command()).hasPrefix("*3\r\n$6\r\nSELECT\r\n$2\r\n12\r\n$1234\r\nxxx"))
     }
+
+    /// Texts appended as one argument are that argument: one length (in bytes) for them all.
+    @Test func textsEndToEndAreOneArgument() {
+        var parts = RedisArguments()
+        parts.append("rcpt:t:{", "né", "}:seq")
+        parts.append("t:", "")
+        var whole = RedisArguments()
+        whole.append("rcpt:t:{né}:seq")
+        whole.append("t:")
+        #expect(parts == whole)
+        #expect(text(parts.bytes) == "$16\r\nrcpt:t:{né}:seq\r\n$2\r\nt:\r\n")
+    }
 }

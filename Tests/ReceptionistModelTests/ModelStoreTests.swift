@@ -164,4 +164,16 @@ import Testing
         #expect(store.version == 1)
         token.cancel()
     }
+
+    /// An epoch is 64 bits as sixteen lower-case hex digits, leading zeros kept, and no two alike.
+    @Test func epochsAreSixteenHexDigitsAndDistinct() {
+        let epochs = (0..<4096).map { _ in ModelStore.newEpoch() }
+        #expect(Set(epochs).count == epochs.count)
+        for epoch in epochs {
+            #expect(epoch.utf8.count == 16 && UInt64(epoch, radix: 16) != nil)
+            #expect(epoch.allSatisfy { "0123456789abcdef".contains($0) }, "\(epoch)")
+        }
+        // Over 4,096 epochs each of the 16 digits shows in the first place: the top bits are written.
+        #expect(Set(epochs.map { $0.first! }).count == 16)
+    }
 }

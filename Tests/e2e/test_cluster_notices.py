@@ -22,12 +22,16 @@ def start_node(start_server, redis):  # noqa: F811
     return node
 
 
-def notices_published(redis) -> int:  # noqa: F811
-    """PUBLISH calls (from scripts too) since the last `CONFIG RESETSTAT`."""
+def command_calls(redis, command: str) -> int:  # noqa: F811
+    """Calls of `command` (from scripts too) since the last `CONFIG RESETSTAT`."""
     for line in redis_command(redis, "INFO", "commandstats").decode().splitlines():
-        if line.startswith("cmdstat_publish:"):
+        if line.startswith(f"cmdstat_{command}:"):
             return int(line.split("calls=")[1].split(",")[0])
     return 0
+
+
+def notices_published(redis) -> int:  # noqa: F811
+    return command_calls(redis, "publish")
 
 
 def listeners(redis, channel: str) -> int:  # noqa: F811
@@ -60,6 +64,9 @@ def test_a_node_alone_is_told_nothing_of_its_own_publishes(start_server, redis):
     assert [publish(node.port, topic, {"n": n}) for n in range(20)] == list(range(1, 21))
     assert received(ws, topic, 20) == list(range(1, 21))
     assert notices_published(redis) == 0
+    # Nor does it list the channels to find none: no more listen on the cluster's than on its own.
+    assert command_calls(redis, "pubsub|channels") == 0
+    assert command_calls(redis, "pubsub|numsub") == 20
     ws.close()
 
 
@@ -78,6 +85,7 @@ def test_each_other_node_is_told_once_a_publish_and_the_publisher_not_at_all(sta
         assert received(ws, topic, 10) == list(range(1, 11))
     # b and c, once each; not a, and not the cluster's channel, where no earlier node listens.
     assert notices_published(redis) == 20
+    assert command_calls(redis, "pubsub|channels") == 10, "other nodes listen: each call lists them"
     for ws in subscribers:
         ws.close()
 

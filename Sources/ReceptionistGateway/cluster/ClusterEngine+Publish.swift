@@ -20,7 +20,7 @@ extension ClusterEngine {
     func send(_ batch: PublishBatch, _ completions: [PublishAnswers.Completion], to link: RedisLink) {
         let answers = PublishAnswers(loop: loop, seconds: timeoutSeconds, completions: completions)
         let following = batch.topics.map { topicReader($0.name) }
-        let arguments = batch.arguments(keys: link.keys, node: nodeID, history: redisHistory, freshEpoch: ModelStore.newEpoch)
+        let arguments = batch.arguments(keys: link.keys, nodeChannel: link.nodeChannel, history: redisHistory, freshEpoch: ModelStore.newEpoch)
         let sent = link.commands.eval(ClusterScripts.publish, arguments) { reply in
             defer { for (reader, follower) in following { follower.ownAnswered(reader: reader) } }
             switch reply {

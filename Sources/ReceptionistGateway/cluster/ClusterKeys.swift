@@ -1,3 +1,4 @@
+import ReceptionistLoop
 import ReceptionistWire
 
 /// The Redis keys and channel of one cluster. A store's keys share the hash tag `{store}`, and a
@@ -23,11 +24,23 @@ struct ClusterKeys: Sendable {
     func storeLog(_ store: String) -> String { "rcpt:s:{\(store)}:log" }
     /// The store's epoch, made with it (or by the first snapshot that finds none).
     func storeEpoch(_ store: String) -> String { "rcpt:s:{\(store)}:epoch" }
-    func topicSeq(_ topic: String) -> String { "rcpt:t:{\(topic)}:seq" }
-    func topicLog(_ topic: String) -> String { "rcpt:t:{\(topic)}:log" }
+    func topicSeq(_ topic: String) -> String { Self.topicPrefix + topic + Self.seqSuffix }
+    func topicLog(_ topic: String) -> String { Self.topicPrefix + topic + Self.logSuffix }
     /// The topic's epoch: made by the first write or read that finds none, so a topic whose keys
     /// were lost (Redis restarted empty, `FLUSHALL`) gets a new one.
-    func topicEpoch(_ topic: String) -> String { "rcpt:t:{\(topic)}:epoch" }
+    func topicEpoch(_ topic: String) -> String { Self.topicPrefix + topic + Self.epochSuffix }
+    private static let topicPrefix = "rcpt:t:{"
+    private static let seqSuffix = "}:seq"
+    private static let logSuffix = "}:log"
+    private static let epochSuffix = "}:epoch"
+
+    /// The topic's seq, log and epoch keys, appended to a command's arguments as they are written,
+    /// with no `String` made for each (a publish batch names them on every call).
+    func appendTopicKeys(_ topic: String, to arguments: inout RedisArguments) {
+        arguments.append(Self.topicPrefix, topic, Self.seqSuffix)
+        arguments.append(Self.topicPrefix, topic, Self.logSuffix)
+        arguments.append(Self.topicPrefix, topic, Self.epochSuffix)
+    }
     /// Each node's share of a topic's or store's presence: a hash of entries by node.
     func presence(_ target: StreamTarget) -> String {
         switch target {
@@ -57,13 +70,16 @@ struct ClusterKeys: Sendable {
         case presenceChanged(StreamTarget, node: String)
     }
 
+    /// What a topic's notice starts with; the publish script appends the message's number and epoch.
+    static let topicNoticePrefix = "t:"
+
     static func encode(_ notice: Notice) -> String {
         switch notice {
         case .storeCreated(let name): "n:\(name)"
         case .storeChanged(let name): "s:\(name)"
         case .storeDeleted(let name, let epoch): "d:\(name):\(epoch)"
-        case .topicPublished(let name, let seq?, let epoch?): "t:\(name):\(seq):\(epoch)"
-        case .topicPublished(let name, _, _): "t:\(name)"
+        case .topicPublished(let name, let seq?, let epoch?): "\(topicNoticePrefix)\(name):\(seq):\(epoch)"
+        case .topicPublished(let name, _, _): topicNoticePrefix + name
         case .presenceChanged(.topic(let name), let node): "p:\(node):t:\(name)"
         case .presenceChanged(.store(let name), let node): "p:\(node):s:\(name)"
         }

@@ -58,23 +58,19 @@ struct PublishBatch {
     }
 
     /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log and
-    /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's, and for
+    /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's (`nodeChannel`), and for
     /// each topic its notice, a fresh epoch (for a topic that has none), its count, and its messages
     /// as data and `publishedAt` pairs.
-    func arguments(keys: ClusterKeys, node: String, history: RedisHistory, freshEpoch: () -> String) -> RedisArguments {
+    func arguments(keys: ClusterKeys, nodeChannel: String, history: RedisHistory, freshEpoch: () -> String) -> RedisArguments {
         var arguments = RedisArguments(capacity: 256 + topics.count * 192 + messages.count * 48 + bytes)
         arguments.append(topics.count * 3)
-        for topic in topics {
-            arguments.append(keys.topicSeq(topic.name))
-            arguments.append(keys.topicLog(topic.name))
-            arguments.append(keys.topicEpoch(topic.name))
-        }
+        for topic in topics { keys.appendTopicKeys(topic.name, to: &arguments) }
         arguments.append(history.maxEntries)
         arguments.append(history.maxAgeMilliseconds)
         arguments.append(keys.channel)
-        arguments.append(keys.nodeChannel(node))
+        arguments.append(nodeChannel)
         for topic in topics {
-            arguments.append(ClusterKeys.encode(.topicPublished(topic.name)))
+            arguments.append(ClusterKeys.topicNoticePrefix, topic.name)
             arguments.append(freshEpoch())
             arguments.append(topic.indexes.count)
             for index in topic.indexes {

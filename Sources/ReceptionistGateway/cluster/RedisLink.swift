@@ -15,6 +15,8 @@ final class RedisLink: EngineHealth {
     /// Commands and scripts; replies come back in order.
     let commands: RedisConnection
     private let events: RedisConnection
+    /// This node's own channel on this server (`ClusterKeys.nodeChannel`).
+    let nodeChannel: String
     /// The cluster's channel, then this node's.
     private let channels: [String]
     private let logger: Logger
@@ -28,7 +30,8 @@ final class RedisLink: EngineHealth {
     init(loop: EventLoop, endpoint: RedisEndpoint, node: String, logger: Logger) {
         self.endpoint = endpoint
         keys = ClusterKeys(database: endpoint.database)
-        channels = [keys.channel, keys.nodeChannel(node)]
+        nodeChannel = keys.nodeChannel(node)
+        channels = [keys.channel, nodeChannel]
         self.logger = logger
         commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
         events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
