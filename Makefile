@@ -160,7 +160,8 @@ bench-presence:
 	BENCH_SERVERS=receptionist BENCH_SCENARIOS=presence bench/ws.sh
 
 # Publishing through the cluster path against one node (bench/cluster.sh): the same
-# request-response publisher, one node with the memory engine, one and two with the redis engine.
+# request-response publisher, one node with the memory engine, one and two with the redis engine,
+# and the floor (bench/floor/relay.c: answering only, or after one INCR in Redis).
 bench-cluster:
 	@scripts/install-deps.sh bench
 	$(SWIFT) build -c release --product receptionist

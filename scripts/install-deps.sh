@@ -7,7 +7,7 @@ packages=(libuv1-dev libhttp-parser-dev libssl-dev libhiredis-dev zlib1g-dev lib
 case "${1:-build}" in
   build) ;;
   test) packages+=(curl python3 python3-venv chromium chromium-driver redis-server nodejs node-typescript) ;;
-  bench) packages+=(curl wrk nginx-light libnginx-mod-nchan redis-server python3 python3-venv linux-perf valgrind) ;;
+  bench) packages+=(curl gcc wrk nginx-light libnginx-mod-nchan redis-server python3 python3-venv linux-perf valgrind) ;;
   # The container test: podman on the runc runtime, a base image made by debootstrap, and nginx
   # to check the load balancer's configuration; netavark and aardvark-dns give the compose test's
   # bridge network its name resolution (Tests/container/containers.conf picks netavark).
