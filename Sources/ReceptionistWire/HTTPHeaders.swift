@@ -8,6 +8,12 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
         self.fields = fields
     }
 
+    /// No fields yet, with room for `capacity` without growing.
+    public init(capacity: Int) {
+        fields = []
+        fields.reserveCapacity(capacity)
+    }
+
     public mutating func add(_ name: String, _ value: String) {
         fields.append((name, value))
     }

@@ -19,10 +19,12 @@ public enum HTTPHost {
 
     /// Whether `value` (spaces and tabs around it aside) is `uri-host [ ":" port ]`.
     public static func isValid(_ value: String) -> Bool {
-        var bytes = Array(value.utf8)[...]
+        // Trimmed in place: every request's Host is checked.
+        var bytes = Array(value.utf8)
         while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
-        while let first = bytes.first, first == 0x20 || first == 0x09 { bytes.removeFirst() }
-        return isValid(Array(bytes))
+        let leading = bytes.prefix { $0 == 0x20 || $0 == 0x09 }.count
+        if leading > 0 { bytes.removeFirst(leading) }
+        return isValid(bytes)
     }
 
     private static func isValid(_ bytes: [UInt8]) -> Bool {
@@ -77,6 +79,11 @@ public enum HTTPHost {
     }
 
     private static func isSubDelimiter(_ byte: UInt8) -> Bool {
-        Array("!$&'()*+,;=".utf8).contains(byte)
+        switch byte {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="):
+            true
+        default: false
+        }
     }
 }

@@ -60,7 +60,7 @@ struct TopicAPI {
         let (log, idempotency) = (self.log, self.idempotency)
         func answer(_ outcome: Result<UInt64, StoreError>) -> Reply {
             switch outcome {
-            case .success(let seq): .json(.created, ["topic": .string(name), "seq": .number(JSONNumber(seq))])
+            case .success(let seq): .published(topic: name, seq: seq)
             case .failure(let error): .error(error)
             }
         }

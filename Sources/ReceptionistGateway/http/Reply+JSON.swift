@@ -10,6 +10,19 @@ extension Reply {
         return Reply(HTTPResponse(status: status, headers: headers, body: JSONWriter.encode(value)))
     }
 
+    /// `201 {"topic":…,"seq":…}`, a publish's answer, written straight into its bytes: every HTTP
+    /// publish gets one, and a `JSONValue` object would be built only to be encoded.
+    static func published(topic: String, seq: UInt64) -> Reply {
+        var body: [UInt8] = []
+        body.reserveCapacity(32 + topic.utf8.count)
+        body.append(contentsOf: #"{"topic":"#.utf8)
+        JSONWriter.writeString(topic, to: &body)
+        body.append(contentsOf: #","seq":"#.utf8)
+        JSONWriter.writeDecimal(seq, to: &body)
+        body.append(UInt8(ascii: "}"))
+        return jsonBytes(.created, body)
+    }
+
     /// A JSON reply from bytes the caller encoded (frames put together as they are sent).
     static func jsonBytes(_ status: HTTPStatus, _ body: [UInt8]) -> Reply {
         var headers = HTTPHeaders()
