@@ -95,9 +95,13 @@ static int take_requests(client *c) {
     return count;
 }
 
+/* A client's unread input is bounded: past 1 MiB without a whole request, it is dropped. */
+#define RELAY_MAX_INPUT (1 << 20)
+
 static void allocate(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     client *c = (client *)handle;
     (void)suggested;
+    if (c->length >= RELAY_MAX_INPUT) { *buf = uv_buf_init(NULL, 0); return; }
     if (c->capacity - c->length < 65536) {
         c->capacity = c->length + 65536;
         c->input = realloc(c->input, c->capacity);
@@ -108,7 +112,7 @@ static void allocate(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
 static void readable(uv_stream_t *stream, ssize_t read, const uv_buf_t *buf) {
     client *c = (client *)stream;
     (void)buf;
-    if (read < 0) { drop(c); return; }
+    if (read < 0) { drop(c); return; } /* UV_ENOBUFS too, past the bound */
     c->length += (size_t)read;
     int count = take_requests(c);
     if (!redis) { reply(c, count); return; }
