@@ -59,6 +59,14 @@ public enum JSONWriter {
         }
     }
 
+    /// `value`'s decimal digits, written from `start` (which has room for `decimalCount(value)`);
+    /// returns how many.
+    public static func writeDecimal(_ value: UInt64, at start: UnsafeMutablePointer<UInt8>) -> Int {
+        let count = JSONBuffer.digitCount(value)
+        JSONBuffer.writeDigits(value, endingAt: start + count)
+        return count
+    }
+
     /// How many decimal digits `value` has (1 for 0).
     public static func decimalCount(_ value: UInt64) -> Int {
         JSONBuffer.digitCount(value)

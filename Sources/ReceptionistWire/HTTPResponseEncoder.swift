@@ -16,32 +16,70 @@ public enum HTTPResponseEncoder {
         _ response: HTTPResponse, date: String, keepAlive: Bool, contentLength: Int? = nil,
         inlineBody: UnsafeRawBufferPointer? = nil
     ) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(128 + response.headers.fields.count * 48 + (inlineBody?.count ?? 0))
-        appendStatusLine(response.status, to: &out)
-        out.append(contentsOf: "Date: ".utf8)
-        out.append(contentsOf: date.utf8)
-        out.append(contentsOf: "\r\nContent-Length: ".utf8)
-        JSONWriter.writeDecimal(UInt64(contentLength ?? response.body.count), to: &out)
-        out.append(contentsOf: keepAlive ? "\r\nConnection: keep-alive\r\n".utf8 : "\r\nConnection: close\r\n".utf8)
-        for field in response.headers.fields {
-            out.append(contentsOf: field.name.utf8)
-            out.append(contentsOf: ": ".utf8)
-            out.append(contentsOf: field.value.utf8)
-            out.append(contentsOf: "\r\n".utf8)
+        // Every response has one: sized first, then written in one pass, with no append that
+        // checks and grows the array for each piece.
+        let code = UInt64(response.status.code)
+        let reason = response.status.reason
+        let length = UInt64(contentLength ?? response.body.count)
+        let connection: StaticString = keepAlive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n"
+        let statusPrefix: StaticString = "HTTP/1.1 ", datePrefix: StaticString = "Date: "
+        let lengthPrefix: StaticString = "\r\nContent-Length: "
+        var size = statusPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(code) + 1 + reason.utf8.count + 2
+        size += datePrefix.utf8CodeUnitCount + date.utf8.count + lengthPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(length)
+        size += connection.utf8CodeUnitCount + 2 + (inlineBody?.count ?? 0)
+        for field in response.headers.fields { size += field.name.utf8.count + field.value.utf8.count + 4 }
+        return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
+            var head = HeadWriter(at: buffer.baseAddress!)
+            head.write(statusPrefix)
+            head.writeDecimal(code)
+            head.write(" ")
+            head.copy(reason)
+            head.write("\r\n")
+            head.write(datePrefix)
+            head.copy(date)
+            head.write(lengthPrefix)
+            head.writeDecimal(length)
+            head.write(connection)
+            for field in response.headers.fields {
+                head.copy(field.name)
+                head.write(": ")
+                head.copy(field.value)
+                head.write("\r\n")
+            }
+            head.write("\r\n")
+            if let inlineBody, inlineBody.count > 0 {
+                head.next.update(from: inlineBody.baseAddress!.assumingMemoryBound(to: UInt8.self), count: inlineBody.count)
+                head.next += inlineBody.count
+            }
+            count = head.next - buffer.baseAddress!
+            assert(count == size, "a response head is written to the size it was given")
         }
-        out.append(contentsOf: "\r\n".utf8)
-        if let inlineBody {
-            out.append(contentsOf: inlineBody)
-        }
-        return out
     }
 
-    private static func appendStatusLine(_ status: HTTPStatus, to out: inout [UInt8]) {
-        out.append(contentsOf: "HTTP/1.1 ".utf8)
-        JSONWriter.writeDecimal(UInt64(status.code), to: &out)
-        out.append(UInt8(ascii: " "))
-        out.append(contentsOf: status.reason.utf8)
-        out.append(contentsOf: "\r\n".utf8)
+    /// Writes a head's pieces one after another into memory sized for them all.
+    private struct HeadWriter {
+        var next: UnsafeMutablePointer<UInt8>
+
+        init(at start: UnsafeMutablePointer<UInt8>) { next = start }
+
+        /// A literal, from the binary.
+        mutating func write(_ text: StaticString) {
+            next.update(from: text.utf8Start, count: text.utf8CodeUnitCount)
+            next += text.utf8CodeUnitCount
+        }
+
+        /// A string's UTF-8 bytes.
+        mutating func copy(_ text: String) {
+            var text = text
+            text.withUTF8 { bytes in
+                guard let base = bytes.baseAddress else { return }
+                next.update(from: base, count: bytes.count)
+                next += bytes.count
+            }
+        }
+
+        mutating func writeDecimal(_ value: UInt64) {
+            next += JSONWriter.writeDecimal(value, at: next)
+        }
     }
 }

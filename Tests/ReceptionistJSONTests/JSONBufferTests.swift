@@ -57,6 +57,11 @@ import Testing
             JSONWriter.writeDecimal(value, to: &out)
             #expect(out == Array("x:\(value)".utf8), "\(value)")
             #expect(JSONWriter.decimalCount(value) == String(value).count, "\(value)")
+            // Into memory: exactly its digits, and not a byte past them.
+            var memory = [UInt8](repeating: UInt8(ascii: "#"), count: 24)
+            let written = memory.withUnsafeMutableBufferPointer { JSONWriter.writeDecimal(value, at: $0.baseAddress! + 1) }
+            #expect(written == String(value).count)
+            #expect(memory == Array(("#" + String(value)).utf8) + Array(repeating: UInt8(ascii: "#"), count: 23 - written))
         }
     }
 

@@ -12,6 +12,34 @@ import Testing
         #expect(closing.contains("Content-Length: 9\r\nConnection: close\r\n"))
     }
 
+    /// Written in one pass into memory sized first, the head is what joining its parts gives:
+    /// any status, no header or several (empty values and non-ASCII text among them), lengths of
+    /// every size, and an inline body after it.
+    @Test func theHeadIsItsPartsInOrderWhateverTheirSizes() {
+        var headers = HTTPHeaders()
+        headers.add("Content-Type", "application/json")
+        headers.add("X-Empty", "")
+        headers.add("X-Name", "café ✓")
+        let cases: [(HTTPStatus, HTTPHeaders, Int, [UInt8])] = [
+            (.ok, HTTPHeaders(), 0, []), (.created, headers, 27, Array(#"{"topic":"t","seq":1}"#.utf8)),
+            (.payloadTooLarge, headers, 1_234_567_890, []), (.noContent, HTTPHeaders(), 0, Array("x".utf8)),
+        ]
+        for (status, fields, length, body) in cases {
+            for keepAlive in [true, false] {
+                let response = HTTPResponse(status: status, headers: fields, body: [])
+                let head = body.withUnsafeBytes {
+                    HTTPResponseEncoder.head(response, date: "Sat, 28 Nov 2026 00:00:00 GMT", keepAlive: keepAlive,
+                        contentLength: length, inlineBody: body.isEmpty ? nil : $0)
+                }
+                var expected = "HTTP/1.1 \(status.code) \(status.reason)\r\nDate: Sat, 28 Nov 2026 00:00:00 GMT\r\n"
+                expected += "Content-Length: \(length)\r\nConnection: \(keepAlive ? "keep-alive" : "close")\r\n"
+                for field in fields.fields { expected += "\(field.name): \(field.value)\r\n" }
+                expected += "\r\n" + String(decoding: body, as: UTF8.self)
+                #expect(head == Array(expected.utf8), "\(status.code)")
+            }
+        }
+    }
+
     @Test func errorBodiesAreJSON() {
         let response = HTTPResponse.error(.payloadTooLarge, "too \"big\"\n")
         #expect(response.status.code == 413)
