@@ -50,11 +50,10 @@ public enum JSONWriter {
             out.append(UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0"))
             return
         }
-        let count = JSONBuffer.digitCount(magnitude)
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
         withUnsafeMutableBytes(of: &digits) { raw in
             let base = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
-            JSONBuffer.writeDigits(magnitude, endingAt: base + count)
+            let count = writeDecimal(magnitude, at: base)
             out.append(contentsOf: UnsafeBufferPointer(start: base, count: count))
         }
     }
