@@ -58,11 +58,16 @@ start_node() {
   return 1
 }
 
-# Starts the floor (bench/floor/relay.c) on CPU 0, through the Redis on redis_port when $1 is
-# redis; sets node_port and node_pid.
+# Starts the floor (bench/floor/relay.c) on CPU 0: answering only (memory), after one INCR (redis)
+# or after logging each message in one script call per loop iteration (log), through the Redis on
+# redis_port; sets node_port and node_pid.
 start_floor() {
   node_port=$(free_port)
-  if [ "$1" = redis ]; then taskset -c 0 "$work/relay" "$node_port" "$redis_port" & else taskset -c 0 "$work/relay" "$node_port" & fi
+  case $1 in
+    memory) taskset -c 0 "$work/relay" "$node_port" & ;;
+    redis) taskset -c 0 "$work/relay" "$node_port" "$redis_port" & ;;
+    log) taskset -c 0 "$work/relay" "$node_port" "$redis_port" log & ;;
+  esac
   node_pid=$!
   pids+=("$node_pid")
   wait_ready_tcp "$node_port"
@@ -82,14 +87,15 @@ stop() { for pid in "$@"; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev
 row_index=0
 
 # run BUILD BINARY ENGINE NODES [WINDOW]: one row; WINDOW requests in flight on each connection
-# (pipelined; 1 by default). BUILD floor runs the floor, with no subscriber, in place of a node.
+# (pipelined; 1 by default). BUILD floor runs the floor, with no subscriber, in place of a node
+# (ENGINE log: the floor that logs each message in Redis).
 run() {
   local build=$1 binary=$2 engine=$3 nodes=$4 window=${5:-1}
   row_index=$((row_index + 1))
   local label="row$row_index"
   local nodes_pids=() redis_pids=() publish_port subscribe_port args=() sub_pids=()
   local node_before node_after redis_before=0 redis_after=0
-  if [ "$engine" = redis ]; then
+  if [ "$engine" != memory ]; then
     start_redis
     redis_pids+=("$redis_pid")
     args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
@@ -110,13 +116,13 @@ run() {
   fi
   sleep 1
   node_before=$(ticks "${nodes_pids[@]}")
-  [ "$engine" = redis ] && redis_before=$(ticks "${redis_pids[@]}")
+  [ "$engine" != memory ] && redis_before=$(ticks "${redis_pids[@]}")
   local cpus_before cpus_after
   cpus_before=$(cpu_ticks)
   taskset -c 1 "$bench" publish --port "$publish_port" --rate 1000000 --duration "$seconds" --connections 4 --window "$window" \
     > "$work/$label.publish.json"
   node_after=$(ticks "${nodes_pids[@]}")
-  [ "$engine" = redis ] && redis_after=$(ticks "${redis_pids[@]}")
+  [ "$engine" != memory ] && redis_after=$(ticks "${redis_pids[@]}")
   cpus_after=$(cpu_ticks)
   stop "${sub_pids[@]}"
   stop "${nodes_pids[@]}" "${redis_pids[@]}"
@@ -130,7 +136,7 @@ result = json.load(open(path))
 rate = result["published_per_s"]
 accepted = max(result["accepted"], 1)
 node = int(node_ticks) / int(hz) / accepted * 1e6
-redis = f"{int(redis_ticks) / int(hz) / accepted * 1e6:.0f}" if engine == "redis" else "—"
+redis = f"{int(redis_ticks) / int(hz) / accepted * 1e6:.0f}" if engine != "memory" else "—"
 ratio = f"{rate / float(one):.2f}×" if one else "1.00×"
 print(f"| {label} | {engine} | {nodes} | {window} | {rate:,.0f} | {ratio} | {node:.0f} | {redis} | {busy[0]:.0f}% | {busy[1]:.0f}% | {result['errors']} |")
 PY
@@ -151,13 +157,16 @@ run this "$receptionist" redis 2
 run this "$receptionist" memory 1 32
 run this "$receptionist" redis 1 32
 run this "$receptionist" redis 2 32
-# The floor: what an endpoint that does nothing but answer (then: store each publish in Redis first)
-# reaches on this machine, at each window.
+# The floor: what an endpoint that does nothing but answer (then: count each publish in Redis
+# first; then: number and log each message in Redis, one script call a loop iteration) reaches on
+# this machine, at each window.
 gcc -O2 -D_GNU_SOURCE -o "$work/relay" bench/floor/relay.c -luv -lhiredis
 run floor - memory 1
 run floor - redis 1
+run floor - log 1
 run floor - memory 1 32
 run floor - redis 1 32
+run floor - log 1 32
 if [ -n "${BENCH_BASELINE:-}" ]; then
   run baseline "$BENCH_BASELINE" redis 1
   run baseline "$BENCH_BASELINE" redis 2

@@ -7,7 +7,13 @@
  * what it reaches bounds what any gateway that stores a publish in Redis before acknowledging it
  * can reach on the same machine and workload.
  *
- * Usage: relay PORT [REDIS_PORT]
+ * With `log`, each message is kept as a gateway keeps it: the requests read in one loop iteration
+ * go to Redis in one script call (at most 256 a call), which numbers them (INCRBY) and appends each
+ * body with its number to a stream (XADD, the last one trimming it), as one step. That is the
+ * least a gateway does that numbers and logs every message atomically, so that a subscriber can
+ * resume from a number; still no JSON, no epoch, no notice and no fan-out.
+ *
+ * Usage: relay PORT [REDIS_PORT [log]]
  */
 #include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
@@ -19,6 +25,7 @@
 
 static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
 static redisAsyncContext *redis;
+static int logging;
 
 typedef struct {
     uv_tcp_t tcp;
@@ -70,7 +77,10 @@ static void stored(redisAsyncContext *context, void *result, void *data) {
     reply(c, 1);
 }
 
-/* How many whole requests the input holds; they are removed from it. */
+static void keep(client *c, const char *body, size_t length);
+
+/* How many whole requests the input holds; they are removed from it (their bodies kept first, when
+ * logging). */
 static int take_requests(client *c) {
     int count = 0;
     size_t start = 0;
@@ -87,6 +97,7 @@ static int take_requests(client *c) {
         }
         size_t total = (size_t)(end - head) + 4 + body;
         if (total > left) break;
+        if (logging) keep(c, end + 4, body);
         start += total;
         count++;
     }
@@ -116,10 +127,86 @@ static void readable(uv_stream_t *stream, ssize_t read, const uv_buf_t *buf) {
     c->length += (size_t)read;
     int count = take_requests(c);
     if (!redis) { reply(c, count); return; }
+    if (logging) return; /* kept: sent at the iteration's end */
     for (int i = 0; i < count; i++) {
         c->owed++;
         redisAsyncCommand(redis, stored, c, "INCR floor");
     }
+}
+
+/* Logging: the requests read in one loop iteration, sent as one script call at its end. */
+#define LOG_BATCH 256
+static const char log_script[] =
+    "local n = #ARGV\n"
+    "local last = redis.call('INCRBY', KEYS[1], n)\n"
+    "for i = 1, n - 1 do\n"
+    "  redis.call('XADD', KEYS[2], '*', 's', last - n + i, 'd', ARGV[i])\n"
+    "end\n"
+    "redis.call('XADD', KEYS[2], 'MAXLEN', '~', 10000, '*', 's', last, 'd', ARGV[n])\n"
+    "return last\n";
+static char log_sha[41];
+
+typedef struct {
+    int messages, groups;
+    const char *argv[5 + LOG_BATCH];
+    size_t lengths[5 + LOG_BATCH];
+    char *bodies[LOG_BATCH];
+    struct { client *c; int count; } owed[LOG_BATCH]; /* runs of one client's requests, in order */
+} batch;
+static batch *pending;
+
+static void logged(redisAsyncContext *context, void *result, void *data) {
+    (void)context;
+    batch *b = data;
+    int failed = !result || ((redisReply *)result)->type == REDIS_REPLY_ERROR;
+    for (int g = 0; g < b->groups; g++) {
+        client *c = b->owed[g].c;
+        c->owed -= b->owed[g].count;
+        if (c->closing) continue;
+        if (failed) drop(c); else reply(c, b->owed[g].count);
+    }
+    /* A client is released after its last run in the batch, never before. */
+    for (int g = 0; g < b->groups; g++) {
+        int later = 0;
+        for (int h = g + 1; h < b->groups && !later; h++) later = b->owed[h].c == b->owed[g].c;
+        if (!later && b->owed[g].c->closing) release(b->owed[g].c);
+    }
+    for (int i = 0; i < b->messages; i++) free(b->bodies[i]);
+    free(b);
+}
+
+static void send_pending(void) {
+    batch *b = pending;
+    pending = NULL;
+    if (!b) return;
+    const char *fixed[5] = {"EVALSHA", log_sha, "2", "floor:seq", "floor:log"};
+    for (int i = 0; i < 5; i++) { b->argv[i] = fixed[i]; b->lengths[i] = strlen(fixed[i]); }
+    for (int i = 0; i < b->messages; i++) b->argv[5 + i] = b->bodies[i];
+    redisAsyncCommandArgv(redis, logged, b, 5 + b->messages, b->argv, b->lengths);
+}
+
+static void iteration_end(uv_check_t *handle) {
+    (void)handle;
+    send_pending();
+}
+
+static void keep(client *c, const char *body, size_t length) {
+    if (pending && pending->messages == LOG_BATCH) send_pending();
+    if (!pending) pending = calloc(1, sizeof *pending);
+    batch *b = pending;
+    char *copy = malloc(length ? length : 1);
+    memcpy(copy, body, length);
+    b->bodies[b->messages] = copy;
+    b->lengths[5 + b->messages] = length;
+    b->messages++;
+    if (b->groups > 0 && b->owed[b->groups - 1].c == c) {
+        b->owed[b->groups - 1].count++;
+    } else {
+        b->owed[b->groups].c = c;
+        b->owed[b->groups].count = 1;
+        b->groups++;
+    }
+    c->owed++;
 }
 
 static void accepted(uv_stream_t *server, int status) {
@@ -138,6 +225,18 @@ int main(int argc, char **argv) {
         redis = redisAsyncConnect("127.0.0.1", atoi(argv[2]));
         if (!redis || redis->err) return 1;
         redisLibuvAttach(redis, loop);
+        if (argc > 3 && strcmp(argv[3], "log") == 0) {
+            redisContext *setup = redisConnect("127.0.0.1", atoi(argv[2]));
+            redisReply *sha = setup && !setup->err ? redisCommand(setup, "SCRIPT LOAD %s", log_script) : NULL;
+            if (!sha || sha->type != REDIS_REPLY_STRING || sha->len != 40) return 1;
+            memcpy(log_sha, sha->str, 40);
+            freeReplyObject(sha);
+            redisFree(setup);
+            logging = 1;
+            static uv_check_t end;
+            uv_check_init(loop, &end);
+            uv_check_start(&end, iteration_end);
+        }
     }
     uv_tcp_t server;
     struct sockaddr_in address;
