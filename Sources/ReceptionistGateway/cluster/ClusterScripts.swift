@@ -96,9 +96,10 @@ enum ClusterScripts {
     /// node's channel, then for each topic: its notice, a fresh epoch for a topic that has none, its
     /// count n, and n pairs of data JSON and publishedAt. Each topic's messages take the next n
     /// numbers, in order; the topic's notice, with its last number and epoch, is published once to
-    /// each other node's channel, and its log trimmed once (by the last `XADD`). Returns
-    /// {first seq, epoch, last entry ID} per topic: enough for the publishing node to mirror its own
-    /// messages without reading them back.
+    /// each other node's channel, and its log trimmed once (by the last `XADD`, and by age as
+    /// `trimByAge` does). Returns first seq, epoch and last entry ID for each topic in turn, in one
+    /// flat array: enough for the publishing node to mirror its own messages without reading them
+    /// back.
     ///
     /// The publishing node is not told of its own messages: it has them from the answer. The other
     /// nodes' channels are the ones `PUBSUB CHANNELS` lists under the cluster's (a node's, while it
@@ -113,42 +114,59 @@ enum ClusterScripts {
     /// epoch is given an ID past this millisecond, so it sorts after every entry of the lost log
     /// that a node may still be reading after (a log recreated within the same millisecond would
     /// otherwise start below them).
-    static let publish = RedisScript(trimByAge + topicEpoch + """
-        local out = {}
-        local listeners = {}
+    ///
+    /// It runs for every publish, so it makes no table, closure or string it can do without (no
+    /// listener list for a lone node, the topic's epoch read in line, one flat answer): each costs
+    /// Redis instructions on every call (`bench/callgrind-redis.sh`).
+    static let publish = RedisScript("""
         local counts = redis.call('PUBSUB', 'NUMSUB', ARGV[3], ARGV[4])
+        local listeners
         if counts[2] > counts[4] then
+          listeners = {}
           local nodes = redis.call('PUBSUB', 'CHANNELS', ARGV[3] .. ':*')
           for _, channel in ipairs(nodes) do
             if channel ~= ARGV[4] then listeners[#listeners + 1] = channel end
           end
           if counts[2] > #nodes then listeners[#listeners + 1] = ARGV[3] end
         end
+        local ttl = tonumber(ARGV[2])
+        local out = {}
         local a = 5
         for k = 1, #KEYS, 3 do
+          local seqKey, logKey, epochKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
           local notice, n = ARGV[a], tonumber(ARGV[a + 2])
-          local epoch, fresh = topicEpoch(KEYS[k + 2], ARGV[a + 1])
-          a = a + 3
-          local last = redis.call('INCRBY', KEYS[k], n)
-          local first = last - n + 1
+          local epoch = redis.call('GET', epochKey)
           local id = '*'
-          if fresh and redis.call('XLEN', KEYS[k + 1]) == 0 then
-            local now = redis.call('TIME')
-            id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
+          if not epoch then
+            epoch = ARGV[a + 1]
+            redis.call('SET', epochKey, epoch)
+            if redis.call('XLEN', logKey) == 0 then
+              local now = redis.call('TIME')
+              id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
+            end
           end
+          a = a + 3
+          local last = redis.call('INCRBY', seqKey, n)
+          local first = last - n + 1
           for i = 0, n - 2 do
-            redis.call('XADD', KEYS[k + 1], id, 's', first + i, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
+            redis.call('XADD', logKey, id, 's', first + i, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
             id = '*'
             a = a + 2
           end
-          id = redis.call('XADD', KEYS[k + 1], 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch,
-            'd', ARGV[a])
+          id = redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
           a = a + 2
-          trimByAge(KEYS[k + 1], ARGV[2])
-          for _, channel in ipairs(listeners) do
-            redis.call('PUBLISH', channel, notice .. ':' .. last .. ':' .. epoch)
+          if ttl > 0 then
+            local now = redis.call('TIME')
+            redis.call('XTRIM', logKey, 'MINID', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - ttl)
           end
-          out[#out + 1] = {first, epoch, id}
+          if listeners then
+            for _, channel in ipairs(listeners) do
+              redis.call('PUBLISH', channel, notice .. ':' .. last .. ':' .. epoch)
+            end
+          end
+          out[#out + 1] = first
+          out[#out + 1] = epoch
+          out[#out + 1] = id
         end
         return out
         """)

@@ -81,17 +81,19 @@ struct PublishBatch {
         return arguments
     }
 
-    /// The script's answer, one `{first seq, epoch, last entry ID}` per topic in `topics`' order;
-    /// nil when it is anything else.
+    /// The script's answer, first seq, epoch and last entry ID for each topic in `topics`' order,
+    /// in one flat array; nil when it is anything else.
     func numbered(_ reply: RedisReply) -> [Numbered]? {
-        guard let parts = reply.elements, parts.count == topics.count else { return nil }
+        guard let parts = reply.elements, parts.count == topics.count * 3 else { return nil }
         var numbered: [Numbered] = []
-        numbered.reserveCapacity(parts.count)
-        for part in parts {
-            guard let fields = part.elements, fields.count == 3, let first = fields[0].integer, first > 0,
-                let epoch = fields[1].text, !epoch.isEmpty, let lastID = fields[2].text
+        numbered.reserveCapacity(topics.count)
+        var index = 0
+        while index < parts.count {
+            guard let first = parts[index].integer, first > 0, let epoch = parts[index + 1].text, !epoch.isEmpty,
+                let lastID = parts[index + 2].text
             else { return nil }
             numbered.append(Numbered(first: UInt64(first), epoch: epoch, lastID: lastID))
+            index += 3
         }
         return numbered
     }
