@@ -23,18 +23,6 @@ command -v redis-server >/dev/null || { echo "missing redis-server" >&2; exit 1;
 . bench/common.sh
 gcc -O2 -D_GNU_SOURCE -o "$work/relay" bench/floor/relay.c -luv -lhiredis
 
-# Starts redis-server under callgrind; sets redis_port and redis_pid.
-start_redis() {
-  redis_port=$(free_port)
-  valgrind --tool=callgrind --callgrind-out-file="$work/redis.out" redis-server --port "$redis_port" --bind 127.0.0.1 \
-    --save '' --appendonly no > "$work/redis.log" 2>&1 &
-  redis_pid=$!
-  pids+=("$redis_pid")
-  for _ in $(seq 1 600); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
-  echo "redis-server did not start" >&2
-  return 1
-}
-
 # Stops Redis and prints its instructions, from callgrind's summary.
 redis_instructions() {
   redis-cli -p "$redis_port" shutdown nosave >/dev/null 2>&1 || true
@@ -43,14 +31,14 @@ redis_instructions() {
 }
 
 # The idle run: start-up, one connection's setup and a PING a second for SECONDS.
-start_redis
+start_redis valgrind --tool=callgrind --callgrind-out-file="$work/redis.out"
 for _ in $(seq 1 "$seconds"); do redis-cli -p "$redis_port" ping >/dev/null; sleep 1; done
 idle=$(redis_instructions)
 
 echo "| target | publishes | script calls | messages a call | Redis instructions per publish | per call |"
 echo "|---|---:|---:|---:|---:|---:|"
 for target in "$@"; do
-  start_redis
+  start_redis valgrind --tool=callgrind --callgrind-out-file="$work/redis.out"
   port=$(free_port)
   if [ "$target" = floor ]; then
     "$work/relay" "$port" "$redis_port" log &

@@ -38,11 +38,7 @@ for binary in "$@"; do
   port=$(free_port)
   engine_args=()
   if [ "$engine" = redis ]; then
-    redis_port=$(free_port)
-    redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no > "$work/redis.log" 2>&1 &
-    redis=$!
-    pids+=("$redis")
-    for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+    start_redis
     engine_args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
   fi
   # valgrind 3.19 cannot read the DWARF of a Swift 6 build; the counts need no symbols.
@@ -68,7 +64,7 @@ for binary in "$@"; do
   sleep 2  # the last deliveries, at valgrind's pace
   kill -TERM "$client"; wait "$client" 2>/dev/null || true
   kill -TERM "$server"; wait "$server" 2>/dev/null || true
-  if [ "$engine" = redis ]; then kill "$redis"; wait "$redis" 2>/dev/null || true; fi
+  if [ "$engine" = redis ]; then kill "$redis_pid"; wait "$redis_pid" 2>/dev/null || true; fi
   python3 - "$binary" "$subscribers" "$work" <<'PY'
 import glob, json, sys
 binary, subscribers, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]

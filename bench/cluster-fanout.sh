@@ -34,13 +34,9 @@ PY
 )"
   if [ "$engine" = redis ]; then
     for _ in $(seq 1 "$shards"); do
-      local redis_port
-      redis_port=$(free_port)
-      taskset -c 0 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no \
-        > "$work/redis.$redis_port.out" 2>&1 &
-      redis_pids+=($!)
-      pids+=($!)
-      for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.05; done
+      local redis_port redis_pid
+      start_redis taskset -c 0
+      redis_pids+=("$redis_pid")
       urls+=(--redis-url "redis://127.0.0.1:$redis_port/0")
     done
     server_args=(--engine redis "${urls[@]}")

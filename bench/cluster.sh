@@ -30,16 +30,6 @@ cpu_ticks() {
   awk '$1 == "cpu0" || $1 == "cpu1" {t = 0; for (i = 2; i <= NF; i++) t += $i; printf "%d %d ", t - $5 - $6, t}' /proc/stat
 }
 
-start_redis() {
-  redis_port=$(free_port)
-  taskset -c 1 redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no > "$work/redis.$redis_port.out" 2>&1 &
-  redis_pid=$!
-  pids+=("$redis_pid")
-  for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.05; done
-  echo "redis-server did not start" >&2
-  return 1
-}
-
 # Starts a node of `binary` with `args`; sets node_port and node_pid.
 start_node() {
   local binary=$1
@@ -96,7 +86,7 @@ run() {
   local nodes_pids=() redis_pids=() publish_port subscribe_port args=() sub_pids=()
   local node_before node_after redis_before=0 redis_after=0
   if [ "$engine" != memory ]; then
-    start_redis
+    start_redis taskset -c 1
     redis_pids+=("$redis_pid")
     args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
   fi

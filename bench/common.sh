@@ -41,6 +41,19 @@ wait_ready() {
   return 1
 }
 
+# Starts a redis-server of its own, without persistence, its command prefixed by the arguments
+# (`taskset -c 1`, `valgrind …`), and waits, at most 30 s, until it answers; sets redis_port and
+# redis_pid.
+start_redis() {
+  redis_port=$(free_port)
+  "$@" redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no > "$work/redis.$redis_port.out" 2>&1 &
+  redis_pid=$!
+  pids+=("$redis_pid")
+  for _ in $(seq 1 600); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && return 0; sleep 0.05; done
+  echo "redis-server did not start" >&2
+  return 1
+}
+
 # Stops the run unless Receptionist's release builds ($receptionist, $bench) and the tools the
 # side-by-side benches use are there; $1 is the make target that provides them.
 require_bench_tools() {
