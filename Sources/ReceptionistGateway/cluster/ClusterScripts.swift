@@ -6,7 +6,8 @@ import ReceptionistWire
 enum ClusterScripts {
     /// Trims a log to the entries of the last ARGV-given milliseconds (0: no age limit), by
     /// Redis's clock, as the stream's IDs are; exact, so what a client may resume is what the
-    /// option says. Prefixed to the scripts that append.
+    /// option says. Prefixed to `commit`; `publish`, which runs for every message, does the same in
+    /// line rather than make the function on each call.
     private static let trimByAge = """
         local function trimByAge(key, ttl)
           ttl = tonumber(ttl)
@@ -80,7 +81,7 @@ enum ClusterScripts {
         """)
 
     /// The topic's epoch (KEYS[3]), set to `fresh` if it has none; and whether it was just made.
-    /// Prefixed to the topic scripts.
+    /// Prefixed to `topicTail`; `publish` does the same in line, as it does `trimByAge`.
     private static let topicEpoch = """
         local function topicEpoch(key, fresh)
           local epoch = redis.call('GET', key)
