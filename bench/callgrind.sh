@@ -14,9 +14,11 @@
 # PUBLISH_CONNECTIONS=1 PUBLISH_WINDOW=32 is the WebSocket publisher's shape, to compare the two.
 # ENGINE=redis serves through a redis-server of its own (not counted: only the node's instructions
 # are), to compare what a publish costs the node on each engine.
+# CALLGRIND_KEEP=dir keeps each build's profiles (dir/<binary>.<engine>/out.<pid>) for
+# callgrind_annotate, which names the functions from the symbol table.
 # Usage: bench/callgrind.sh BINARY [BINARY…]
 #   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws PUBLISH_CONNECTIONS=4 PUBLISH_WINDOW=1
-#    ENGINE=memory|redis)
+#    ENGINE=memory|redis CALLGRIND_KEEP=dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 subscribers=${SUBSCRIBERS:-100}
@@ -41,8 +43,8 @@ for binary in "$@"; do
     start_redis
     engine_args=(--engine redis --redis-url "redis://127.0.0.1:$redis_port/0")
   fi
-  # valgrind 3.19 cannot read the DWARF of a Swift 6 build; the counts need no symbols.
-  strip -o "$work/server" "$binary"
+  # valgrind 3.19 cannot read the DWARF of a Swift 6 build; the symbol table it reads names the functions.
+  strip --strip-debug -o "$work/server" "$binary"
   valgrind --tool=callgrind --callgrind-out-file="$work/out.%p" "$work/server" serve --host 127.0.0.1 --port "$port" \
     --log-level warning --max-connections-per-address 20000 --publish-rate 0 "${engine_args[@]}" > "$work/server.log" 2>&1 &
   server=$!
@@ -65,6 +67,10 @@ for binary in "$@"; do
   kill -TERM "$client"; wait "$client" 2>/dev/null || true
   kill -TERM "$server"; wait "$server" 2>/dev/null || true
   if [ "$engine" = redis ]; then kill "$redis_pid"; wait "$redis_pid" 2>/dev/null || true; fi
+  if [ -n "${CALLGRIND_KEEP:-}" ]; then
+    mkdir -p "$CALLGRIND_KEEP/$(basename "$binary").$engine"
+    cp "$work"/out.* "$CALLGRIND_KEEP/$(basename "$binary").$engine/"
+  fi
   python3 - "$binary" "$subscribers" "$work" <<'PY'
 import glob, json, sys
 binary, subscribers, work = sys.argv[1], int(sys.argv[2]), sys.argv[3]
