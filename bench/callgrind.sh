@@ -14,7 +14,8 @@
 # PUBLISH_CONNECTIONS=1 PUBLISH_WINDOW=32 is the WebSocket publisher's shape, to compare the two.
 # ENGINE=redis serves through a redis-server of its own (not counted: only the node's instructions
 # are), to compare what a publish costs the node on each engine.
-# CALLGRIND_KEEP=dir keeps each build's profiles (dir/<binary>.<engine>/out.<pid>) for
+# CALLGRIND_KEEP=dir keeps each build's profiles (dir/<n>.<engine>/out.<pid>, n the build's place in
+# the arguments, so two builds both named receptionist stay apart) for
 # callgrind_annotate, which names the functions from the symbol table.
 # Usage: bench/callgrind.sh BINARY [BINARY…]
 #   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws PUBLISH_CONNECTIONS=4 PUBLISH_WINDOW=1
@@ -36,7 +37,9 @@ command -v valgrind >/dev/null || { echo "missing valgrind (apt-get install valg
 
 echo "| build | subscribers | published | delivered | server instructions | instructions per delivered message |"
 echo "|---|---:|---:|---:|---:|---:|"
+build_number=0
 for binary in "$@"; do
+  build_number=$((build_number + 1))
   port=$(free_port)
   engine_args=()
   if [ "$engine" = redis ]; then
@@ -68,8 +71,9 @@ for binary in "$@"; do
   kill -TERM "$server"; wait "$server" 2>/dev/null || true
   if [ "$engine" = redis ]; then kill "$redis_pid"; wait "$redis_pid" 2>/dev/null || true; fi
   if [ -n "${CALLGRIND_KEEP:-}" ]; then
-    mkdir -p "$CALLGRIND_KEEP/$(basename "$binary").$engine"
-    cp "$work"/out.* "$CALLGRIND_KEEP/$(basename "$binary").$engine/"
+    keep="$CALLGRIND_KEEP/$build_number.$engine"
+    mkdir -p "$keep"
+    cp "$work"/out.* "$keep/"
   fi
   python3 - "$binary" "$subscribers" "$work" <<'PY'
 import glob, json, sys
