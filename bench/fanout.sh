@@ -38,7 +38,7 @@ start_server() {
     nchan)
       local dir="$work/nchan.$port"
       mkdir -p "$dir"
-      sed -e "s|@PORT@|$port|g" -e "s|@DIR@|$dir|g" bench/peers/nchan.conf > "$dir/nginx.conf"
+      sed -e "s|@PORT@|$port|g" -e "s|@DIR@|$dir|g" -e "s|@UPSTREAM@||" -e "s|@STORE@||g" bench/peers/nchan.conf > "$dir/nginx.conf"
       taskset -c 0 "$(command -v nginx || echo /usr/sbin/nginx)" -c "$dir/nginx.conf" -p "$dir" > "$out" 2>&1 &
       publish_path="/pub" dialect=raw ;;
     socketify)
