@@ -5,13 +5,15 @@ import ReceptionistWire
 /// Fuzzes `ClientMessage.decode` and the `JSONParser` under it.
 ///
 /// Input: the message text itself. A value the parser accepts must survive `JSONWriter` and a
-/// second parse unchanged, a parse error must point inside the text, and a decoded message must
+/// second parse unchanged, a parse error must point inside the text, validating alone must
+/// accept or refuse exactly as parsing does (with the same error), and a decoded message must
 /// decode the same from its canonical form.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     let text = Array(UnsafeBufferPointer(start: size > 0 ? data : nil, count: size))
 
     let parsed: JSONValue?
+    var parseError: JSONParser.Error?
     do {
         let value = try JSONParser.parse(text)
         let written = JSONWriter.encode(value)
@@ -22,6 +24,13 @@ public func fuzzClientMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int
     } catch {
         fuzzCheck(error.offset >= 0 && error.offset <= text.count, "error offset \(error.offset) outside \(text.count) bytes")
         parsed = nil
+        parseError = error
+    }
+    do {
+        try JSONParser.validate(text)
+        fuzzCheck(parseError == nil, "validating accepts text parsing refuses")
+    } catch {
+        fuzzCheck(error == parseError, "validating refused with \(error), parsing with \(parseError.map { "\($0)" } ?? "nothing")")
     }
 
     switch ClientMessage.decode(text) {

@@ -13,13 +13,24 @@ public struct JSONParser {
     public static let maxDepth = 256
 
     public static func parse(_ bytes: [UInt8]) throws(Error) -> JSONValue {
+        try run(bytes, building: true).value
+    }
+
+    /// Checks `bytes` as `parse` does, with the same errors, but builds no value: no member,
+    /// element or plain string is made, only walked over.
+    public static func validate(_ bytes: [UInt8]) throws(Error) {
+        _ = try run(bytes, building: false)
+    }
+
+    /// The value (`null` unless `building`), and whether any whitespace lay outside strings.
+    private static func run(_ bytes: [UInt8], building: Bool) throws(Error) -> (value: JSONValue, spaced: Bool) {
         try bytes.withUnsafeBufferPointer { buffer throws(Error) in
-            var parser = JSONParser(buffer)
+            var parser = JSONParser(buffer, building: building)
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
             guard parser.index == buffer.count else { throw parser.error("unexpected data after the value") }
-            return value
+            return (value, parser.spaced)
         }
     }
 
@@ -31,7 +42,8 @@ public struct JSONParser {
     /// every other byte (member order, a number's digits, a string's escapes) is as it was sent.
     /// This is how a published payload is forwarded: checked, never re-encoded.
     public static func compact(_ bytes: [UInt8]) throws(Error) -> [UInt8] {
-        _ = try parse(bytes)
+        // Text sent compact already (most is) is passed on as the very same array: nothing to drop.
+        guard try run(bytes, building: false).spaced else { return bytes }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         var inString = false
@@ -58,9 +70,15 @@ public struct JSONParser {
 
     private let bytes: UnsafeBufferPointer<UInt8>
     private var index = 0
+    /// False when only validating: objects, arrays, numbers and plain strings are checked and
+    /// skipped, and their values come back empty (`null`, `""`). Every check is the same.
+    private let building: Bool
+    /// Whether whitespace outside strings was skipped anywhere.
+    private var spaced = false
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, building: Bool) {
         self.bytes = bytes
+        self.building = building
     }
 
     private func error(_ reason: String) -> Error {
@@ -70,6 +88,7 @@ public struct JSONParser {
     private mutating func skipWhitespace() {
         while index < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[index]) {
             index += 1
+            spaced = true
         }
     }
 
@@ -83,7 +102,9 @@ public struct JSONParser {
         case UInt8(ascii: "t"): try expect("true"); return .bool(true)
         case UInt8(ascii: "f"): try expect("false"); return .bool(false)
         case UInt8(ascii: "n"): try expect("null"); return .null
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number(try parseNumber())
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            let literal = try scanNumber()
+            return building ? .number(JSONNumber(validLiteral: literal)) : .null
         default: throw error("unexpected character")
         }
     }
@@ -103,7 +124,7 @@ public struct JSONParser {
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
             index += 1
-            return .object(members)
+            return building ? .object(members) : .null
         }
         while true {
             skipWhitespace()
@@ -113,14 +134,15 @@ public struct JSONParser {
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
             index += 1
             skipWhitespace()
-            members[key] = try parseValue(depth: depth + 1)
+            let value = try parseValue(depth: depth + 1)
+            if building { members[key] = value }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") {
                 index += 1
             } else if bytes[index] == UInt8(ascii: "}") {
                 index += 1
-                return .object(members)
+                return building ? .object(members) : .null
             } else {
                 throw error("expected ',' or '}'")
             }
@@ -133,25 +155,27 @@ public struct JSONParser {
         skipWhitespace()
         if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
             index += 1
-            return .array(elements)
+            return building ? .array(elements) : .null
         }
         while true {
             skipWhitespace()
-            elements.append(try parseValue(depth: depth + 1))
+            let element = try parseValue(depth: depth + 1)
+            if building { elements.append(element) }
             skipWhitespace()
             guard index < bytes.count else { throw error("unexpected end of input") }
             if bytes[index] == UInt8(ascii: ",") {
                 index += 1
             } else if bytes[index] == UInt8(ascii: "]") {
                 index += 1
-                return .array(elements)
+                return building ? .array(elements) : .null
             } else {
                 throw error("expected ',' or ']'")
             }
         }
     }
 
-    private mutating func parseNumber() throws(Error) -> JSONNumber {
+    /// The text of the number here, checked against the grammar.
+    private mutating func scanNumber() throws(Error) -> UnsafeBufferPointer<UInt8> {
         let start = index
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else { throw error("invalid number") }
@@ -172,7 +196,7 @@ public struct JSONParser {
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         // Kept as written: no range is imposed, and nothing is rounded.
-        return JSONNumber(validLiteral: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        return UnsafeBufferPointer(rebasing: bytes[start..<index])
     }
 
     private func isDigit(_ byte: UInt8) -> Bool { byte >= 48 && byte <= 57 }
@@ -187,7 +211,7 @@ public struct JSONParser {
             let byte = bytes[scan]
             if byte == UInt8(ascii: "\"") {
                 index = scan + 1
-                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self)
+                return building ? String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<scan]), as: UTF8.self) : ""
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 || byte >= 0x80 { break }
             scan += 1
