@@ -7,12 +7,12 @@
 ///
 /// Pure value.
 public enum HTTPHost {
-    /// Why the request's Host field lines (`values`, in order) are not acceptable, or nil.
-    /// `required` for HTTP/1.1 and later.
-    public static func problem(_ values: [String], required: Bool) -> String? {
-        switch values.count {
-        case 0: return required ? "an HTTP/1.1 request needs a Host header" : nil
-        case 1: return isValid(values[0]) ? nil : "the Host header is not a host and an optional port"
+    /// Why the request's Host field lines are not acceptable, or nil: `count` of them, the first
+    /// with the value `first`. `required` for HTTP/1.1 and later.
+    public static func problem(count: Int, first: String?, required: Bool) -> String? {
+        switch (count, first) {
+        case (0, _): return required ? "an HTTP/1.1 request needs a Host header" : nil
+        case (1, let value?): return isValid(value) ? nil : "the Host header is not a host and an optional port"
         default: return "more than one Host header"
         }
     }

@@ -229,8 +229,14 @@ public final class HTTPRequestParser {
             pendingError = problem
             return -1
         }
-        let hosts = headers.fields.filter { $0.name.asciiCaseInsensitiveEquals("Host") }.map(\.value)
-        if let problem = HTTPHost.problem(hosts, required: minor >= 1) {
+        // Counted in place: every request's Host is checked.
+        var hostCount = 0
+        var host: String?
+        for field in headers.fields where field.name.asciiCaseInsensitiveEquals("Host") {
+            hostCount += 1
+            if host == nil { host = field.value }
+        }
+        if let problem = HTTPHost.problem(count: hostCount, first: host, required: minor >= 1) {
             pendingError = HTTPParseError(status: .badRequest, detail: problem)
             return -1
         }

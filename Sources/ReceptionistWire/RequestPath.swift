@@ -23,6 +23,8 @@ public struct RequestPath: Sendable, Hashable {
     private static func segments(of path: UnsafeBufferPointer<UInt8>) throws(Problem) -> [String] {
         guard path.first == UInt8(ascii: "/") else { throw .notAbsolute }
         var segments: [String] = []
+        // As many segments as slashes at most: room for them all at once, not grown one by one.
+        segments.reserveCapacity(path.reduce(0) { $1 == UInt8(ascii: "/") ? $0 + 1 : $0 })
         var start = 0
         while start < path.count {
             guard path[start] != UInt8(ascii: "/") else {

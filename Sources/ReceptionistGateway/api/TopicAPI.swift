@@ -24,23 +24,24 @@ struct TopicAPI {
     /// `segments` follow `/api/topics`; `scope` is the idempotency scope of the caller's API key.
     func route(_ request: HTTPRequest, _ segments: ArraySlice<String>, scope: String) -> RouteResult {
         let method = request.method
-        let path = Array(segments)
-        switch path.count {
+        // Counted from the slice's own start: indexing it, not copying it, on every publish.
+        let first = segments.startIndex
+        switch segments.count {
         case 0:
             guard method == .get || method == .head else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD")) }
             let topics: [JSONValue] = hub.topics.values.sorted { $0.name < $1.name }.map {
                 ["name": .string($0.name), "seq": .number(JSONNumber($0.seq)), "subscribers": .number(JSONNumber($0.subscriberCount))]
             }
             return .reply(.json(.ok, ["topics": .array(topics)]))
-        case 2 where path[1] == "messages":
-            if method == .get || method == .head { return messages(path[0], request) }
+        case 2 where segments[first + 1] == "messages":
+            if method == .get || method == .head { return messages(segments[first], request) }
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST")) }
             let key: IdempotencyKey?
             switch Idempotency.key(of: request) {
             case .success(let parsed): key = parsed
             case .failure(let failure): return .reply(failure.reply)
             }
-            return publish(path[0], request, key: key, scope: scope)
+            return publish(segments[first], request, key: key, scope: scope)
         default:
             return .reply(.error(.notFound, "no such resource"))
         }

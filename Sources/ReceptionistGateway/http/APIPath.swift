@@ -9,6 +9,9 @@ struct APIPath {
         let raw = request.rawPath
         // Compared as bytes: `String`'s comparisons normalise Unicode first, on every request.
         guard raw.utf8.elementsEqual("/api".utf8) || raw.utf8.starts(with: "/api/".utf8) else { return nil }
-        segments = Array(try RequestPath(raw: raw).segments.dropFirst())
+        // `api` taken off in place: the array is the path's own, so no copy is made.
+        var segments = try RequestPath(raw: raw).segments
+        segments.removeFirst()
+        self.segments = segments
     }
 }
