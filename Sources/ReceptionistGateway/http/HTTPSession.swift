@@ -6,7 +6,7 @@ import ReceptionistWire
 /// Decisions about keep-alive, closing and timeouts come from `HTTPSessionState`; this type acts.
 ///
 /// Loop thread only.
-final class HTTPSession: TCPConnectionDelegate, GatewaySession {
+final class HTTPSession: TCPConnectionDelegate, GatewaySession, ResponseSlotListener {
     /// A protocol the connection switches to once the current request is answered.
     private enum Handover {
         case webSocket(WebSocketSession.Mode, response: [UInt8], grant: StreamGrant, deflate: PerMessageDeflate?)
@@ -124,14 +124,10 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     /// The door for a reply given later, on the loop: it fills `slot` and, unless the session is
-    /// in the middle of answering already, writes what is ready.
+    /// in the middle of answering already, writes what is ready (`slotFilled`).
     private func door(for slot: ResponseSlot) -> (Reply) -> Void {
-        { [weak self] reply in
-            slot.fill(reply)
-            guard let self, !self.answering else { return }
-            self.writeReadyReplies()
-            self.closeIfDone()
-        }
+        slot.listener = self
+        return slot.answer
     }
 
     private func fill(_ slot: ResponseSlot, _ reply: Reply) {
@@ -155,6 +151,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 target, since: since, epoch: epoch, options: options, presence: presence, date: services.dateCache.current,
                 grant: grant)
         }
+    }
+
+    func slotFilled() {
+        guard !answering else { return }
+        writeReadyReplies()
+        closeIfDone()
     }
 
     /// Writes replies from the front of the queue while they are ready.
