@@ -6,7 +6,7 @@ import ReceptionistWire
 /// Decisions about keep-alive, closing and timeouts come from `HTTPSessionState`; this type acts.
 ///
 /// Loop thread only.
-final class HTTPSession: TCPConnectionDelegate, GatewaySession, ResponseSlotListener {
+final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// A protocol the connection switches to once the current request is answered.
     private enum Handover {
         case webSocket(WebSocketSession.Mode, response: [UInt8], grant: StreamGrant, deflate: PerMessageDeflate?)
@@ -126,7 +126,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession, ResponseSlotList
     /// The door for a reply given later, on the loop: it fills `slot` and, unless the session is
     /// in the middle of answering already, writes what is ready (`slotFilled`).
     private func door(for slot: ResponseSlot) -> (Reply) -> Void {
-        slot.listener = self
+        slot.session = self
         return slot.answer
     }
 
@@ -153,6 +153,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession, ResponseSlotList
         }
     }
 
+    /// A slot's reply came later (`ResponseSlot.answer`): written now, unless routing is under way.
     func slotFilled() {
         guard !answering else { return }
         writeReadyReplies()

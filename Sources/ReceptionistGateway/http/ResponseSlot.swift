@@ -14,21 +14,16 @@ final class ResponseSlot {
     }
 
     /// Told when a reply comes later (`answer`). Weak: a reply may come after the connection is gone.
-    weak var listener: (any ResponseSlotListener)?
+    weak var session: HTTPSession?
 
     func fill(_ reply: Reply) {
         self.reply = reply
     }
 
-    /// The door for a reply given later, on the loop: fills the slot and tells the listener. As a
+    /// The door for a reply given later, on the loop: fills the slot and tells the session. As a
     /// method of the slot, handed on as `slot.answer`, the door needs no allocation of its own.
     func answer(_ reply: Reply) {
         self.reply = reply
-        listener?.slotFilled()
+        session?.slotFilled()
     }
-}
-
-/// Who writes a slot's reply once it is filled later. Loop thread only.
-protocol ResponseSlotListener: AnyObject {
-    func slotFilled()
 }
