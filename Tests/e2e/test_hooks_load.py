@@ -30,12 +30,15 @@ def publish(port: int, topic: str, data) -> None:
     assert resp.status == 201, resp
 
 
-def lag_buckets(port: int) -> tuple[float, float]:
-    """The loop-lag samples at or under 10 ms, and all of them."""
+def lag_buckets(port: int) -> tuple[float, float, float]:
+    """The loop-lag samples at or under 10 ms, at or under 100 ms, and all of them."""
     text = api(port, "GET", "/metrics").body.decode()
-    under = float(re.search(r'receptionist_loop_lag_seconds_bucket\{le="0\.01"\} (\S+)', text).group(1))
+
+    def bucket(bound: str) -> float:
+        return float(re.search(r'receptionist_loop_lag_seconds_bucket\{le="' + re.escape(bound) + r'"\} (\S+)', text).group(1))
+
     count = float(re.search(r"receptionist_loop_lag_seconds_count (\S+)", text).group(1))
-    return under, count
+    return bucket("0.01"), bucket("0.1"), count
 
 
 def test_a_backend_that_stops_costs_new_clients_the_time_out_and_nobody_else_anything(start_server, tmp_path):
@@ -70,7 +73,7 @@ def test_a_slow_backend_never_stalls_the_loop(start_server, tmp_path):
     backend = Backend(tmp_path / "backend")
     gateway = start_server("--api-key", API_KEY, "--hook-timeout", "5", *backend.hook_args("connect"))
     backend.set_delay(1.0)
-    under_before, count_before = lag_buckets(gateway.port)
+    quick_before, prompt_before, count_before = lag_buckets(gateway.port)
 
     async def waiting_clients() -> list[float]:
         async def one() -> float:
@@ -97,10 +100,14 @@ def test_a_slow_backend_never_stalls_the_loop(start_server, tmp_path):
 
     healthz = asyncio.run(waiting_clients())
     assert max(healthz) < 0.2, healthz
-    under, count = lag_buckets(gateway.port)
+    quick, prompt, count = lag_buckets(gateway.port)
     samples = count - count_before
     assert samples >= 10, samples
-    assert under - under_before >= 0.99 * samples, (under - under_before, samples)
+    # Waiting on the backend would hold the loop for its whole second: every sample stays under
+    # 100 ms. Fifty handshakes arriving at once may cost one iteration 10 ms on a busy machine,
+    # so nine samples in ten, not all, are under that.
+    assert prompt - prompt_before == samples, (prompt - prompt_before, samples)
+    assert quick - quick_before >= 0.9 * samples, (quick - quick_before, samples)
 
 
 @pytest.mark.timeout(180)
