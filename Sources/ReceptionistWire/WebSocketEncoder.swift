@@ -11,18 +11,39 @@ public enum WebSocketEncoder {
     /// sender that lays the payload after it itself (`frame` writes the whole frame).
     /// `compressed` sets RSV1: the payload is a permessage-deflate message (RFC 7692 section 6).
     public static func header(_ opcode: WebSocketOpcode, length: Int, compressed: Bool = false) -> [UInt8] {
-        var out: [UInt8] = [0x80 | (compressed ? 0x40 : 0) | opcode.rawValue]
-        if length <= 125 {
-            out.append(UInt8(length))
-        } else if length <= 0xFFFF {
-            out += [126, UInt8(truncatingIfNeeded: length >> 8), UInt8(truncatingIfNeeded: length)]
-        } else {
-            out.append(127)
-            for shift in stride(from: 56, through: 0, by: -8) {
-                out.append(UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(shift)))
-            }
+        [UInt8](unsafeUninitializedCapacity: headerCount(length: length)) { buffer, count in
+            count = writeHeader(opcode, length: length, compressed: compressed, at: UnsafeMutableRawPointer(buffer.baseAddress!))
         }
-        return out
+    }
+
+    /// How many bytes `header` takes for a payload of `length` bytes.
+    public static func headerCount(length: Int) -> Int {
+        length <= 125 ? 2 : length <= 0xFFFF ? 4 : 10
+    }
+
+    /// Writes `header`'s bytes at `start`, which has room for `headerCount(length:)` of them, and
+    /// returns how many it wrote: a frame laid out in a buffer made for it, with no array for its
+    /// header (every message sent to a WebSocket has one).
+    public static func writeHeader(
+        _ opcode: WebSocketOpcode, length: Int, compressed: Bool = false, at start: UnsafeMutableRawPointer
+    ) -> Int {
+        let bytes = start.assumingMemoryBound(to: UInt8.self)
+        bytes[0] = 0x80 | (compressed ? 0x40 : 0) | opcode.rawValue
+        if length <= 125 {
+            bytes[1] = UInt8(length)
+            return 2
+        }
+        if length <= 0xFFFF {
+            bytes[1] = 126
+            bytes[2] = UInt8(truncatingIfNeeded: length >> 8)
+            bytes[3] = UInt8(truncatingIfNeeded: length)
+            return 4
+        }
+        bytes[1] = 127
+        for index in 0..<8 {
+            bytes[2 + index] = UInt8(truncatingIfNeeded: UInt64(length) >> UInt64(56 - 8 * index))
+        }
+        return 10
     }
 
     /// One frame. With a `maskKey` the payload is masked and the key sent.

@@ -18,6 +18,22 @@ import Testing
         #expect(unnumbered.sseEvent.array == SSEEncoder.event("gap", id: nil, data: json))
     }
 
+    /// A run's frame is written in one pass: its messages' frames one after another, whether a
+    /// message's own frame was made before (copied) or not (written in place), at every length
+    /// form of the header.
+    @Test func aRunsFrameIsItsMessagesFramesInOrder() {
+        let messages = [0, 126, 1, 65_536, 125].enumerated().map { index, length in
+            PushEvent(name: "message", id: UInt64(index + 1), json: (0..<length).map { UInt8(truncatingIfNeeded: 0x30 + $0 % 40) })
+        }
+        let madeBefore = messages[1].webSocketFrame
+        let run = PushEvent(run: messages)
+        let expected = messages.flatMap { WebSocketEncoder.frame(.text, payload: $0.json) }
+        #expect(run.webSocketFrame.array == expected)
+        #expect(run.webSocketFrame.count == expected.count)
+        #expect(messages[1].webSocketFrame === madeBefore)
+        #expect(PushEvent(run: [run, messages[0]]).webSocketFrame.array == expected + WebSocketEncoder.frame(.text, payload: messages[0].json))
+    }
+
     @Test func oneChangeSetReachesEverySinkAsOneEvent() throws {
         let push = PushFixture()
         let store = try push.createStore("s")

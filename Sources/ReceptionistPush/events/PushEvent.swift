@@ -53,12 +53,33 @@ public final class PushEvent {
     /// The event as one unmasked WebSocket text frame.
     public var webSocketFrame: SharedBytes {
         if let webSocketBytes { return webSocketBytes }
-        // The header and the JSON straight into the shared buffer: no frame array in between.
-        let bytes = run.isEmpty
-            ? SharedBytes(WebSocketEncoder.header(.text, length: json.count), json, EmptyCollection())
-            : SharedBytes(joining: run.map(\.webSocketFrame))
+        // Written straight into the shared buffer, a run's frames one after another: no header
+        // array, and no frame of each message made only to be copied into the run's.
+        let bytes = SharedBytes(count: webSocketFrameCount) { start in _ = writeWebSocketFrame(at: start) }
         webSocketBytes = bytes
         return bytes
+    }
+
+    /// The size of `webSocketFrame`, without making it.
+    private var webSocketFrameCount: Int {
+        if let webSocketBytes { return webSocketBytes.count }
+        if run.isEmpty { return WebSocketEncoder.headerCount(length: json.count) + json.count }
+        return run.reduce(0) { $0 + $1.webSocketFrameCount }
+    }
+
+    /// Writes `webSocketFrame`'s bytes at `start` (room for `webSocketFrameCount`), copied from it
+    /// when it was made; returns how many.
+    private func writeWebSocketFrame(at start: UnsafeMutableRawPointer) -> Int {
+        if let webSocketBytes {
+            start.copyMemory(from: webSocketBytes.base, byteCount: webSocketBytes.count)
+            return webSocketBytes.count
+        }
+        guard run.isEmpty else { return run.reduce(0) { $0 + $1.writeWebSocketFrame(at: start + $0) } }
+        let header = WebSocketEncoder.writeHeader(.text, length: json.count, at: start)
+        json.withUnsafeBytes { payload in
+            if let source = payload.baseAddress { (start + header).copyMemory(from: source, byteCount: payload.count) }
+        }
+        return header + json.count
     }
 
     /// The event as one permessage-deflate frame (RSV1 set), compressed on first use with
@@ -82,7 +103,7 @@ public final class PushEvent {
         } else {
             let deflated = compressor.compress(json)
             made = deflated.count < json.count
-                ? (SharedBytes(WebSocketEncoder.header(.text, length: deflated.count, compressed: true), deflated, EmptyCollection()), 1)
+                ? (SharedBytes(WebSocketEncoder.header(.text, length: deflated.count, compressed: true), deflated), 1)
                 : (webSocketFrame, 0)
         }
         compressedFrames.append((windowBits, made.frame, made.compressed))
