@@ -71,6 +71,12 @@ public enum JSONWriter {
         JSONBuffer.digitCount(value)
     }
 
+    /// A literal's bytes, appended as one copy: `+= "…".utf8` walks the string's view generically
+    /// (about 170 instructions for each piece of every message put together).
+    public static func writeLiteral(_ text: StaticString, to out: inout [UInt8]) {
+        out.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
     public static func writeString(_ text: String, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings need no escape: copied whole from the string's own bytes.

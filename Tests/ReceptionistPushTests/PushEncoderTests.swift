@@ -32,6 +32,17 @@ import Testing
         #expect(value["changes"] == [["model": "a\"b\\c\n", "path": "x", "kind": "created", "value": "<img src=x onerror=alert(1)>\u{2028}"]])
     }
 
+    /// A topic message is written in one sized pass: byte for byte the wire form, the data as the
+    /// publisher sent it, at the widest numbers and with a name that needs escaping.
+    @Test func aTopicMessageIsExactlyItsWireForm() {
+        let data = Array(#"{"a": [1, "two", null]}"#.utf8)
+        let text = String(decoding: PushEncoder.message(topic: "t", seq: 5, publishedAt: 6, data: data), as: UTF8.self)
+        #expect(text == #"{"type":"message","topic":"t","seq":5,"publishedAt":6,"data":{"a": [1, "two", null]}}"#)
+        let widest = PushEncoder.message(topic: #"q"\"#, seq: .max, publishedAt: .max, data: data)
+        #expect(String(decoding: widest, as: UTF8.self)
+            == #"{"type":"message","topic":"q\"\\","seq":18446744073709551615,"publishedAt":18446744073709551615,"data":{"a": [1, "two", null]}}"#)
+    }
+
     @Test func everyOtherMessageMatchesTheProtocol() throws {
         let snapshot = StoreSnapshot(store: "s", version: 3, models: ["m": ["color": "#123456"]])
         #expect(try decode(PushEncoder.snapshot(snapshot, reset: true, epoch: "e1"))

@@ -15,9 +15,9 @@ extension Reply {
     static func published(topic: String, seq: UInt64) -> Reply {
         var body: [UInt8] = []
         body.reserveCapacity(32 + topic.utf8.count)
-        body.append(contentsOf: #"{"topic":"#.utf8)
+        JSONWriter.writeLiteral(#"{"topic":"#, to: &body)
         JSONWriter.writeString(topic, to: &body)
-        body.append(contentsOf: #","seq":"#.utf8)
+        JSONWriter.writeLiteral(#","seq":"#, to: &body)
         JSONWriter.writeDecimal(seq, to: &body)
         body.append(UInt8(ascii: "}"))
         return jsonBytes(.created, body)

@@ -96,12 +96,19 @@ public enum PushEncoder {
 
     /// A topic message. `data` is the JSON text the publisher sent (compacted, never re-encoded),
     /// written last and as it is, so every subscriber gets the publisher's bytes.
+    ///
+    /// Every publish makes one, so it is sized once (the fixed text, two numbers of at most 20
+    /// digits, the name and the data) and its literals copied whole.
     public static func message(topic: String, seq: UInt64, publishedAt: UInt64, data: [UInt8]) -> [UInt8] {
-        var out = head("message")
-        field("topic", topic, &out)
-        number("seq", seq, &out)
-        number("publishedAt", publishedAt, &out)
-        out += ",\"data\":".utf8
+        var out: [UInt8] = []
+        out.reserveCapacity(100 + topic.utf8.count + data.count)
+        JSONWriter.writeLiteral(#"{"type":"message","topic":"#, to: &out)
+        JSONWriter.writeString(topic, to: &out)
+        JSONWriter.writeLiteral(#","seq":"#, to: &out)
+        JSONWriter.writeDecimal(seq, to: &out)
+        JSONWriter.writeLiteral(#","publishedAt":"#, to: &out)
+        JSONWriter.writeDecimal(publishedAt, to: &out)
+        JSONWriter.writeLiteral(#","data":"#, to: &out)
         out += data
         out.append(UInt8(ascii: "}"))
         return out
