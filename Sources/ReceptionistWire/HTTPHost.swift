@@ -19,15 +19,19 @@ public enum HTTPHost {
 
     /// Whether `value` (spaces and tabs around it aside) is `uri-host [ ":" port ]`.
     public static func isValid(_ value: String) -> Bool {
-        // Trimmed in place: every request's Host is checked.
-        var bytes = Array(value.utf8)
-        while let last = bytes.last, last == 0x20 || last == 0x09 { bytes.removeLast() }
-        let leading = bytes.prefix { $0 == 0x20 || $0 == 0x09 }.count
-        if leading > 0 { bytes.removeFirst(leading) }
-        return isValid(bytes)
+        // Read and trimmed in place: every request's Host is checked, and a copy into an array
+        // cost it as much again as the check.
+        var value = value
+        return value.withUTF8 { all in
+            var start = 0
+            var end = all.count
+            while end > start, all[end - 1] == 0x20 || all[end - 1] == 0x09 { end -= 1 }
+            while start < end, all[start] == 0x20 || all[start] == 0x09 { start += 1 }
+            return isValid(UnsafeBufferPointer(rebasing: all[start..<end]))
+        }
     }
 
-    private static func isValid(_ bytes: [UInt8]) -> Bool {
+    private static func isValid(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         if bytes.first == UInt8(ascii: "[") {
             guard let close = bytes.firstIndex(of: UInt8(ascii: "]")), close > 1,
@@ -48,15 +52,20 @@ public enum HTTPHost {
         guard index > 0 else { return false }
         guard index < bytes.count else { return true }
         guard bytes[index] == UInt8(ascii: ":") else { return false }
-        let port = bytes[(index + 1)...]
-        guard port.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else { return false }
         // An empty port is the scheme's default (RFC 3986 §6.2.3); a number is at most 65535.
-        return port.count <= 5 && (port.isEmpty || Int(String(decoding: port, as: UTF8.self))! <= 65_535)
+        let port = bytes[(index + 1)...]
+        guard port.count <= 5 else { return false }
+        var number = 0
+        for byte in port {
+            guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return false }
+            number = number * 10 + Int(byte - UInt8(ascii: "0"))
+        }
+        return number <= 65_535
     }
 
     /// The inside of `[...]`: an IPv6 address (hex digits, colons, and dots for an embedded
     /// IPv4 address; a zone is not allowed in a URI), or `v<hex>.<...>` (IPvFuture).
-    private static func isIPLiteral(_ inner: ArraySlice<UInt8>) -> Bool {
+    private static func isIPLiteral(_ inner: Slice<UnsafeBufferPointer<UInt8>>) -> Bool {
         if let first = inner.first, first == UInt8(ascii: "v") || first == UInt8(ascii: "V") {
             guard let dot = inner.firstIndex(of: UInt8(ascii: ".")), dot > inner.startIndex + 1, dot < inner.endIndex - 1
             else { return false }

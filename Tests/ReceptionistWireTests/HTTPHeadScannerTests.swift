@@ -18,6 +18,15 @@ import Testing
         }
     }
 
+    /// The token set is RFC 9110 §5.6.2's tchar, byte for byte over all 256 values.
+    @Test func tokenBytesAreExactlyTchar() {
+        let tchar = Set(Array("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ".utf8))
+        #expect(tchar.count == 77)
+        for byte in UInt8.min...UInt8.max {
+            #expect(HTTPHeadScanner.isTokenByte(byte) == tchar.contains(byte), "byte \(byte)")
+        }
+    }
+
     /// Methods, targets, field names and values are passed over as runs; wherever a read splits
     /// the head, the head still ends where it ends, the byte past the size limit is the one
     /// reported (the limit inside each kind of run, at the last byte), and so is a bad byte.
