@@ -58,22 +58,19 @@ final class Router {
 
     /// `client` is the peer's address; `now` the loop's time in milliseconds.
     func route(_ request: HTTPRequest, client: String, now: UInt64) -> RouteResult {
-        if let answer = operations.answer(request.rawPath) {
-            return .reply(readOnly(request, answer))
-        }
-        switch request.rawPath {
-        case "/ws":
-            return upgrade(request, .push, client: client)
-        case "/ws/echo" where enableEcho:
-            return upgrade(request, .echo, client: client)
-        default:
-            break
-        }
+        // The path is found once; the API's own paths are told apart from the rest first, since
+        // nothing else under `/api` is served.
+        let rawPath = request.rawPath
         let api: APIPath?
         do {
-            api = try APIPath(request)
+            api = try APIPath(rawPath: rawPath)
         } catch {
             return .reply(Reply(.error(.badRequest, "the path is not allowed: \(error)"), closesConnection: true))
+        }
+        if api == nil {
+            if let answer = operations.answer(rawPath) { return .reply(readOnly(request, answer)) }
+            if rawPath == "/ws" { return upgrade(request, .push, client: client) }
+            if rawPath == "/ws/echo", enableEcho { return upgrade(request, .echo, client: client) }
         }
         let origin = request.headers["Origin"]
         guard let segments = api?.segments else {
@@ -83,7 +80,7 @@ final class Router {
             guard origin != nil, origins.allows(origin: origin, host: request.headers["Host"]) else { return .reply(reply) }
             return .reply(reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
-        if let refusal = refuseOrigin(request, "call this API") { return .reply(refusal) }
+        if let refusal = refuseOrigin(request, origin: .some(origin), "call this API") { return .reply(refusal) }
         if request.method == .options, let origin {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
         }
@@ -275,11 +272,13 @@ final class Router {
     }
 
     /// The 403 for a request whose `Origin` is not allowed to `action`, or nil when it may.
-    private func refuseOrigin(_ request: HTTPRequest, _ action: String) -> Reply? {
-        let origin = request.headers["Origin"]
-        guard !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
+    /// `origin` is the request's `Origin`, when the caller has it already (nil: looked up here).
+    private func refuseOrigin(_ request: HTTPRequest, origin: String?? = nil, _ action: String) -> Reply? {
+        // Without an Origin every request is allowed, and its Host is not looked up.
+        guard let origin = origin ?? request.headers["Origin"],
+              !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
         counters.refused(.origin)
-        return .error(.forbidden, "the origin \(origin ?? "") may not \(action); see --allowed-origin")
+        return .error(.forbidden, "the origin \(origin) may not \(action); see --allowed-origin")
     }
 
     /// Answers a route decided later: at once, on a job thread, or when it answers.
