@@ -30,10 +30,12 @@ public final class HTTPRequestParser {
     private let parser: UnsafeMutablePointer<http_parser>
     private let settings: UnsafeMutablePointer<http_parser_settings>
 
-    // The message being assembled.
-    private var url: [UInt8] = []
-    private var fieldName: [UInt8] = []
-    private var fieldValue: [UInt8] = []
+    // The message being assembled. The target and each field's name and value stay in the
+    // buffer being parsed until they are made strings, unless a read ends inside one
+    // (`HTTPHeadPiece`): copying every piece first cost a publish more than its strings did.
+    private var url = HTTPHeadPiece()
+    private var fieldName = HTTPHeadPiece()
+    private var fieldValue = HTTPHeadPiece()
     private var lastWasValue = false
     private var headers = HTTPHeaders()
     private var body: [UInt8] = []
@@ -83,6 +85,12 @@ public final class HTTPRequestParser {
         guard !upgraded, bytes.count > 0 else { return output }
         parser.pointee.data = Unmanaged.passUnretained(self).toOpaque()
         defer { parser.pointee.data = nil }
+        // Whatever is still held in the caller's buffer is copied before it goes.
+        defer {
+            url.copyHeld()
+            fieldName.copyHeld()
+            fieldValue.copyHeld()
+        }
         let base = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
         bufferEnd = UnsafePointer(base + bytes.count)
         defer { bufferEnd = nil }
@@ -172,9 +180,9 @@ public final class HTTPRequestParser {
 
     private func messageBegan() -> Int32 {
         phase = .head
-        url.removeAll(keepingCapacity: true)
-        fieldName.removeAll(keepingCapacity: true)
-        fieldValue.removeAll(keepingCapacity: true)
+        url.clear()
+        fieldName.clear()
+        fieldValue.clear()
         lastWasValue = false
         // Room for a typical request's fields: grown one by one, the array is made three times.
         headers = HTTPHeaders(capacity: 8)
@@ -184,7 +192,7 @@ public final class HTTPRequestParser {
     }
 
     private func urlBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
-        url.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        url.add(UnsafeRawBufferPointer(start: at, count: length))
         return 0
     }
 
@@ -196,21 +204,21 @@ public final class HTTPRequestParser {
         if lastWasValue {
             commitField()
         }
-        fieldName.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        fieldName.add(UnsafeRawBufferPointer(start: at, count: length))
         return 0
     }
 
     private func valueBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
         guard phase == .head else { return 0 }
         lastWasValue = true
-        fieldValue.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
+        fieldValue.add(UnsafeRawBufferPointer(start: at, count: length))
         return 0
     }
 
     private func commitField() {
-        headers.add(String(decoding: fieldName, as: UTF8.self), String(decoding: fieldValue, as: UTF8.self))
-        fieldName.removeAll(keepingCapacity: true)
-        fieldValue.removeAll(keepingCapacity: true)
+        headers.add(fieldName.string, fieldValue.fieldValue)
+        fieldName.clear()
+        fieldValue.clear()
         lastWasValue = false
     }
 
@@ -329,7 +337,7 @@ public final class HTTPRequestParser {
         guard let head else { return 1 }
         finished.append(
             HTTPRequest(
-                method: head.method, target: String(decoding: url, as: UTF8.self),
+                method: head.method, target: url.string,
                 versionMajor: head.major, versionMinor: head.minor, headers: headers, body: body,
                 keepAlive: head.keepAlive, isUpgrade: head.upgrade))
         self.head = nil

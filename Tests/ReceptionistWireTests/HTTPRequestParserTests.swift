@@ -26,7 +26,19 @@ private let validRequests: [String] = [
     "PUT /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: t\r\n\r\n",
     "HEAD /index.html HTTP/1.0\r\n\r\n",
     "DELETE /a/b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    "GET /caf%C3%A9 HTTP/1.1\r\nHost: a\r\nX-Empty:\r\nX-Bytes: caf\u{E9}\r\nX-Spaces:   b  \r\n\r\n",
 ]
+
+/// The fields of `text`'s head as a reader of RFC 9112 takes them: each line up to the blank one
+/// split at its first colon, the value without the spaces around it.
+private func expectedFields(_ text: String) -> [(name: String, value: String)] {
+    // "\r\n" is one Character.
+    let lines = text.split(separator: "\r\n", omittingEmptySubsequences: false)
+    return lines.dropFirst().prefix { !$0.isEmpty }.map { line in
+        let colon = line.firstIndex(of: ":")!
+        return (String(line[..<colon]), String(line[line.index(after: colon)...].trimmingSpaces()))
+    }
+}
 
 @Suite struct HTTPRequestParserTests {
     @Test func parsesASimpleGet() throws {
@@ -49,6 +61,12 @@ private let validRequests: [String] = [
         let whole = parse([bytes])
         #expect(whole.error == nil)
         #expect(whole.requests.count == 1)
+        // Read whole, the target and every field are the text's own.
+        let request = try #require(whole.requests.first)
+        #expect(request.target == text.split(separator: " ")[1].description)
+        let expected = expectedFields(text)
+        #expect(request.headers.fields.map(\.name) == expected.map(\.name))
+        #expect(request.headers.fields.map(\.value) == expected.map(\.value))
         for cut in 1..<bytes.count {
             let split = parse([Array(bytes[..<cut]), Array(bytes[cut...])])
             #expect(split.error == nil, "cut at \(cut)")
@@ -67,7 +85,7 @@ private let validRequests: [String] = [
         let all = validRequests.joined()
         let output = parse(all)
         #expect(output.error == nil)
-        #expect(output.requests.map(\.target) == ["/", "/healthz?x=1&y=%20", "/api/things", "/x", "/index.html", "/a/b"])
+        #expect(output.requests.map(\.target) == ["/", "/healthz?x=1&y=%20", "/api/things", "/x", "/index.html", "/a/b", "/caf%C3%A9"])
         let bytes = Array(all.utf8)
         for cut in stride(from: 1, to: bytes.count, by: 7) {
             #expect(parse([Array(bytes[..<cut]), Array(bytes[cut...])]).requests.map(\.target) == output.requests.map(\.target))
