@@ -46,8 +46,13 @@ public enum JSONWriter {
     /// appended at once.
     static func writeDecimal(_ magnitude: UInt64, negative: Bool, to out: inout [UInt8]) {
         if negative { out.append(UInt8(ascii: "-")) }
-        if magnitude < 10 {
-            out.append(UInt8(truncatingIfNeeded: magnitude) &+ UInt8(ascii: "0"))
+        // Up to three digits (a RESP length, a status, most counts) appended one by one: the
+        // stack buffer's single copy costs more than they do.
+        if magnitude < 1_000 {
+            let small = Int(magnitude)
+            if small >= 100 { out.append(UInt8(truncatingIfNeeded: small / 100) &+ UInt8(ascii: "0")) }
+            if small >= 10 { out.append(UInt8(truncatingIfNeeded: small / 10 % 10) &+ UInt8(ascii: "0")) }
+            out.append(UInt8(truncatingIfNeeded: small % 10) &+ UInt8(ascii: "0"))
             return
         }
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)

@@ -46,7 +46,8 @@ import Testing
     /// `JSONWriter.writeDecimal` after what the array holds, at every digit count and at UInt64's
     /// ends.
     @Test func unsignedDecimalsAppendedToAnArray() {
-        var values: [UInt64] = [0, UInt64.max, UInt64.max - 1]
+        // Every value of up to three digits (appended one digit at a time), and past them.
+        var values: [UInt64] = Array(0...1_100) + [UInt64.max, UInt64.max - 1]
         var power: UInt64 = 1
         for _ in 0..<20 {
             values += [power - 1, power, power + 1]

@@ -5,10 +5,12 @@ import ReceptionistWire
 extension Reply {
     /// A JSON reply from a value.
     static func json(_ status: HTTPStatus, _ value: JSONValue) -> Reply {
-        var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        return Reply(HTTPResponse(status: status, headers: headers, body: JSONWriter.encode(value)))
+        Reply(HTTPResponse(status: status, headers: jsonHeaders, body: JSONWriter.encode(value)))
     }
+
+    /// `Content-Type: application/json`, made once and shared (a reply that adds a header copies
+    /// it then): every publish's answer had made its own array for it.
+    private static let jsonHeaders = HTTPHeaders([("Content-Type", "application/json")])
 
     /// `201 {"topic":…,"seq":…}`, a publish's answer, written straight into its bytes: every HTTP
     /// publish gets one, and a `JSONValue` object would be built only to be encoded.
@@ -25,9 +27,7 @@ extension Reply {
 
     /// A JSON reply from bytes the caller encoded (frames put together as they are sent).
     static func jsonBytes(_ status: HTTPStatus, _ body: [UInt8]) -> Reply {
-        var headers = HTTPHeaders()
-        headers.add("Content-Type", "application/json")
-        return Reply(HTTPResponse(status: status, headers: headers, body: body))
+        Reply(HTTPResponse(status: status, headers: jsonHeaders, body: body))
     }
 
     static func error(_ status: HTTPStatus, _ detail: String, allow: String? = nil) -> Reply {
