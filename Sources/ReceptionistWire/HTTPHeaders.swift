@@ -20,7 +20,9 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
 
     /// The first value of `name`, or nil.
     public subscript(name: String) -> String? {
-        for field in fields where field.name.asciiCaseInsensitiveEquals(name) {
+        // Lengths first: most fields are told apart without comparing a byte.
+        let length = name.utf8.count
+        for field in fields where field.name.utf8.count == length && field.name.asciiCaseInsensitiveEquals(name) {
             return field.value
         }
         return nil

@@ -233,16 +233,28 @@ public final class HTTPRequestParser {
                 status: .versionNotSupported, detail: "HTTP/\(major).\(minor) is not supported; use HTTP/1.1")
             return -1
         }
-        if let problem = framingProblem() {
-            pendingError = problem
-            return -1
-        }
-        // Counted in place: every request's Host is checked.
+        // The fields every request is checked for, found in one pass; a name's length is compared
+        // first, so most fields cost no comparison at all.
         var hostCount = 0
         var host: String?
-        for field in headers.fields where field.name.asciiCaseInsensitiveEquals("Host") {
-            hostCount += 1
-            if host == nil { host = field.value }
+        var lengthCount = 0
+        var codings: [String] = []
+        for field in headers.fields {
+            switch field.name.utf8.count {
+            case 4 where field.name.asciiCaseInsensitiveEquals("Host"):
+                hostCount += 1
+                if host == nil { host = field.value }
+            case 14 where field.name.asciiCaseInsensitiveEquals("Content-Length"):
+                lengthCount += 1
+            case 17 where field.name.asciiCaseInsensitiveEquals("Transfer-Encoding"):
+                codings.append(field.value)
+            default:
+                break
+            }
+        }
+        if let problem = Self.framingProblem(lengthCount: lengthCount, codings: codings) {
+            pendingError = problem
+            return -1
         }
         if let problem = HTTPHost.problem(count: hostCount, first: host, required: minor >= 1) {
             pendingError = HTTPParseError(status: .badRequest, detail: problem)
@@ -261,17 +273,9 @@ public final class HTTPRequestParser {
         return 0
     }
 
-    /// Rejects the header combinations that let two parties disagree on where a message ends.
-    private func framingProblem() -> HTTPParseError? {
-        var lengthCount = 0
-        var codings: [String] = []
-        for field in headers.fields {
-            if field.name.asciiCaseInsensitiveEquals("Content-Length") {
-                lengthCount += 1
-            } else if field.name.asciiCaseInsensitiveEquals("Transfer-Encoding") {
-                codings.append(field.value)
-            }
-        }
+    /// Rejects the header combinations that let two parties disagree on where a message ends:
+    /// `lengthCount` Content-Length fields, and the Transfer-Encoding values `codings`.
+    private static func framingProblem(lengthCount: Int, codings: [String]) -> HTTPParseError? {
         guard lengthCount > 0 || !codings.isEmpty else { return nil }
         if lengthCount > 1 {
             return HTTPParseError(status: .badRequest, detail: "more than one Content-Length header")
