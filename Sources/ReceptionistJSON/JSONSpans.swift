@@ -14,8 +14,7 @@ public enum JSONSpans {
         let end = range.upperBound - 1
         while index < end {
             guard text[index] == UInt8(ascii: "\""), let keyEnd = endOfValue(text, from: index, limit: end),
-                  keyEnd < end, text[keyEnd] == UInt8(ascii: ":"),
-                  let key = try? JSONParser.parse(Array(text[index..<keyEnd])).stringValue
+                  keyEnd < end, text[keyEnd] == UInt8(ascii: ":"), let key = key(text, index..<keyEnd)
             else { return nil }
             let valueStart = keyEnd + 1
             guard let valueEnd = endOfValue(text, from: valueStart, limit: end) else { return nil }
@@ -27,6 +26,14 @@ public enum JSONSpans {
             }
         }
         return result
+    }
+
+    /// The key whose quoted text is `text[quoted]`. Without an escape it is its bytes (the text
+    /// is valid, so they are UTF-8), taken as they lie; with one it is parsed.
+    private static func key(_ text: [UInt8], _ quoted: Range<Int>) -> String? {
+        let inside = text[(quoted.lowerBound + 1)..<(quoted.upperBound - 1)]
+        guard inside.contains(UInt8(ascii: "\\")) else { return String(decoding: inside, as: UTF8.self) }
+        return try? JSONParser.parse(Array(text[quoted])).stringValue
     }
 
     /// The ranges of the elements of the array that `text[range]` holds, in order.

@@ -56,14 +56,25 @@ public enum ClientMessage: Sendable, Equatable {
     }
 
     /// Decodes one text message (already valid UTF-8).
+    ///
+    /// The text is checked and compacted without building a value, and split into its members.
+    /// A publish, the message sent most, is read from those: its data is never built, since it
+    /// is passed on as written. Any other message is parsed whole, from the compact text.
     public static func decode(_ text: [UInt8]) -> Result<ClientMessage, Problem> {
-        let value: JSONValue
+        let compact: [UInt8]
         do {
-            value = try JSONParser.parse(text)
+            compact = try JSONParser.compact(text)
         } catch {
             return .failure(Problem(.badMessage, "not JSON: \(error)"))
         }
-        guard value.objectValue != nil else { return .failure(Problem(.badMessage, "a message is a JSON object")) }
+        guard let members = JSONSpans.members(of: compact, in: 0..<compact.count) else {
+            return .failure(Problem(.badMessage, "a message is a JSON object"))
+        }
+        if let type = members.last(where: { $0.key == "type" })?.value, isPublish(compact[type]) {
+            return decodePublish(members, in: compact)
+        }
+        // Valid already: parsing the compact text cannot fail.
+        guard let value = try? JSONParser.parse(compact) else { return .failure(Problem(.badMessage, "not JSON")) }
         guard let type = value["type"]?.stringValue else {
             return .failure(Problem(.badMessage, "a message needs a string \"type\""))
         }
@@ -79,7 +90,7 @@ public enum ClientMessage: Sendable, Equatable {
             }
             return .success(.authenticate(token: token))
         case "publish":
-            return decodePublish(value, text: text)
+            return decodePublish(members, in: compact)
         case "rpc":
             return decodeRPC(value)
         case "commit":
@@ -175,9 +186,26 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.commit(store: store, request: value, ref: ref))
     }
 
+    /// Whether a member's value is the text `"publish"` (written with an escape, it is found by
+    /// the parsed path instead, to the same end).
+    private static func isPublish(_ text: ArraySlice<UInt8>) -> Bool {
+        let publish: StaticString = #""publish""#
+        guard text.count == publish.utf8CodeUnitCount else { return false }
+        return zip(text, UnsafeBufferPointer(start: publish.utf8Start, count: publish.utf8CodeUnitCount)).allSatisfy { $0 == $1 }
+    }
+
     /// A publish: its topic, its `ref`, and its `data` as the bytes the client wrote (compacted,
-    /// never parsed and written again), found in the message's own text.
-    private static func decodePublish(_ value: JSONValue, text: [UInt8]) -> Result<ClientMessage, Problem> {
+    /// never parsed and written again), found among the members of the compact text.
+    private static func decodePublish(_ members: [(key: String, value: Range<Int>)], in compact: [UInt8])
+        -> Result<ClientMessage, Problem>
+    {
+        // The other members, each small, parsed one by one; a repeated name's last value wins, as
+        // in a parsed object.
+        var others = JSONObject()
+        for member in members where member.key != "data" {
+            others[member.key] = try? JSONParser.parse(Array(compact[member.value]))
+        }
+        let value = JSONValue.object(others)
         let ref: String?
         switch decodeRef(value) {
         case .success(let given): ref = given
@@ -186,16 +214,9 @@ public enum ClientMessage: Sendable, Equatable {
         guard let topic = value["topic"]?.stringValue else {
             return .failure(Problem(.badMessage, "a publish message needs a string \"topic\"", ref: ref))
         }
-        guard value["data"] != nil else {
+        guard let data = members.last(where: { $0.key == "data" })?.value else {
             return .failure(Problem(.badMessage, "a publish message needs \"data\"", ref: ref))
         }
-        // The text parsed already; compacting it again cannot fail, and the last `data` member is
-        // the one the parsed value holds.
-        guard let compact = try? JSONParser.compact(text),
-              let span = JSONSpans.members(of: compact, in: 0..<compact.count)?.last(where: { $0.key == "data" })?.value
-        else {
-            return .failure(Problem(.badMessage, "a publish message needs \"data\"", ref: ref))
-        }
-        return .success(.publish(topic: topic, data: Array(compact[span]), ref: ref))
+        return .success(.publish(topic: topic, data: Array(compact[data]), ref: ref))
     }
 }

@@ -76,6 +76,35 @@ import Testing
         #expect(null == Array("null".utf8))
     }
 
+    /// A publish is read from its members without parsing its data, to the same result as the
+    /// parsed message: a repeated name's last value wins, a type written with an escape is still
+    /// a publish, members may come in any order, and a data member that is not the last is found.
+    @Test func aPublishReadFromItsMembersIsWhatTheParsedMessageSays() {
+        let cases: [(String, ClientMessage)] = [
+            (#"{"data":[1, 2],"topic":"a","type":"publish"}"#, .publish(topic: "a", data: Array("[1,2]".utf8), ref: nil)),
+            (#"{"type":"publish","topic":"a","topic":"b","data":1,"data":{"x" : "y z"}}"#,
+             .publish(topic: "b", data: Array(#"{"x":"y z"}"#.utf8), ref: nil)),
+            (#"{"type":"publish","topic":"t","data":"d","ref":"r"}"#, .publish(topic: "t", data: Array(#""d""#.utf8), ref: "r")),
+            (#"{"type":"subscribe","type":"publish","topic":"t","data":true}"#, .publish(topic: "t", data: Array("true".utf8), ref: nil)),
+            (#"{"type":"publish","topic":"t","data":0}"#, .publish(topic: "t", data: Array("0".utf8), ref: nil)),
+            (#"{"type":"publish","topic":"t","ref":null,"data":{"ref":"inner","topic":"inner"}}"#,
+             .publish(topic: "t", data: Array(#"{"ref":"inner","topic":"inner"}"#.utf8), ref: nil)),
+        ]
+        for (text, expected) in cases {
+            #expect(decode(text) == .success(expected), "\(text)")
+        }
+        guard case .failure(let broken) = decode(#"{"type":"publish","topic":"t","data":}"#) else {
+            Issue.record("a publish that is not JSON was accepted")
+            return
+        }
+        #expect(broken.code == .badMessage && broken.message.hasPrefix("not JSON: "))
+        guard case .failure(let problem) = decode(#"["type","publish"]"#) else {
+            Issue.record("an array was taken for a message")
+            return
+        }
+        #expect(problem.message == "a message is a JSON object")
+    }
+
     @Test func aBadPublishIsABadMessageThatEchoesAValidRef() {
         let long = String(repeating: "x", count: ClientMessage.maxRefBytes + 1)
         let cases: [(String, String?)] = [
