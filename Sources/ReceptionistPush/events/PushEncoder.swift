@@ -26,7 +26,7 @@ public enum PushEncoder {
         field("store", store, &out)
         number("version", version, &out)
         number("from", from, &out)
-        out += ",\"conflated\":true".utf8
+        put(",\"conflated\":true", &out)
         writeChanges(changes, old: old, &out)
         out.append(UInt8(ascii: "}"))
         return out
@@ -42,7 +42,7 @@ public enum PushEncoder {
         field("store", store, &out)
         number("version", version, &out)
         number("from", from, &out)
-        out += ",\"conflated\":true".utf8
+        put(",\"conflated\":true", &out)
         number("committedAt", committedAt, &out)
         number("firstCommittedAt", firstCommittedAt, &out)
         writeChanges(changes, old: old, &out)
@@ -55,8 +55,8 @@ public enum PushEncoder {
         field("store", snapshot.store, &out)
         number("version", snapshot.version, &out)
         field("epoch", epoch, &out)
-        out += (reset ? ",\"reset\":true" : ",\"reset\":false").utf8
-        out += ",\"models\":".utf8
+        put(reset ? ",\"reset\":true" : ",\"reset\":false", &out)
+        put(",\"models\":", &out)
         JSONWriter.write(.sortedObject(snapshot.models), to: &out)
         out.append(UInt8(ascii: "}"))
         return out
@@ -67,7 +67,7 @@ public enum PushEncoder {
         field("store", store, &out)
         number("version", version, &out)
         field("epoch", epoch, &out)
-        out += ",\"resumed\":true}".utf8
+        put(",\"resumed\":true}", &out)
         return out
     }
 
@@ -78,8 +78,8 @@ public enum PushEncoder {
         field("topic", topic, &out)
         number("seq", seq, &out)
         field("epoch", epoch, &out)
-        if reset { out += ",\"reset\":true".utf8 }
-        out += (resumed ? ",\"resumed\":true}" : ",\"resumed\":false}").utf8
+        if reset { put(",\"reset\":true", &out) }
+        put(resumed ? ",\"resumed\":true}" : ",\"resumed\":false}", &out)
         return out
     }
 
@@ -176,43 +176,50 @@ public enum PushEncoder {
 
     // MARK: Pieces
 
-    static func head(_ type: String) -> [UInt8] {
+    // Names and fixed text are literals, copied whole (`JSONWriter.writeLiteral`): a
+    // string's UTF-8 view appended piece by piece cost each message more than its values did.
+
+    static func head(_ type: StaticString) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128)
-        out += "{\"type\":\"".utf8
-        out += type.utf8
+        put("{\"type\":\"", &out)
+        put(type, &out)
         out.append(UInt8(ascii: "\""))
         return out
     }
 
-    static func field(_ name: String, _ value: String, _ out: inout [UInt8]) {
-        out += ",\"".utf8
-        out += name.utf8
-        out += "\":".utf8
+    static func field(_ name: StaticString, _ value: String, _ out: inout [UInt8]) {
+        put(",\"", &out)
+        put(name, &out)
+        put("\":", &out)
         JSONWriter.writeString(value, to: &out)
     }
 
-    static func number(_ name: String, _ value: UInt64, _ out: inout [UInt8]) {
-        out += ",\"".utf8
-        out += name.utf8
-        out += "\":".utf8
+    static func number(_ name: StaticString, _ value: UInt64, _ out: inout [UInt8]) {
+        put(",\"", &out)
+        put(name, &out)
+        put("\":", &out)
         JSONWriter.writeDecimal(value, to: &out)
     }
 
+    static func put(_ text: StaticString, _ out: inout [UInt8]) {
+        JSONWriter.writeLiteral(text, to: &out)
+    }
+
     private static func writeChanges(_ changes: [ModelChange], old: Bool, _ out: inout [UInt8]) {
-        out += ",\"changes\":[".utf8
+        put(",\"changes\":[", &out)
         for (index, change) in changes.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
-            out += "{\"model\":".utf8
+            put("{\"model\":", &out)
             JSONWriter.writeString(change.model, to: &out)
-            out += ",\"path\":".utf8
+            put(",\"path\":", &out)
             JSONWriter.writeString(change.keyPath.description, to: &out)
-            out += ",\"kind\":\"".utf8
+            put(",\"kind\":\"", &out)
             out += change.kind.rawValue.utf8
-            out += "\",\"value\":".utf8
+            put("\",\"value\":", &out)
             JSONWriter.write(change.newValue ?? .null, to: &out)
             if old {
-                out += ",\"old\":".utf8
+                put(",\"old\":", &out)
                 JSONWriter.write(change.oldValue ?? .null, to: &out)
             }
             out.append(UInt8(ascii: "}"))
