@@ -10,6 +10,8 @@ public enum JSONSpans {
         guard range.count >= 2, text[range.lowerBound] == UInt8(ascii: "{"), text[range.upperBound - 1] == UInt8(ascii: "}")
         else { return nil }
         var result: [(key: String, value: Range<Int>)] = []
+        // Room for a typical message's members: grown one by one, the array is made three times.
+        result.reserveCapacity(8)
         var index = range.lowerBound + 1
         let end = range.upperBound - 1
         while index < end {
@@ -57,7 +59,12 @@ public enum JSONSpans {
 
     /// The index just past the value that starts at `start`, no further than `limit`.
     private static func endOfValue(_ text: [UInt8], from start: Int, limit: Int) -> Int? {
-        guard start < limit else { return nil }
+        guard start < limit, limit <= text.count else { return nil }
+        // Read in place: the array's checked subscript cost each byte several times the test.
+        return text.withUnsafeBufferPointer { endOfValue($0, from: start, limit: limit) }
+    }
+
+    private static func endOfValue(_ text: UnsafeBufferPointer<UInt8>, from start: Int, limit: Int) -> Int? {
         var depth = 0
         var inString = false
         var escaped = false

@@ -154,7 +154,12 @@ public enum ClientMessage: Sendable, Equatable {
     public static let maxMethodBytes = 256
 
     private static func decodeRef(_ value: JSONValue) -> Result<String?, Problem> {
-        guard let raw = value["ref"], raw != .null else { return .success(nil) }
+        decodeRef(raw: value["ref"])
+    }
+
+    /// `raw`: the message's `ref` member, if it has one.
+    private static func decodeRef(raw: JSONValue?) -> Result<String?, Problem> {
+        guard let raw, raw != .null else { return .success(nil) }
         guard let given = raw.stringValue, given.utf8.count <= maxRefBytes else {
             return .failure(Problem(.badMessage, "\"ref\" must be a string of at most \(maxRefBytes) bytes"))
         }
@@ -186,6 +191,15 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.commit(store: store, request: value, ref: ref))
     }
 
+    /// One member's value, from its compact text: a string without an escape is its bytes (valid
+    /// UTF-8, the text being checked), anything else is parsed.
+    private static func value(_ text: ArraySlice<UInt8>) -> JSONValue? {
+        if text.count >= 2, text.first == UInt8(ascii: "\""), !text.contains(UInt8(ascii: "\\")) {
+            return .string(String(decoding: text.dropFirst().dropLast(), as: UTF8.self))
+        }
+        return try? JSONParser.parse(Array(text))
+    }
+
     /// Whether a member's value is the text `"publish"` (written with an escape, it is found by
     /// the parsed path instead, to the same end).
     private static func isPublish(_ text: ArraySlice<UInt8>) -> Bool {
@@ -199,19 +213,17 @@ public enum ClientMessage: Sendable, Equatable {
     private static func decodePublish(_ members: [(key: String, value: Range<Int>)], in compact: [UInt8])
         -> Result<ClientMessage, Problem>
     {
-        // The other members, each small, parsed one by one; a repeated name's last value wins, as
-        // in a parsed object.
-        var others = JSONObject()
-        for member in members where member.key != "data" {
-            others[member.key] = try? JSONParser.parse(Array(compact[member.value]))
+        // The members read, each small, parsed alone; a repeated name's last value wins, as in a
+        // parsed object.
+        func member(_ name: String) -> JSONValue? {
+            members.last(where: { $0.key == name }).flatMap { value(compact[$0.value]) }
         }
-        let value = JSONValue.object(others)
         let ref: String?
-        switch decodeRef(value) {
+        switch decodeRef(raw: member("ref")) {
         case .success(let given): ref = given
         case .failure(let problem): return .failure(problem)
         }
-        guard let topic = value["topic"]?.stringValue else {
+        guard let topic = member("topic")?.stringValue else {
             return .failure(Problem(.badMessage, "a publish message needs a string \"topic\"", ref: ref))
         }
         guard let data = members.last(where: { $0.key == "data" })?.value else {

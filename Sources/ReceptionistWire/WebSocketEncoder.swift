@@ -77,7 +77,11 @@ public enum WebSocketEncoder {
             }
         }
         let start = out.count
-        out.append(contentsOf: payload)
+        // In one copy where the payload's bytes lie together (an array, always, here): this
+        // generic function runs unspecialised across the module boundary, where appending the
+        // collection itself walked it byte by byte.
+        let copied: Void? = payload.withContiguousStorageIfAvailable { out.append(contentsOf: $0) }
+        if copied == nil { out.append(contentsOf: payload) }
         if let maskKey {
             out.withUnsafeMutableBytes { bytes in
                 WebSocketMask.apply(key: maskKey, offset: 0, to: UnsafeMutableRawBufferPointer(rebasing: bytes[start...]))
