@@ -32,7 +32,7 @@ extension WebSocketSession {
     /// grants them.
     private func writeRateKey(for store: String) -> String? {
         // As over HTTP: without API keys, writes are open (and the gateway stays on loopback).
-        if !services.access.requiresAPIKey { return "address " + (connection.peerAddress ?? "unknown") }
+        if !services.access.requiresAPIKey { return connection.peerAddress ?? "unknown" }
         if let key = core.publishRateKey { return key }
         guard let claims = core.claims, claims.allowsWriting(to: store) else { return nil }
         return "token " + (claims.subject ?? connection.peerAddress ?? "unknown")

@@ -226,12 +226,8 @@ final class WebSocketSession: StreamSession {
     /// is in the history; the session may be gone by then.
     /// What this connection's publishes to `topic` are counted against, or nil if it may not
     /// publish there.
-    /// The peer's address as a publish-rate key, made once: the address does not change, and
-    /// joining the two strings on every publish cost it more than the rate check.
-    private lazy var addressRateKey = "address " + (connection.peerAddress ?? "unknown")
-
     private func publishRateKey(for topic: String) -> String? {
-        if !services.access.requiresAPIKey { return addressRateKey }
+        if !services.access.requiresAPIKey { return connection.peerAddress ?? "unknown" }
         if let key = core.publishRateKey { return key }
         // The publish hook decides for every client without an API key.
         if publishHookDecides(topic) { return "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown") }

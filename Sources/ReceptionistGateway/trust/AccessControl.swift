@@ -48,7 +48,7 @@ struct AccessControl: Sendable {
     /// browser writes without holding the API key. Its rate and idempotency keys are counted by
     /// the token's `sub`.
     func checkKey(_ request: HTTPRequest, client: String, grantable: StreamTarget? = nil) -> KeyCheck {
-        guard requiresAPIKey else { return .allowed(rateKey: "address " + client, scope: "") }
+        guard requiresAPIKey else { return .allowed(rateKey: client, scope: "") }
         guard let presented = Self.bearer(request.headers["Authorization"]) else {
             return .refused("this call needs an API key or a token that grants it: send Authorization: Bearer <credential>")
         }

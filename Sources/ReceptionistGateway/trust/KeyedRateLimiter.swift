@@ -1,4 +1,7 @@
-/// One token bucket per key (an API key or a client address), for publishes.
+/// One token bucket per key, for publishes: `key <n>` for an API key, `token <subject>` and
+/// `client <subject>` for a token's holder, and a client's address as it stands (`127.0.0.1`),
+/// which no other kind of key can equal. The address is used as it is because every publish
+/// without an API key is counted by it, and a key joined to it cost each one an allocation.
 ///
 /// Loop thread only. The table is bounded: past `maxKeys` it forgets the buckets that have
 /// refilled to the top, which changes no answer, and if every bucket is in use it refuses new
