@@ -16,44 +16,67 @@ public enum HTTPResponseEncoder {
         _ response: HTTPResponse, date: String, keepAlive: Bool, contentLength: Int? = nil,
         inlineBody: UnsafeRawBufferPointer? = nil
     ) -> [UInt8] {
-        // Every response has one: sized first, then written in one pass, with no append that
-        // checks and grows the array for each piece.
-        let code = UInt64(response.status.code)
-        let reason = response.status.reason
-        let length = UInt64(contentLength ?? response.body.count)
-        let connection: StaticString = keepAlive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n"
-        let statusPrefix: StaticString = "HTTP/1.1 ", datePrefix: StaticString = "Date: "
-        let lengthPrefix: StaticString = "\r\nContent-Length: "
-        var size = statusPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(code) + 1 + reason.utf8.count + 2
-        size += datePrefix.utf8CodeUnitCount + date.utf8.count + lengthPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(length)
-        size += connection.utf8CodeUnitCount + 2 + (inlineBody?.count ?? 0)
-        for field in response.headers.fields { size += field.name.utf8.count + field.value.utf8.count + 4 }
+        let size = headCount(response, date: date, keepAlive: keepAlive, contentLength: contentLength, inlineBody: inlineBody)
         return [UInt8](unsafeUninitializedCapacity: size) { buffer, count in
-            var head = HeadWriter(at: buffer.baseAddress!)
-            head.write(statusPrefix)
-            head.writeDecimal(code)
-            head.write(" ")
-            head.copy(reason)
-            head.write("\r\n")
-            head.write(datePrefix)
-            head.copy(date)
-            head.write(lengthPrefix)
-            head.writeDecimal(length)
-            head.write(connection)
-            for field in response.headers.fields {
-                head.copy(field.name)
-                head.write(": ")
-                head.copy(field.value)
-                head.write("\r\n")
-            }
-            head.write("\r\n")
-            if let inlineBody, inlineBody.count > 0 {
-                head.next.update(from: inlineBody.baseAddress!.assumingMemoryBound(to: UInt8.self), count: inlineBody.count)
-                head.next += inlineBody.count
-            }
-            count = head.next - buffer.baseAddress!
-            assert(count == size, "a response head is written to the size it was given")
+            count = writeHead(
+                response, date: date, keepAlive: keepAlive, contentLength: contentLength, inlineBody: inlineBody,
+                at: UnsafeMutableRawPointer(buffer.baseAddress!))
         }
+    }
+
+    /// How many bytes `head` makes with these arguments.
+    public static func headCount(
+        _ response: HTTPResponse, date: String, keepAlive: Bool, contentLength: Int? = nil,
+        inlineBody: UnsafeRawBufferPointer? = nil
+    ) -> Int {
+        let length = UInt64(contentLength ?? response.body.count)
+        var size = statusPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(UInt64(response.status.code)) + 1
+        size += response.status.reason.utf8.count + 2
+        size += datePrefix.utf8CodeUnitCount + date.utf8.count + lengthPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(length)
+        size += connection(keepAlive).utf8CodeUnitCount + 2 + (inlineBody?.count ?? 0)
+        for field in response.headers.fields { size += field.name.utf8.count + field.value.utf8.count + 4 }
+        return size
+    }
+
+    /// Writes `head`'s bytes at `start`, which has room for `headCount` of them, and returns how
+    /// many: a reply laid out in the buffer it is sent from, with no array in between.
+    public static func writeHead(
+        _ response: HTTPResponse, date: String, keepAlive: Bool, contentLength: Int? = nil,
+        inlineBody: UnsafeRawBufferPointer? = nil, at start: UnsafeMutableRawPointer
+    ) -> Int {
+        let first = start.assumingMemoryBound(to: UInt8.self)
+        var head = HeadWriter(at: first)
+        head.write(statusPrefix)
+        head.writeDecimal(UInt64(response.status.code))
+        head.write(" ")
+        head.copy(response.status.reason)
+        head.write("\r\n")
+        head.write(datePrefix)
+        head.copy(date)
+        head.write(lengthPrefix)
+        head.writeDecimal(UInt64(contentLength ?? response.body.count))
+        head.write(connection(keepAlive))
+        for field in response.headers.fields {
+            head.copy(field.name)
+            head.write(": ")
+            head.copy(field.value)
+            head.write("\r\n")
+        }
+        head.write("\r\n")
+        if let inlineBody, inlineBody.count > 0 {
+            head.next.update(from: inlineBody.baseAddress!.assumingMemoryBound(to: UInt8.self), count: inlineBody.count)
+            head.next += inlineBody.count
+        }
+        return head.next - first
+    }
+
+    // Literals read through their pointers, with no lazy initialisation.
+    private static var statusPrefix: StaticString { "HTTP/1.1 " }
+    private static var datePrefix: StaticString { "Date: " }
+    private static var lengthPrefix: StaticString { "\r\nContent-Length: " }
+
+    private static func connection(_ keepAlive: Bool) -> StaticString {
+        keepAlive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n"
     }
 
     /// Writes a head's pieces one after another into memory sized for them all.

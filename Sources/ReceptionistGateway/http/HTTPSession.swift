@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistSync
 import ReceptionistWire
 
 /// One HTTP/1.1 connection: parses requests, asks the router, writes replies in order.
@@ -201,17 +202,17 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length))
             result = connection.write(shared)
         } else {
-            let head: [UInt8]
-            if let shared = reply.sharedBody {
-                head = shared.withUnsafeBytes {
-                    HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: $0)
-                }
-            } else {
-                head = reply.response.body.withUnsafeBytes {
-                    HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: $0)
+            // Head and body written straight into the buffer that is sent.
+            func whole(_ body: UnsafeRawBufferPointer) -> SharedBytes {
+                let count = HTTPResponseEncoder.headCount(
+                    reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: body)
+                return SharedBytes(count: count) { start in
+                    _ = HTTPResponseEncoder.writeHead(
+                        reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: body, at: start)
                 }
             }
-            result = connection.write(head)
+            let bytes = reply.sharedBody.map { $0.withUnsafeBytes(whole) } ?? reply.response.body.withUnsafeBytes(whole)
+            result = connection.write(bytes)
         }
         // Policy for a full outbound queue: stop reading requests until the client catches up.
         if result == .backpressure {
