@@ -69,8 +69,14 @@ final class Router {
         }
         if api == nil {
             if let answer = operations.answer(rawPath) { return .reply(readOnly(request, answer)) }
-            if rawPath == "/ws" { return upgrade(request, .push, client: client) }
-            if rawPath == "/ws/echo", enableEcho { return upgrade(request, .echo, client: client) }
+            switch rawPath {
+            case "/ws":
+                return upgrade(request, .push, client: client)
+            case "/ws/echo" where enableEcho:
+                return upgrade(request, .echo, client: client)
+            default:
+                break
+            }
         }
         let origin = request.headers["Origin"]
         guard let segments = api?.segments else {
@@ -80,7 +86,7 @@ final class Router {
             guard origin != nil, origins.allows(origin: origin, host: request.headers["Host"]) else { return .reply(reply) }
             return .reply(reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
-        if let refusal = refuseOrigin(request, origin: .some(origin), "call this API") { return .reply(refusal) }
+        if let refusal = refuseOrigin(request, origin: origin, "call this API") { return .reply(refusal) }
         if request.method == .options, let origin {
             return .reply(.noContent(headers: origins.preflight(origin: origin)))
         }
@@ -256,7 +262,9 @@ final class Router {
         if let draining = operations.refusingStreams { return .reply(draining) }
         // Browsers always send Origin on a WebSocket upgrade; this is the guard against
         // cross-site WebSocket hijacking.
-        if let refusal = refuseOrigin(request, "open a WebSocket here") { return .reply(refusal) }
+        if let refusal = refuseOrigin(request, origin: request.headers["Origin"], "open a WebSocket here") {
+            return .reply(refusal)
+        }
         var grant = StreamGrant()
         guard access.requiresToken, mode == .push else { return .upgrade(mode, grant: grant) }
         if let token = StreamRequest.query(request, "token") {
@@ -272,11 +280,10 @@ final class Router {
     }
 
     /// The 403 for a request whose `Origin` is not allowed to `action`, or nil when it may.
-    /// `origin` is the request's `Origin`, when the caller has it already (nil: looked up here).
-    private func refuseOrigin(_ request: HTTPRequest, origin: String?? = nil, _ action: String) -> Reply? {
+    /// `origin` is the request's `Origin` field.
+    private func refuseOrigin(_ request: HTTPRequest, origin: String?, _ action: String) -> Reply? {
         // Without an Origin every request is allowed, and its Host is not looked up.
-        guard let origin = origin ?? request.headers["Origin"],
-              !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
+        guard let origin, !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
         counters.refused(.origin)
         return .error(.forbidden, "the origin \(origin) may not \(action); see --allowed-origin")
     }
