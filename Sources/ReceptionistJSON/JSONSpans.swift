@@ -16,7 +16,7 @@ public enum JSONSpans {
         let end = range.upperBound - 1
         while index < end {
             guard text[index] == UInt8(ascii: "\""), let keyEnd = endOfValue(text, from: index, limit: end),
-                  keyEnd < end, text[keyEnd] == UInt8(ascii: ":"), let key = key(text, index..<keyEnd)
+                  keyEnd < end, text[keyEnd] == UInt8(ascii: ":"), let key = value(of: text, in: index..<keyEnd)?.stringValue
             else { return nil }
             let valueStart = keyEnd + 1
             guard let valueEnd = endOfValue(text, from: valueStart, limit: end) else { return nil }
@@ -30,12 +30,15 @@ public enum JSONSpans {
         return result
     }
 
-    /// The key whose quoted text is `text[quoted]`. Without an escape it is its bytes (the text
-    /// is valid, so they are UTF-8), taken as they lie; with one it is parsed.
-    private static func key(_ text: [UInt8], _ quoted: Range<Int>) -> String? {
-        let inside = text[(quoted.lowerBound + 1)..<(quoted.upperBound - 1)]
-        guard inside.contains(UInt8(ascii: "\\")) else { return String(decoding: inside, as: UTF8.self) }
-        return try? JSONParser.parse(Array(text[quoted])).stringValue
+    /// The value whose text is `text[range]` (a member's key or value, an element). A string
+    /// without an escape is its bytes (the text is valid, so they are UTF-8), taken as they lie;
+    /// anything else is parsed.
+    public static func value(of text: [UInt8], in range: Range<Int>) -> JSONValue? {
+        if range.count >= 2, text[range.lowerBound] == UInt8(ascii: "\"") {
+            let inside = text[(range.lowerBound + 1)..<(range.upperBound - 1)]
+            if !inside.contains(UInt8(ascii: "\\")) { return .string(String(decoding: inside, as: UTF8.self)) }
+        }
+        return try? JSONParser.parse(Array(text[range]))
     }
 
     /// The ranges of the elements of the array that `text[range]` holds, in order.

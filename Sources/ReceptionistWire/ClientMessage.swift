@@ -191,15 +191,6 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.commit(store: store, request: value, ref: ref))
     }
 
-    /// One member's value, from its compact text: a string without an escape is its bytes (valid
-    /// UTF-8, the text being checked), anything else is parsed.
-    private static func value(_ text: ArraySlice<UInt8>) -> JSONValue? {
-        if text.count >= 2, text.first == UInt8(ascii: "\""), !text.contains(UInt8(ascii: "\\")) {
-            return .string(String(decoding: text.dropFirst().dropLast(), as: UTF8.self))
-        }
-        return try? JSONParser.parse(Array(text))
-    }
-
     /// Whether a member's value is the text `"publish"` (written with an escape, it is found by
     /// the parsed path instead, to the same end).
     private static func isPublish(_ text: ArraySlice<UInt8>) -> Bool {
@@ -216,7 +207,7 @@ public enum ClientMessage: Sendable, Equatable {
         // The members read, each small, parsed alone; a repeated name's last value wins, as in a
         // parsed object.
         func member(_ name: String) -> JSONValue? {
-            members.last(where: { $0.key == name }).flatMap { value(compact[$0.value]) }
+            members.last(where: { $0.key == name }).flatMap { JSONSpans.value(of: compact, in: $0.value) }
         }
         let ref: String?
         switch decodeRef(raw: member("ref")) {

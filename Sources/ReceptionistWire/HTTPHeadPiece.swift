@@ -31,22 +31,20 @@ struct HTTPHeadPiece {
     }
 
     /// The piece decoded as UTF-8 (invalid bytes repaired, as `String(decoding:as:)` does).
-    var string: String {
-        if let held { return String(decoding: held, as: UTF8.self) }
-        return String(decoding: copied, as: UTF8.self)
-    }
+    var string: String { decoded(trimmingEnd: false) }
 
     /// The piece as a field's value: without the spaces and tabs that end it, which RFC 9112
     /// §5 leaves out of the value (http-parser drops only those that begin it).
-    var fieldValue: String {
-        if let held { return Self.trimmed(held) }
-        return copied.withUnsafeBufferPointer { Self.trimmed($0) }
-    }
+    var fieldValue: String { decoded(trimmingEnd: true) }
 
-    private static func trimmed(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
-        var end = bytes.count
-        while end > 0, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
-        return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self)
+    private func decoded(trimmingEnd: Bool) -> String {
+        func decode(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+            var end = bytes.count
+            while trimmingEnd, end > 0, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<end]), as: UTF8.self)
+        }
+        if let held { return decode(held) }
+        return copied.withUnsafeBufferPointer(decode)
     }
 
     mutating func clear() {

@@ -36,4 +36,16 @@ import Testing
         let scalar = try text("42")
         #expect(JSONSpans.members(of: scalar, in: 0..<scalar.count) == nil)
     }
+
+    /// A member's value read from its text is what parsing it gives: a string without an escape
+    /// taken as it lies, one with an escape, and values of every other kind.
+    @Test func aValueReadFromItsSpanIsWhatParsingGives() throws {
+        let whole = try text(#"{"plain":"café ok","escaped":"a\"b\u00e9","n":1.50,"o":{"k":[true,null]},"e":""}"#)
+        let members = try #require(JSONSpans.members(of: whole, in: 0..<whole.count))
+        #expect(members.map(\.key) == ["plain", "escaped", "n", "o", "e"])
+        for member in members {
+            #expect(JSONSpans.value(of: whole, in: member.value) == (try JSONParser.parse(Array(whole[member.value]))), "\(member.key)")
+        }
+        #expect(JSONSpans.value(of: whole, in: members[1].value) == .string("a\"b\u{e9}"))
+    }
 }
