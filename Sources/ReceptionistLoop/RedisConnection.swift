@@ -107,6 +107,11 @@ public final class RedisConnection {
         }
     }
 
+    /// Writes what this iteration has queued now, not at the iteration's end.
+    public func flushNow() {
+        if flushScheduled { flush() }
+    }
+
     /// Whether `maxPendingCommands` replies are owed already.
     public var isSaturated: Bool { pendingCommands >= maxPendingCommands }
 

@@ -50,6 +50,13 @@ import Testing
             many.append(message("t", "\(n)"))
         }
         #expect(!many.fits(1))
+        #expect(many.isFull)
+
+        var bytes = PublishBatch()
+        bytes.append(message("t", String(repeating: "x", count: PublishBatch.maxBytes - 1)))
+        #expect(!bytes.isFull)
+        bytes.append(message("t", "x"))
+        #expect(bytes.isFull, "a batch of maxBytes is full")
     }
 
     @Test func theAnswerIsReadPerTopicAndAnythingElseIsRefused() {

@@ -68,7 +68,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             link.onNotice = { [unowned self] payload in self.notice(payload) }
         }
         publishers = shards.map { link in
-            PublishBatcher(loop: loop) { [unowned self, unowned link] batch, completions in self.send(batch, completions, to: link) }
+            PublishBatcher(loop: loop, flushNow: { [unowned link] in link.commands.flushNow() }) { [unowned self, unowned link] batch, completions in self.send(batch, completions, to: link) }
         }
     }
 

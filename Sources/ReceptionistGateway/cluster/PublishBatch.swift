@@ -5,13 +5,17 @@ import ReceptionistLoop
 /// published, the topics in the order they first came. Only a topic's own order is kept, which is
 /// the only order subscribers see.
 ///
-/// A batch is bounded (`maxMessages`, `maxBytes`) so that one script never holds Redis for long;
-/// the publishes of a busier iteration go in several batches, one script call each, in order.
+/// A batch is bounded (`maxMessages`, `maxBytes`) so that one script never holds Redis for long,
+/// and so that Redis numbers one batch while the node reads the next: the publishes of a busier
+/// iteration go in several batches, one script call each, in order.
 ///
 /// Pure value.
 struct PublishBatch {
-    /// Messages one script call takes at most.
-    static let maxMessages = 256
+    /// Messages one script call takes at most: as many as one connection's window of pipelined
+    /// requests in `bench/cluster.sh`, whose read then leaves as one call. Bigger batches save
+    /// little of Redis's work (its per-call part is about three messages') and keep Redis idle
+    /// while the node reads them.
+    static let maxMessages = 32
     /// Bytes of message data one script call takes at most (a batch always takes its first message).
     static let maxBytes = 1 << 20
 
@@ -36,6 +40,9 @@ struct PublishBatch {
     private(set) var topics: [(name: String, indexes: [Int])] = []
     private var topicIndex: [String: Int] = [:]
     private var bytes = 0
+
+    /// Whether no more messages fit.
+    var isFull: Bool { messages.count >= Self.maxMessages || bytes >= Self.maxBytes }
 
     /// Whether a message of `count` bytes fits.
     func fits(_ count: Int) -> Bool {
