@@ -131,6 +131,7 @@ enum ClusterScripts {
           if counts[2] > #nodes then listeners[#listeners + 1] = ARGV[3] end
         end
         local ttl = tonumber(ARGV[2])
+        local format = string.format
         local out = {}
         local a = 5
         for k = 1, #KEYS, 3 do
@@ -150,7 +151,7 @@ enum ClusterScripts {
           local last = redis.call('INCRBY', seqKey, n)
           local first = last - n + 1
           for i = 0, n - 2 do
-            redis.call('XADD', logKey, id, 's', first + i, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
+            redis.call('XADD', logKey, id, 's', format('%d', first + i), 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
             id = '*'
             a = a + 2
           end
