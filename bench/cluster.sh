@@ -9,7 +9,8 @@
 # node with the redis engine; two nodes on one redis-server, the publisher on the first and the
 # subscriber on the second. Then the floor (bench/floor/relay.c), and the peer: nchan on its memory
 # store and on its Redis store, each compared with itself on memory. With BENCH_BASELINE=<binary>,
-# the redis rows again for that build.
+# that build's one node through Redis runs right after this build's in every round (the machine's
+# speed drifts between rounds, so builds are compared round by round), and its two nodes at the end.
 # The nodes are pinned to CPU 0, as the single node is; Redis, a server of its own (on another
 # machine in production), shares CPU 1 with the publisher and the subscriber. CPU is counted for
 # the nodes and for Redis apart.
@@ -188,12 +189,17 @@ echo "Publishing through the cluster path: 4 HTTP connections, 1 (then 32) reque
 echo
 echo "| build | engine | nodes | in flight per connection | published msg/s | against one node | nodes' CPU µs per publish | Redis CPU µs per publish | CPU 0 busy (nodes) | CPU 1 busy (Redis, clients) | errors |"
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+# One node through Redis; with BENCH_BASELINE, that build's node right after it, in the same round.
+run_redis() {
+  run this "$receptionist" redis 1 "$1"
+  if [ -n "${BENCH_BASELINE:-}" ]; then run baseline "$BENCH_BASELINE" redis 1 "$1"; fi
+}
 run this "$receptionist" memory 1
-run this "$receptionist" redis 1
+run_redis 1
 run this "$receptionist" redis 2
 # The same publisher 32 requests ahead on each connection, pipelined.
 run this "$receptionist" memory 1 32
-run this "$receptionist" redis 1 32
+run_redis 32
 run this "$receptionist" redis 2 32
 # ROUNDS=n (5 unless set): n - 1 more rounds of one node on memory, then through Redis, at each window, each pair
 # on fresh servers; the summary below gives each ratio's median over the rounds.
@@ -201,7 +207,7 @@ rounds=${ROUNDS:-5}
 for _ in $(seq 2 "$rounds"); do
   for window in 1 32; do
     run this "$receptionist" memory 1 "$window"
-    run this "$receptionist" redis 1 "$window"
+    run_redis "$window"
   done
 done
 # The floor: what an endpoint that does nothing but answer (then: count each publish in Redis
@@ -221,20 +227,24 @@ run nchan - redis 1
 run nchan - memory 1 32
 run nchan - redis 1 32
 if [ -n "${BENCH_BASELINE:-}" ]; then
-  run baseline "$BENCH_BASELINE" redis 1
   run baseline "$BENCH_BASELINE" redis 2
-  run baseline "$BENCH_BASELINE" redis 1 32
   run baseline "$BENCH_BASELINE" redis 2 32
 fi
 if [ "$rounds" -gt 1 ]; then
   echo
   for window in 1 32; do
-    python3 - "$window" "$work/ratios.this.redis.1.$window" <<'PY'
-import statistics, sys
-window, path = sys.argv[1:3]
-ratios = sorted(float(line) for line in open(path))
-print(f"One node through Redis against one node on memory, {window} in flight: median {statistics.median(ratios):.2f}× "
-      f"over {len(ratios)} rounds ({ratios[0]:.2f}–{ratios[-1]:.2f}×)")
+    python3 - "$window" "$work/ratios.this.redis.1.$window" "$work/ratios.baseline.redis.1.$window" <<'PY'
+import os, statistics, sys
+window, path, baseline = sys.argv[1:4]
+def spread(values):
+    values = sorted(values)
+    return f"median {statistics.median(values):.2f}× over {len(values)} rounds ({values[0]:.2f}–{values[-1]:.2f}×)"
+ratios = [float(line) for line in open(path)]
+print(f"One node through Redis against one node on memory, {window} in flight: {spread(ratios)}")
+if os.path.exists(baseline):
+    before = [float(line) for line in open(baseline)]
+    print(f"  the baseline's node: {spread(before)}; this build against it, round by round: "
+          f"{spread([a / b for a, b in zip(ratios, before)])}")
 PY
   done
 fi
