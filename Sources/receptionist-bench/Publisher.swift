@@ -31,7 +31,7 @@ final class Publisher {
     private let port: Int
     private var schedule: PublishSchedule
     private let connectionCount: Int
-    private let head: String
+    private let template: PublishRequest
 
     private var pool: PublisherPool<PublisherConnection>
     /// With it, no message goes more than `pace.ahead` in front of the average subscriber.
@@ -52,7 +52,7 @@ final class Publisher {
         schedule = PublishSchedule(rate: rate, duration: duration)
         connectionCount = max(1, connections)
         pool = PublisherPool(window: window)
-        head = "POST \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nContent-Type: application/json\r\n"
+        template = PublishRequest(path: path, host: host, port: port)
     }
 
     /// `path`, or Receptionist's publish path for `topic` when it is empty.
@@ -62,7 +62,12 @@ final class Publisher {
 
     /// One message, stamped now. Padding brings it to about 100 bytes, a typical notification.
     static func body() -> String {
-        #"{"sentAt":\#(Clock.microsecondsSinceEpoch()),"text":""# + String(repeating: "x", count: 64) + #""}"#
+        body(sentAt: Clock.microsecondsSinceEpoch())
+    }
+
+    /// `body()`'s message, stamped `sentAt`: what `PublishRequest` writes too.
+    static func body(sentAt: UInt64) -> String {
+        #"{"sentAt":\#(sentAt),"text":""# + String(repeating: "x", count: 64) + #""}"#
     }
 
     /// What a dashboard is sent: one host's sixteen metrics, each with its name, value, unit and
@@ -89,8 +94,7 @@ final class Publisher {
 
     /// One request, stamped now.
     private func request() -> SharedBytes {
-        let body = Self.body()
-        return SharedBytes(head + "Content-Length: \(body.utf8.count)\r\n\r\n" + body)
+        template.bytes(sentAt: Clock.microsecondsSinceEpoch())
     }
 
     /// Connects, publishes for `duration` seconds, waits (at most 5 s) for the last answers, then

@@ -34,7 +34,7 @@ final class PublisherConnection: TCPConnectionDelegate, PoolConnection {
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
         buffer.append(contentsOf: bytes)
         var consumed = 0
-        while let (length, accepted) = Self.response(in: buffer, from: consumed) {
+        while let (length, accepted) = ResponseHead.response(in: buffer, from: consumed) {
             consumed += length
             outstanding -= 1
             publisher.didAnswer(accepted: accepted)
@@ -57,15 +57,5 @@ final class PublisherConnection: TCPConnectionDelegate, PoolConnection {
         isOpen = false
         publisher.didLose(self, unanswered: outstanding)
         connection.close()
-    }
-
-    /// The length of the complete response starting at `start`, and whether it was a 2xx, if it is all here.
-    private static func response(in bytes: [UInt8], from start: Int) -> (Int, Bool)? {
-        guard let end = ResponseHead.end(in: bytes, from: start) else { return nil }
-        let lines = ResponseHead.lines(in: bytes, from: start, to: end)
-        let bodyLength = ResponseHead.value(of: "content-length:", in: bytes, lines: lines.dropFirst()).flatMap { Int($0) } ?? 0
-        let total = end + 4 - start + bodyLength
-        guard bytes.count - start >= total else { return nil }
-        return (total, ResponseHead.line(lines[0], of: bytes, startsWith: "http/1.1 2"))
     }
 }

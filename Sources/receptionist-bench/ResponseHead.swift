@@ -13,6 +13,45 @@ enum ResponseHead {
         return nil
     }
 
+    /// The length of the complete response that starts at `start`, and whether its status is 2xx,
+    /// if it is all here; its body is its Content-Length long (none without one, or with one that
+    /// is not a number). Read in place: a publisher reads one of these for every message.
+    static func response(in bytes: [UInt8], from start: Int) -> (length: Int, success: Bool)? {
+        guard let end = end(in: bytes, from: start) else { return nil }
+        var bodyLength = 0
+        var lineStart = start
+        while lineStart < end {
+            var lineEnd = lineStart
+            while lineEnd < end && !(bytes[lineEnd] == 13 && bytes[lineEnd + 1] == 10) { lineEnd += 1 }
+            if lineStart != start && line(lineStart..<lineEnd, of: bytes, startsWith: "content-length:") {
+                bodyLength = number(in: bytes, (lineStart + 15)..<lineEnd) ?? 0
+            }
+            lineStart = lineEnd + 2
+        }
+        let total = end + 4 - start + bodyLength
+        guard bytes.count - start >= total else { return nil }
+        return (total, line(start..<end, of: bytes, startsWith: "http/1.1 2"))
+    }
+
+    /// The decimal number `range` holds between spaces, if that is all it holds.
+    private static func number(in bytes: [UInt8], _ range: Range<Int>) -> Int? {
+        var value = 0
+        var digits = 0
+        var trailing = false
+        for index in range {
+            let byte = bytes[index]
+            if byte == 32 {
+                if digits > 0 { trailing = true }
+            } else if byte >= 48 && byte <= 57 && !trailing && digits < 18 {
+                value = value * 10 + Int(byte - 48)
+                digits += 1
+            } else {
+                return nil
+            }
+        }
+        return digits > 0 ? value : nil
+    }
+
     /// The lines of the head from `start` to `end`, split at CRLF; the first is the status line.
     static func lines(in bytes: [UInt8], from start: Int, to end: Int) -> [Range<Int>] {
         var lines: [Range<Int>] = []
