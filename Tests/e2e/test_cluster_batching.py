@@ -1,6 +1,7 @@
-"""The redis engine batches: the publishes a node takes in one loop iteration go to Redis as one
-pipeline, each server's in as few script calls as their bounds allow (`PublishBatcher`), and still
-reach every subscriber on every node exactly once and in each topic's order.
+"""The redis engine batches: the publishes a node takes in one loop iteration go to Redis
+pipelined, each server's in script calls of at most 32 messages (`PublishBatcher`: a full batch
+leaves at once, the rest at the iteration's end), and still reach every subscriber on every node
+exactly once and in each topic's order.
 
 Redis's own command statistics (`INFO commandstats`) count the script calls.
 """
