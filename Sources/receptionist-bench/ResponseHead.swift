@@ -15,7 +15,9 @@ enum ResponseHead {
 
     /// The length of the complete response that starts at `start`, and whether its status is 2xx,
     /// if it is all here; its body is its Content-Length long (none without one, or with one that
-    /// is not a number). Read in place: a publisher reads one of these for every message.
+    /// is not a number). Read in place: a publisher reads one of these for every message. It walks
+    /// the lines itself: sharing `lines`' walk through a closure cost callgrind a quarter more
+    /// instructions a request.
     static func response(in bytes: [UInt8], from start: Int) -> (length: Int, success: Bool)? {
         guard let end = end(in: bytes, from: start) else { return nil }
         var bodyLength = 0
