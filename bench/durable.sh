@@ -7,14 +7,14 @@
 # The gateway is pinned to CPU 0; wrk and Redis to CPU 1. Both gateways run with --publish-rate 0:
 # the default limit (per key, here per address) would refuse most of one client's load.
 #
-# Usage: bench/durable.sh [seconds] [connections] [stores]
+# Usage: [RECEPTIONIST=binary] bench/durable.sh [seconds] [connections] [stores]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-10}
 connections=${2:-64}
 stores=${3:-1}
-receptionist=.build/release/receptionist
+receptionist=${RECEPTIONIST:-.build/release/receptionist}
 [ -x "$receptionist" ] || { echo "build first: swift build -c release --product receptionist" >&2; exit 1; }
 for tool in wrk redis-server redis-cli taskset curl python3; do
   command -v "$tool" >/dev/null || { echo "missing $tool (make bench installs it)" >&2; exit 1; }
