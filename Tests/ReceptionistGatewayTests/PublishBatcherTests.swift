@@ -12,8 +12,8 @@ import Testing
         let thread = LoopThread { loop in
             var timer: LoopTimer?
             var batcher: PublishBatcher?
-            batcher = PublishBatcher(loop: loop, flushNow: { log.withLock { $0.append("flushed") } }) { batch, completions in
-                #expect(completions.count == batch.messages.count)
+            batcher = PublishBatcher(loop: loop, flushNow: { log.withLock { $0.append("flushed") } }) { batch, waiters in
+                #expect(waiters.count == batch.messages.count)
                 log.withLock { $0.append("sent \(batch.messages.count)") }
                 if batch.messages.count == lastCount {
                     timer?.close()
@@ -41,7 +41,7 @@ import Testing
     @Test(.timeLimit(.minutes(10)))
     func aFullBatchLeavesAtOnceAndTheRestAtTheIterationsEnd() {
         let log = events(lastCount: 5) { batcher, note in
-            for _ in 0..<PublishBatch.maxMessages + 5 { batcher.add(message(1)) { _ in } }
+            for _ in 0..<PublishBatch.maxMessages + 5 { batcher.add(message(1), .init { _ in }) }
             note("added")
         }
         #expect(log == ["sent \(PublishBatch.maxMessages)", "flushed", "added", "sent 5"])
@@ -52,10 +52,10 @@ import Testing
     @Test(.timeLimit(.minutes(10)))
     func aMessageThatDoesNotFitSendsTheBatchBeforeIt() {
         let log = events(lastCount: 2) { batcher, note in
-            batcher.add(message(PublishBatch.maxBytes - 10)) { _ in }
+            batcher.add(message(PublishBatch.maxBytes - 10), .init { _ in })
             note("added one")
-            batcher.add(message(11)) { _ in }
-            batcher.add(message(1)) { _ in }
+            batcher.add(message(11), .init { _ in })
+            batcher.add(message(1), .init { _ in })
             note("added three")
         }
         #expect(log == ["added one", "sent 1", "flushed", "added three", "sent 2"])

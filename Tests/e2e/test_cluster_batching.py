@@ -1,15 +1,20 @@
 """The redis engine batches: the publishes a node takes in one loop iteration go to Redis
 pipelined, each server's in script calls of at most 32 messages (`PublishBatcher`: a full batch
 leaves at once, the rest at the iteration's end), and still reach every subscriber on every node
-exactly once and in each topic's order.
+exactly once and in each topic's order. Store commits are gathered the same way
+(`CommitBatcher`), and each is still applied once, on every node.
 
-Redis's own command statistics (`INFO commandstats`) count the script calls.
+Redis's own command statistics (`INFO commandstats`) count the publishes' script calls; its
+`MONITOR` shows which stores each commit call carried.
 """
 
 import json
+import re
+import socket
 import threading
+from typing import Callable
 
-from conftest import RawConnection, http_request, json_ok, wait_for
+from conftest import RawConnection, api, http_request, json_ok, wait_for
 from test_cluster import readiness, redis  # noqa: F401  (the fixture)
 from wsclient import connect, recv_json, subscribe, unique
 
@@ -61,6 +66,28 @@ def pipelined_publishes(port: int, connection: int, topics: list[str]) -> list[d
         return [json_ok(conn.read_response(), 201) for _ in requests]
 
 
+def on_connections(work: Callable[[int], list[dict]]) -> dict[int, list[dict]]:
+    """`work(connection)` for each of `CONNECTIONS`, all at once, each on a thread of its own;
+    what each returned, by connection."""
+    answers: dict[int, list[dict]] = {}
+    errors: list[BaseException] = []
+
+    def run(connection: int) -> None:
+        try:
+            answers[connection] = work(connection)
+        except BaseException as error:  # noqa: BLE001  (reported by the test thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in range(CONNECTIONS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not errors, errors
+    assert len(answers) == CONNECTIONS
+    return answers
+
+
 def test_a_burst_reaches_every_node_once_in_order_with_fewer_script_calls(start_server, redis):  # noqa: F811
     a, b = start_node(start_server, redis), start_node(start_server, redis)
     topics = [unique("batch"), unique("batch")]
@@ -74,22 +101,7 @@ def test_a_burst_reaches_every_node_once_in_order_with_fewer_script_calls(start_
     # heartbeat may still add.
     assert redis_command(redis, "CONFIG", "RESETSTAT") == b"+OK"
 
-    answers: dict[int, list[dict]] = {}
-    errors: list[BaseException] = []
-
-    def publisher(connection: int) -> None:
-        try:
-            answers[connection] = pipelined_publishes(a.port, connection, topics)
-        except BaseException as error:  # noqa: BLE001  (reported by the test thread)
-            errors.append(error)
-
-    threads = [threading.Thread(target=publisher, args=(c,)) for c in range(CONNECTIONS)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not errors, errors
-    assert len(answers) == CONNECTIONS
+    answers = on_connections(lambda connection: pipelined_publishes(a.port, connection, topics))
     calls = script_calls(redis)
     total = CONNECTIONS * PER_CONNECTION
 
@@ -121,3 +133,137 @@ def test_a_burst_reaches_every_node_once_in_order_with_fewer_script_calls(start_
     # (Heartbeats and presence are scripts too; they add a few.)
     assert calls < total // 4, f"{calls} script calls for {total} publishes"
     print(f"{calls} script calls for {total} publishes")
+
+
+STORES = 32
+
+
+class Monitor:
+    """Redis's `MONITOR` on a connection of its own, read on a thread: every command Redis runs
+    from now on, each as its list of words."""
+
+    WORD = re.compile(rb'"((?:[^"\\]|\\.)*)"')
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.sock.sendall(b"MONITOR\r\n")
+        self.buffer = b""
+        while b"\r\n" not in self.buffer:
+            self.buffer += self.sock.recv(65536)
+        ok, _, self.buffer = self.buffer.partition(b"\r\n")
+        assert ok == b"+OK", ok
+        self.commands: list[list[bytes]] = []
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._read)
+        self.thread.start()
+
+    def _read(self) -> None:
+        self.sock.settimeout(0.2)
+        while not self.stopping.is_set():
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except socket.timeout:
+                continue
+            if not chunk:
+                return
+            self.buffer += chunk
+            *lines, self.buffer = self.buffer.split(b"\r\n")
+            self.commands += [self.WORD.findall(line) for line in lines]
+
+    def stop(self) -> list[list[bytes]]:
+        self.stopping.set()
+        self.thread.join(5)
+        self.sock.close()
+        return self.commands
+
+
+def commit_calls(commands: list[list[bytes]]) -> list[list[str]]:
+    """The commit script's calls (`EVALSHA <sha> <3n> <version, models and log keys of n
+    stores> …`): for each, the stores it commits to, in order."""
+    calls = []
+    for words in commands:
+        if len(words) < 3 or words[0].lower() not in (b"evalsha", b"eval") or not words[2].isdigit():
+            continue
+        keys = [key.decode() for key in words[3:3 + int(words[2])]]
+        if not keys or len(keys) % 3 or not all(key.startswith("rcpt:s:{") for key in keys):
+            continue
+        if [key.rsplit(":", 1)[1] for key in keys] != ["version", "models", "log"] * (len(keys) // 3):
+            continue
+        calls.append([key[len("rcpt:s:{"):key.index("}")] for key in keys[::3]])
+    return calls
+
+
+def pipelined_commits(port: int, stores: list[str]) -> list[dict]:
+    """Two commits to each of `stores` (models `m1`, then `m2`), sent in one write on one
+    connection; the answers, in order."""
+    requests = []
+    for round_ in (1, 2):
+        for store in stores:
+            body = json.dumps({"changes": [{"op": "put", "model": f"m{round_}", "value": {"store": store, "round": round_}}]})
+            requests.append(http_request("POST", f"/api/stores/{store}/changes",
+                                         {"Content-Type": "application/json"}, body.encode()))
+    with RawConnection(port, timeout=20) as conn:
+        conn.send(b"".join(requests))
+        return [json_ok(conn.read_response()) for _ in requests]
+
+
+def test_a_burst_of_commits_goes_in_fewer_script_calls_each_applied_once(start_server, redis):  # noqa: F811
+    a, b = start_node(start_server, redis), start_node(start_server, redis)
+    stores = [unique("commits") for _ in range(STORES)]
+    for store in stores:
+        json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    # The commit script is in Redis's cache before the burst, so each call is one EVALSHA.
+    warm = unique("commits")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": warm}), 201)
+    json_ok(api(a.port, "POST", f"/api/stores/{warm}/changes", {"changes": [{"op": "put", "model": "m", "value": {"n": 1}}]}))
+
+    monitor = Monitor(redis.port)
+    groups = [stores[i::CONNECTIONS] for i in range(CONNECTIONS)]
+    answers = on_connections(lambda connection: pipelined_commits(a.port, groups[connection]))
+    calls = commit_calls(monitor.stop())
+
+    # A store's two commits are its versions 1 and 2. (Pipelined requests are worked on side by
+    # side on the job threads, so either may be the first.)
+    for connection, replies in answers.items():
+        group = groups[connection]
+        assert [r["store"] for r in replies] == group * 2
+        for store in group:
+            assert sorted(r["version"] for r in replies if r["store"] == store) == [1, 2], replies
+
+    # Both nodes hold both commits of every store.
+    for store in stores:
+        expected = {f"m{r}": {"store": store, "round": r} for r in (1, 2)}
+        assert json_ok(api(a.port, "GET", f"/api/stores/{store}"))["models"] == expected
+        wait_for(lambda store=store: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"] == 2, 10,
+                 f"node B never applied {store}'s commits")
+        assert json_ok(api(b.port, "GET", f"/api/stores/{store}"))["models"] == expected
+
+    # Each commit went to Redis once, and the commits one loop iteration took shared a call: a
+    # store's second commit waits for its first's answer, so never shares its call.
+    sent = [store for call in calls for store in call]
+    assert sorted(sent) == sorted(stores * 2), calls
+    assert all(len(call) == len(set(call)) for call in calls), calls
+    assert len(calls) < len(sent), f"{len(calls)} script calls for {len(sent)} commits"
+    print(f"{len(calls)} script calls for {len(sent)} commits: {sorted(len(call) for call in calls)}")
+
+
+def test_a_script_call_redis_fails_is_answered_outcome_unknown(start_server, redis):  # noqa: F811
+    """A script that fails part way keeps what it wrote before, so a batch's writes are answered
+    "outcome unknown" when Redis fails its call, never "not applied"."""
+    node = start_node(start_server, redis)
+    store, topic = unique("commits"), unique("batch")
+    json_ok(api(node.port, "POST", "/api/stores", {"name": store}), 201)
+    # Over its memory limit, Redis fails every write, one inside a script included.
+    assert redis_command(redis, "CONFIG", "SET", "maxmemory", "1") == b"+OK"
+    try:
+        for resp in (api(node.port, "POST", f"/api/stores/{store}/changes",
+                         {"changes": [{"op": "put", "model": "m", "value": {"n": 1}}]}),
+                     api(node.port, "POST", f"/api/topics/{topic}/messages", {"n": 1})):
+            assert resp.status == 503, resp.body
+            body = resp.json()
+            assert body["error"] == "service_unavailable", body
+            assert "OOM" in body["detail"] and "may or may not" in body["detail"], body
+    finally:
+        assert redis_command(redis, "CONFIG", "SET", "maxmemory", "0") == b"+OK"
+    # Once Redis takes writes again, so does the node.
+    assert json_ok(api(node.port, "POST", f"/api/topics/{topic}/messages", {"n": 2}), 201)["seq"] >= 1

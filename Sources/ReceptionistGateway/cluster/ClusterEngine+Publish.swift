@@ -13,19 +13,22 @@ extension ClusterEngine {
         let link = shards[index]
         guard link.isUp else { return completion(.failure(.unavailable("Redis \(link.endpoint) is unreachable"))) }
         guard !link.commands.isSaturated else { return completion(.failure(.unavailable(link.refusal))) }
-        publishers[index].add(PublishBatch.Message(topic: name, data: data, publishedAt: Clock.microsecondsSinceEpoch()), completion)
+        publishers[index].add(
+            PublishBatch.Message(topic: name, data: data, publishedAt: Clock.microsecondsSinceEpoch()), PublishBatch.Waiter(answer: completion))
     }
 
     /// Sends one batch to `link` as one script call and answers each of its publishes.
-    func send(_ batch: PublishBatch, _ completions: [PublishAnswers.Completion], to link: RedisLink) {
-        let answers = PublishAnswers(loop: loop, seconds: timeoutSeconds, completions: completions)
+    func send(_ batch: PublishBatch, _ waiters: [PublishBatch.Waiter], to link: RedisLink) {
+        let answers = PublishAnswers(loop: loop, seconds: timeoutSeconds, waiters: waiters)
         let following = batch.topics.map { topicReader($0.name) }
         let arguments = batch.arguments(keys: link.keys, nodeChannel: link.nodeChannel, history: redisHistory, freshEpoch: ModelStore.newEpoch)
         let sent = link.commands.eval(ClusterScripts.publish, arguments) { reply in
             defer { for (reader, follower) in following { follower.ownAnswered(reader: reader) } }
             switch reply {
             case .error(let text)?:
-                answers.answerAll(.failure(.unavailable("Redis refused the message: \(text)")))
+                // A script that fails part way keeps what it wrote before: the batch's earlier
+                // messages may be published.
+                answers.answerAll(.failure(.outcomeUnknown("Redis failed the call (\(text)); the message may or may not be published")))
             case let reply?:
                 guard let numbered = batch.numbered(reply) else {
                     return answers.answerAll(.failure(.outcomeUnknown("Redis answered the publish with something else")))

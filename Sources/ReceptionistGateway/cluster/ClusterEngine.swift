@@ -29,7 +29,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     let redisHistory: RedisHistory
     /// How long a write waits for Redis before it is answered 503 (`--redis-timeout`).
     let timeoutSeconds: Double
-    private let stores: StoreRegistry
+    let stores: StoreRegistry
     /// The thread store replicas are changed on, in stream order: not the loop (a receptionist
     /// may block on the loop for backpressure) and not the job pool (whose threads wait for it).
     let applier = SerialWorker()
@@ -44,6 +44,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     private var storeReaders: [String: (reader: StreamReader, follower: StoreFollower)] = [:]
     /// Publishes waiting for the end of the loop iteration, one batcher per server, in `shards` order.
     private(set) var publishers: [PublishBatcher] = []
+    /// Store commits waiting for the end of the loop iteration, likewise.
+    private(set) var committers: [CommitBatcher] = []
 
     init(
         loop: EventLoop, endpoints: [RedisEndpoint], stores: StoreRegistry, hub: PushHub, historyLimit: Int,
@@ -68,7 +70,10 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             link.onNotice = { [unowned self] payload in self.notice(payload) }
         }
         publishers = shards.map { link in
-            PublishBatcher(loop: loop, flushNow: { [unowned link] in link.commands.flushNow() }) { [unowned self, unowned link] batch, completions in self.send(batch, completions, to: link) }
+            PublishBatcher(loop: loop, flushNow: { [unowned link] in link.commands.flushNow() }) { [unowned self, unowned link] batch, waiters in self.send(batch, waiters, to: link) }
+        }
+        committers = shards.map { link in
+            CommitBatcher(loop: loop, flushNow: { [unowned link] in link.commands.flushNow() }) { [unowned self, unowned link] batch, waiters in self.send(batch, waiters, to: link) }
         }
     }
 
@@ -187,7 +192,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     // MARK: Stores
 
     /// Reads a store whole from Redis again (models, version, epoch), resetting the replica.
-    private func resyncStore(_ name: String) {
+    func resyncStore(_ name: String) {
         let reader = storeReader(name)
         reader.cursor = nil
         reader.read()
@@ -202,7 +207,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         storeFollowing(name).reader
     }
 
-    private func storeFollowing(_ name: String) -> (reader: StreamReader, follower: StoreFollower) {
+    func storeFollowing(_ name: String) -> (reader: StreamReader, follower: StoreFollower) {
         if let following = storeReaders[name] { return following }
         let link = shard(name)
         let follower = StoreFollower(
@@ -210,61 +215,6 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let reader = StreamReader(key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower)
         storeReaders[name] = (reader, follower)
         return (reader, follower)
-    }
-
-    /// Runs the commit script; see `RedisStoreReplication`. A commit is answered once this node's
-    /// replica has applied it, and a conflict once the replica has caught up with the version that
-    /// won, each within `--redis-timeout`, so the committer never waits on a thread for either.
-    func commit(
-        store name: String, expectedVersion: UInt64, entry: [UInt8], models: [(String, [UInt8])],
-        completion: @escaping (ReplicationOutcome) -> Void
-    ) {
-        let link = shard(name), keys = link.keys
-        guard link.isUp else { return completion(.failed(.unavailable("Redis \(link.endpoint) is unreachable"))) }
-        var arguments: [[UInt8]] = [
-            "3", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name),
-            String(expectedVersion), String(redisHistory.maxEntries),
-        ].map { Array($0.utf8) }
-        arguments.append(entry)
-        arguments.append(Array(keys.channel.utf8))
-        arguments.append(Array(ClusterKeys.encode(.storeChanged(name)).utf8))
-        arguments.append(Array(String(redisHistory.maxAgeMilliseconds).utf8))
-        for (id, json) in models {
-            arguments.append(Array(id.utf8))
-            arguments.append(json)
-        }
-        let (reader, follower) = storeFollowing(name)
-        let timeout = timeoutSeconds
-        let sent = link.commands.eval(ClusterScripts.commit, arguments) { [unowned self] reply in
-            switch reply {
-            case .array(let parts)? where parts.count == 2:
-                let code = parts[0].integer ?? -2
-                let version = UInt64(max(0, parts[1].integer ?? 0))
-                let replica = stores.store(name)?.version ?? 0
-                switch code {
-                // Within the commit's deadline (`RedisStoreReplication`), which answers it
-                // otherwise: the outcome is then unknown.
-                case 1:
-                    follower.whenApplied(version, seconds: timeout) { completion(.committed(version)) }
-                case 0 where version < replica:
-                    completion(.conflict(version))
-                case 0:
-                    follower.whenApplied(version, seconds: timeout) { completion(.conflict(version)) }
-                default: completion(.failed(.noSuchStore(name)))
-                }
-                // No store, or a version behind this replica: the log was lost; read it whole.
-                if code < 0 || (code == 0 && version < replica) {
-                    resyncStore(name)
-                } else {
-                    reader.read()
-                }
-            case .error(let text)?:
-                completion(.failed(.unavailable("Redis refused the commit: \(text)")))
-            default:
-                completion(.failed(.outcomeUnknown("lost the connection to Redis before it answered; the commit may or may not be applied")))
-            }
-        }
-        if !sent { completion(.failed(.unavailable(link.refusal))) }
     }
 
     /// Registers a store in Redis; `completion` gets nil when created.

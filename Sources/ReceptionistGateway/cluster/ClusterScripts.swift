@@ -20,25 +20,41 @@ enum ClusterScripts {
 
         """
 
-    /// KEYS: version, models, log. ARGV: expected version, max log length, entry JSON, channel,
-    /// notice, max log age in ms (0: none), then pairs of model id and JSON ("" deletes). Returns
-    /// {1, version} when appended, {0, current version} when the store has moved on, {-1, 0}
-    /// when there is no such store.
+    /// Commits to stores (`CommitBatch`), each run in turn exactly as it would run alone. KEYS: for
+    /// each commit its store's version, models and log. ARGV: max log length, channel, max log age
+    /// in ms (0: none), then for each commit its expected version, entry JSON, notice and count of
+    /// model pairs, then those pairs of model id and JSON ("" deletes). Returns, for each commit,
+    /// two numbers: 1 and the version when appended, 0 and the current version when the store has
+    /// moved on, -1 and 0 when there is no such store.
     static let commit = RedisScript(trimByAge + """
-        local current = redis.call('GET', KEYS[1])
-        if not current then return {-1, 0} end
-        current = tonumber(current)
-        if current ~= tonumber(ARGV[1]) then return {0, current} end
-        local version = current + 1
-        redis.call('SET', KEYS[1], version)
-        for i = 7, #ARGV, 2 do
-          if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[2], ARGV[i])
-          else redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+        local out = {}
+        local a = 4
+        for k = 1, #KEYS, 3 do
+          local expected, entry, notice, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+          local first = a + 4
+          a = first + 2 * n
+          local current = redis.call('GET', KEYS[k])
+          if not current then
+            out[#out + 1] = -1
+            out[#out + 1] = 0
+          elseif tonumber(current) ~= tonumber(expected) then
+            out[#out + 1] = 0
+            out[#out + 1] = tonumber(current)
+          else
+            local version = tonumber(current) + 1
+            redis.call('SET', KEYS[k], version)
+            for i = first, a - 1, 2 do
+              if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[k + 1], ARGV[i])
+              else redis.call('HSET', KEYS[k + 1], ARGV[i], ARGV[i + 1]) end
+            end
+            redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[1], '*', 'v', version, 'c', entry)
+            trimByAge(KEYS[k + 2], ARGV[3])
+            redis.call('PUBLISH', ARGV[2], notice)
+            out[#out + 1] = 1
+            out[#out + 1] = version
+          end
         end
-        redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[2], '*', 'v', version, 'c', ARGV[3])
-        trimByAge(KEYS[3], ARGV[6])
-        redis.call('PUBLISH', ARGV[4], ARGV[5])
-        return {1, version}
+        return out
         """)
 
     /// KEYS: version, models, log, epoch. ARGV: a fresh epoch for a store that has none (made

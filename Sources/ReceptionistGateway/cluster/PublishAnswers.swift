@@ -8,16 +8,14 @@ import ReceptionistModel
 ///
 /// Loop thread only.
 final class PublishAnswers {
-    typealias Completion = (Result<UInt64, StoreError>) -> Void
-
-    private var completions: [Completion?]
+    private var waiters: [PublishBatch.Waiter?]
     private var owed: Int
     private var timer: LoopTimer?
 
-    init(loop: EventLoop, seconds: Double, completions: [Completion]) {
-        // Mapped, not converted: `[Completion]` as `[Completion?]` casts each element at run time.
-        self.completions = completions.map { $0 }
-        owed = completions.count
+    init(loop: EventLoop, seconds: Double, waiters: [PublishBatch.Waiter]) {
+        // Mapped, not converted: `[Waiter]` as `[Waiter?]` casts each element at run time.
+        self.waiters = waiters.map { $0 }
+        owed = waiters.count
         let timer = LoopTimer(loop: loop) { [self] in
             answerAll(.failure(.outcomeUnknown("Redis did not answer in time; the message may or may not be published")))
         }
@@ -26,19 +24,19 @@ final class PublishAnswers {
     }
 
     func answer(_ index: Int, _ result: Result<UInt64, StoreError>) {
-        guard let completion = completions[index] else { return }
-        completions[index] = nil
+        guard let waiter = waiters[index] else { return }
+        waiters[index] = nil
         owed -= 1
         if owed == 0 {
             // Closing the timer drops its closure, and with it the timer's hold on this object.
             timer?.close()
             timer = nil
         }
-        completion(result)
+        waiter.answer(result)
     }
 
     /// Gives every answer still owed `result`.
     func answerAll(_ result: Result<UInt64, StoreError>) {
-        for index in completions.indices { answer(index, result) }
+        for index in waiters.indices { answer(index, result) }
     }
 }

@@ -1,4 +1,5 @@
 import ReceptionistLoop
+import ReceptionistModel
 
 /// Publishes to one Redis server gathered in one loop iteration, laid out for one call of
 /// `ClusterScripts.publish`: grouped by topic, each topic's messages in the order they were
@@ -10,7 +11,7 @@ import ReceptionistLoop
 /// iteration go in several batches, one script call each, in order.
 ///
 /// Pure value.
-struct PublishBatch {
+struct PublishBatch: ScriptBatch {
     /// Messages one script call takes at most: as many as one connection's window of pipelined
     /// requests in `bench/cluster.sh`, whose read then leaves as one call. Bigger batches save
     /// little of Redis's work (its per-call part is about three messages') and keep Redis idle
@@ -24,6 +25,11 @@ struct PublishBatch {
         let data: [UInt8]
         /// Microseconds since the epoch, when this node was given the message.
         let publishedAt: UInt64
+    }
+
+    /// What waits for a message's number.
+    struct Waiter {
+        let answer: (Result<UInt64, StoreError>) -> Void
     }
 
     /// Where Redis put one topic's messages: numbers `first ..< first + count`, in `epoch`, the
@@ -41,17 +47,20 @@ struct PublishBatch {
     private var topicIndex: [String: Int] = [:]
     private var bytes = 0
 
+    var isEmpty: Bool { messages.isEmpty }
+
     /// Whether no more messages fit.
     var isFull: Bool { messages.count >= Self.maxMessages || bytes >= Self.maxBytes }
+
+    func fits(_ message: Message) -> Bool { fits(message.data.count) }
 
     /// Whether a message of `count` bytes fits.
     func fits(_ count: Int) -> Bool {
         messages.isEmpty || (messages.count < Self.maxMessages && bytes + count <= Self.maxBytes)
     }
 
-    /// Adds `message` (check `fits` first); returns its index.
-    @discardableResult
-    mutating func append(_ message: Message) -> Int {
+    /// Adds `message` (check `fits` first).
+    mutating func append(_ message: Message) {
         let index = messages.count
         messages.append(message)
         bytes += message.data.count
@@ -61,7 +70,6 @@ struct PublishBatch {
             topicIndex[message.topic] = topics.count
             topics.append((message.topic, [index]))
         }
-        return index
     }
 
     /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log and

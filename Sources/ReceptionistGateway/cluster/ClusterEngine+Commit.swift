@@ -1,0 +1,68 @@
+import ReceptionistLoop
+import ReceptionistModel
+
+extension ClusterEngine {
+    /// Commits a change set to a store through Redis; see `RedisStoreReplication`. The commit
+    /// waits with the others of this loop iteration for the same server (`CommitBatcher`); each
+    /// batch is one script call. A commit is answered once this node's replica has applied it, and
+    /// a conflict once the replica has caught up with the version that won, each within
+    /// `--redis-timeout`, so the committer never waits on a thread for either.
+    func commit(
+        store name: String, expectedVersion: UInt64, entry: [UInt8], models: [(String, [UInt8])],
+        completion: @escaping (ReplicationOutcome) -> Void
+    ) {
+        let index = ShardMap.index(of: name, shards: shards.count)
+        let link = shards[index]
+        guard link.isUp else { return completion(.failed(.unavailable("Redis \(link.endpoint) is unreachable"))) }
+        // Followed from now on, as every store this node writes is.
+        _ = storeFollowing(name)
+        let commit = CommitBatch.Commit(store: name, expectedVersion: expectedVersion, entry: entry, models: models.map { (id: $0.0, json: $0.1) })
+        committers[index].add(commit, CommitBatch.Waiter(answer: completion))
+    }
+
+    /// Sends one batch of commits to `link` as one script call and answers each of them.
+    func send(_ batch: CommitBatch, _ waiters: [CommitBatch.Waiter], to link: RedisLink) {
+        func answerAll(_ error: StoreError) {
+            for waiter in waiters { waiter.answer(.failed(error)) }
+        }
+        let sent = link.commands.eval(ClusterScripts.commit, batch.arguments(keys: link.keys, history: redisHistory)) {
+            [unowned self] reply in
+            switch reply {
+            case .error(let text)?:
+                // A script that fails part way keeps what it wrote before: the batch's earlier
+                // commits may be applied.
+                answerAll(.outcomeUnknown("Redis failed the call (\(text)); the commit may or may not be applied"))
+            case let reply?:
+                guard let outcomes = batch.outcomes(reply) else {
+                    return answerAll(.outcomeUnknown("Redis answered the commit with something else"))
+                }
+                for (index, commit) in batch.commits.enumerated() { settle(commit.store, outcomes[index], waiters[index].answer) }
+            case nil:
+                answerAll(.outcomeUnknown("lost the connection to Redis before it answered; the commit may or may not be applied"))
+            }
+        }
+        if !sent { answerAll(.unavailable(link.refusal)) }
+    }
+
+    /// Answers one commit as Redis left it. Within the commit's deadline (`RedisStoreReplication`),
+    /// which answers it otherwise: the outcome is then unknown.
+    private func settle(_ name: String, _ outcome: CommitBatch.Outcome, _ completion: @escaping (ReplicationOutcome) -> Void) {
+        let (reader, follower) = storeFollowing(name)
+        let replica = stores.store(name)?.version ?? 0
+        switch outcome {
+        case .committed(let version):
+            follower.whenApplied(version, seconds: timeoutSeconds) { completion(.committed(version)) }
+            reader.read()
+        case .moved(let version) where version < replica:
+            // A version behind this replica: the log was lost; read it whole.
+            completion(.conflict(version))
+            resyncStore(name)
+        case .moved(let version):
+            follower.whenApplied(version, seconds: timeoutSeconds) { completion(.conflict(version)) }
+            reader.read()
+        case .noSuchStore:
+            completion(.failed(.noSuchStore(name)))
+            resyncStore(name)
+        }
+    }
+}
