@@ -10,6 +10,7 @@ Redis's own command statistics (`INFO commandstats`) count the publishes' script
 
 import json
 import re
+import signal
 import socket
 import threading
 from typing import Callable
@@ -245,6 +246,20 @@ def test_a_burst_of_commits_goes_in_fewer_script_calls_each_applied_once(start_s
     assert all(len(call) == len(set(call)) for call in calls), calls
     assert len(calls) < len(sent), f"{len(calls)} script calls for {len(sent)} commits"
     print(f"{len(calls)} script calls for {len(sent)} commits: {sorted(len(call) for call in calls)}")
+
+    # What was acknowledged is durable: Redis (syncing every write) killed and started again still
+    # holds both versions of every store, as a node started now reads them.
+    redis.proc.send_signal(signal.SIGKILL)
+    redis.proc.wait(timeout=10)
+    redis.start()
+    c = start_node(start_server, redis)
+    for store in stores:
+        # It serves the store from when it hears of it, and has its log read soon after.
+        wait_for(lambda store=store: api(c.port, "GET", f"/api/stores/{store}").status == 200
+                 and api(c.port, "GET", f"/api/stores/{store}").json()["version"] == 2, 10,
+                 f"a new node never read {store}'s commits")
+        body = json_ok(api(c.port, "GET", f"/api/stores/{store}"))
+        assert (body["version"], body["models"]) == (2, {f"m{r}": {"store": store, "round": r} for r in (1, 2)}), body
 
 
 def test_a_script_call_redis_fails_is_answered_outcome_unknown(start_server, redis):  # noqa: F811
