@@ -11,8 +11,8 @@ import ReceptionistModel
 ///
 /// Pure value.
 struct CommitBatch: ScriptBatch {
-    /// Commits one script call takes at most: as many as one store commit each from a busy
-    /// iteration's requests; more would hold Redis for longer than a publish batch does.
+    /// Commits one script call takes at most: a publish batch's bound (`PublishBatch.maxMessages`),
+    /// so that a commit call holds Redis no longer than a publish call does.
     static let maxCommits = 32
     /// Bytes of entries and models one script call takes at most (a batch always takes its first).
     static let maxBytes = 1 << 20
