@@ -52,7 +52,7 @@ struct StoreAPI {
             }
             switch Idempotency.key(of: request) {
             case .success(let key):
-                return .later { done in
+                return .job { handoff, done in
                     idempotency.run(key, scope: scope, request: request, later: { answer in
                         handoff.run({ reply in commitChanges(path[0], request, reply) }, answer: answer)
                     }, done: done)
@@ -76,7 +76,7 @@ struct StoreAPI {
 
     /// A commit's route: `work` runs on a job thread and replies once, when the commit is answered.
     func later(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void) -> RouteResult {
-        .later { done in handoff.run(work, answer: done) }
+        .job { handoff, done in handoff.run(work, answer: done) }
     }
 
     private func list() -> Reply {
@@ -119,7 +119,7 @@ struct StoreAPI {
         guard let log, let after, let floor = stores.store(name)?.historyFloor, after < floor else {
             return .work { read([]) }
         }
-        return .later { done in
+        return .job { handoff, done in
             log.value.storeHistory(of: name, after: after, through: floor) { older in
                 handoff.run({ reply in reply(read(older ?? [])) }, answer: done)
             }

@@ -10,16 +10,15 @@ import ReceptionistModel
 final class HTTPServices {
     let config: GatewayConfig
     let router: Router
-    let jobs: JobRunner
-    let mailbox: Mailbox
+    /// Runs a request's work on the job threads and brings its answer back to the loop.
+    let handoff: JobHandoff
     let dateCache: DateCache
     let streams: StreamServices
 
     init(config: GatewayConfig, router: Router, jobs: JobRunner, mailbox: Mailbox, dateCache: DateCache, streams: StreamServices) {
         self.config = config
         self.router = router
-        self.jobs = jobs
-        self.mailbox = mailbox
+        handoff = JobHandoff(jobs: jobs, mailbox: mailbox)
         self.dateCache = dateCache
         self.streams = streams
     }

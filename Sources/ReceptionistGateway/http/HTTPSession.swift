@@ -23,6 +23,10 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var handover: Handover?
     /// A request is being routed: a `later` answer given at once is written when routing ends.
     private var answering = false
+    /// Requests wait for one whose job-thread work has not returned yet (`process`).
+    private var held = false
+    /// Bytes read while held, parsed once it ends: at most one read, as reading stops then.
+    private var heldBytes: [UInt8] = []
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -44,15 +48,42 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     // MARK: TCPConnectionDelegate
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        if held {
+            // Reading stops only now, so a client waiting for its answer costs no extra calls.
+            heldBytes.append(contentsOf: bytes)
+            connection.stopReading()
+            return
+        }
         guard !state.closing || state.phase != .idle else { return }
         let output = parser.parse(bytes)
         state.received(phase: parser.phase, now: connection.loop.nowMilliseconds)
-        for request in output.requests {
-            answer(request)
+        process(output.requests[...], output)
+    }
+
+    /// Answers `requests` in order, then acts on the rest of `output`. A request whose work runs
+    /// on a job thread holds back everything after it, read or not yet read, until that work has
+    /// returned: pipelined commits take their places in their stores in the order they were sent.
+    /// Reading goes on until bytes arrive while held; those wait in `heldBytes`, reading stopped.
+    private func process(_ requests: ArraySlice<HTTPRequest>, _ output: HTTPRequestParser.Output) {
+        var rest = requests
+        while let request = rest.popFirst() {
+            if let hold = answer(request) {
+                held = true
+                hold { [weak self] in
+                    guard let self, held else { return }
+                    held = false
+                    guard connection.state == .open else { return }
+                    // A request answered with `Connection: close` ends the stream, as below.
+                    process(state.closing ? [] : rest, output)
+                }
+                return
+            }
             if state.closing || handover != nil { break }
         }
+        let later = heldBytes
+        heldBytes = []
         if let handover {
-            hand(over: handover, remainder: output.upgradeRemainder ?? [])
+            hand(over: handover, remainder: (output.upgradeRemainder ?? []) + later)
             return
         }
         if let error = output.error {
@@ -68,6 +99,11 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             state.failed()
         }
         closeIfDone()
+        // What was read while a request was held comes after all of the above.
+        if !later.isEmpty, connection.state == .open {
+            connection.startReading()
+            later.withUnsafeBytes { connection(connection, didRead: $0) }
+        }
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
@@ -76,7 +112,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        connection.startReading()
+        if heldBytes.isEmpty { connection.startReading() }
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
@@ -85,7 +121,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
 
     // MARK: Acting
 
-    private func answer(_ request: HTTPRequest) {
+    /// Routes `request`; returns how to wait for its job-thread work when the next request must.
+    private func answer(_ request: HTTPRequest) -> Hold? {
         // An answer given while the route is still running is written below, with the others.
         answering = true
         defer { answering = false }
@@ -100,7 +137,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             slot.fill(reply)
         case .upgrade(let mode, let grant):
             guard slots.count == 1 else {
-                return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; upgrade on a fresh request"))
+                fill(slot, .error(.badRequest, "answers to earlier requests are still owed; upgrade on a fresh request"))
+                return nil
             }
             let supported = mode == .push ? ["receptionist.v1"] : []
             switch WebSocketHandshake.accept(request, supported: supported, compression: services.streams.compression != nil) {
@@ -112,16 +150,45 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             }
         case .stream(let target, let since, let epoch, let options, let presence, let grant):
             guard slots.count == 1 else {
-                return fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
+                fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
+                return nil
             }
             slots.removeAll()
             handover = .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
         case .later(let start):
             start(door(for: slot))
         case .work(let work):
-            JobHandoff(jobs: services.jobs, mailbox: services.mailbox).run({ $0(work()) }, answer: door(for: slot))
+            return startHeld(slot) { handoff, done in handoff.run({ $0(work()) }, answer: done) }
+        case .job(let start):
+            return startHeld(slot, start)
         }
         writeReadyReplies()
+        return nil
+    }
+
+    /// Waits for a request's job-thread work: its continuation runs once that work has returned.
+    typealias Hold = (_ resume: @escaping () -> Void) -> Void
+
+    /// Starts `start` on `slot`, with a handoff that tells when its work has returned. The wait
+    /// ends then, or when the answer is given (a replayed answer runs no work), whichever is first;
+    /// nil when it has ended already.
+    private func startHeld(_ slot: ResponseSlot, _ start: (JobHandoff, @escaping (Reply) -> Void) -> Void) -> Hold? {
+        var ended = false
+        var resume: (() -> Void)?
+        let end = {
+            guard !ended else { return }
+            ended = true
+            resume?()
+            resume = nil
+        }
+        let answer = door(for: slot)
+        start(services.handoff.inOrder(then: end)) { reply in
+            answer(reply)
+            end()
+        }
+        writeReadyReplies()
+        if ended { return nil }
+        return { resume = $0 }
     }
 
     /// The door for a reply given later, on the loop: it fills `slot` and, unless the session is

@@ -8,7 +8,12 @@ enum RouteResult {
     /// loop, once (Redis's reply, say), and is written in request order. No thread waits.
     case later((@escaping (Reply) -> Void) -> Void)
     /// Runs on a job thread; its reply is sent back to the loop and written in request order.
+    /// The connection starts its next request once the work has returned.
     case work(@Sendable () -> Reply)
+    /// Started on the loop like `later`, with the handoff to run its job-thread work on: work a
+    /// connection's later requests must not overtake (a commit, a read of what it wrote). The
+    /// connection starts its next request once that work has returned, or the answer is given.
+    case job((_ handoff: JobHandoff, _ done: @escaping (Reply) -> Void) -> Void)
     /// A WebSocket upgrade request for this kind of session; the handshake is checked next.
     /// `grant` holds the claims of a `?token=` already verified, or what the connect hook needs.
     case upgrade(WebSocketSession.Mode, grant: StreamGrant)

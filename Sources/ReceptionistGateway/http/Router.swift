@@ -294,6 +294,7 @@ final class Router {
         case .reply(let reply): done(reply)
         case .later(let start): start(done)
         case .work(let work): handoff.run({ $0(work()) }, answer: done)
+        case .job(let start): start(handoff, done)
         case .upgrade, .stream: done(.error(.badRequest, "not a read"))
         }
     }
@@ -308,6 +309,8 @@ final class Router {
             return .work { work().withHeaders(headers) }
         case .later(let start):
             return .later { done in start { done($0.withHeaders(headers)) } }
+        case .job(let start):
+            return .job { handoff, done in start(handoff) { done($0.withHeaders(headers)) } }
         case .upgrade, .stream:
             return result
         }
