@@ -69,7 +69,12 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
             return 200, {"allow": True, "data": {"text": "rewritten by the backend", "by": body.get("user")}}
         return 200, {"allow": True}
     if hook == "write":
-        if body.get("store") == "hooked":
+        # A change whose value carries "hookDelay" is answered that many seconds late.
+        changes = body.get("changes") or [{}]
+        value = changes[0].get("value") if isinstance(changes[0], dict) else None
+        if isinstance(value, dict) and isinstance(value.get("hookDelay"), (int, float)):
+            time.sleep(value["hookDelay"])
+        if body.get("store") == "hooked" or str(body.get("store")).startswith("hooked-"):
             return 200, {"allow": True}
         return 200, {"allow": False, "reason": f"{body.get('user')} may not write to {body.get('store')}"}
     if hook == "rpc":

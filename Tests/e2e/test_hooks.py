@@ -144,6 +144,20 @@ def test_a_commit_needs_a_grant_or_the_write_hook_and_honours_if_version(gateway
     assert json_ok(api(gateway.port, "GET", "/api/stores/paint"))["version"] == 1
 
 
+def test_commits_through_the_write_hook_are_applied_in_the_order_sent(gateway):
+    # The hook answers the first commit last; the second still waits for it, and takes the next
+    # version.
+    store = keyed(gateway.port, "POST", "/api/stores", {"name": unique("hooked")})["name"]
+    slow = [{"op": "put", "model": "tile", "value": {"color": "red", "hookDelay": TIMEOUT / 2}}]
+    fast = [{"op": "put", "model": "tile", "value": {"color": "blue"}}]
+    with connect(gateway.port, additional_headers=cookie("bob")) as bob:
+        send_json(bob, {"type": "commit", "store": store, "changes": slow, "ref": "slow"})
+        send_json(bob, {"type": "commit", "store": store, "changes": fast, "ref": "fast"})
+        assert recv_json(bob) == {"type": "committed", "store": store, "version": 1, "ref": "slow"}
+        assert recv_json(bob) == {"type": "committed", "store": store, "version": 2, "ref": "fast"}
+    assert json_ok(api(gateway.port, "GET", f"/api/stores/{store}"))["models"]["tile"] == {"color": "blue"}
+
+
 def test_metrics_count_each_hooks_calls_failures_and_latency(gateway):
     def counts() -> dict[str, float]:
         text = api(gateway.port, "GET", "/metrics").body.decode()

@@ -7,25 +7,31 @@ import ReceptionistWire
 /// with its conditions, allowed by an API key, by a `write` grant (a token's or the connect
 /// hook's), or by the write hook (`docs/HOOKS.md`). It is answered `committed` once applied, or
 /// with an error carrying its `ref`.
+///
+/// A commit holds back the messages after it until it has its place in its store's order (its
+/// work returned on the job thread, after the write hook if one decides), so a connection's
+/// commits are applied in the order they were sent, and answered in that order per store.
 extension WebSocketSession {
-    func commit(_ name: String, request: JSONValue, ref: String?) {
-        if expireTokenIfDue() { return }
+    func commit(_ name: String, request: JSONValue, ref: String?) -> Pause? {
+        if expireTokenIfDue() { return nil }
         let operations: [StoreOperation], condition: CommitCondition
         switch (ChangeRequest.operations(from: request), EntityTags.condition(of: request)) {
         case (.success(let parsed), .success(let conditions)): (operations, condition) = (parsed, conditions)
         case (.failure(let failure), _), (_, .failure(let failure)):
-            return sendError(ClientMessage.Problem(.badMessage, failure.detail, ref: ref))
+            sendError(ClientMessage.Problem(.badMessage, failure.detail, ref: ref))
+            return nil
         }
         guard let rateKey = writeRateKey(for: name) else {
             if services.hooks?.isSet(.write) == true, services.config.namespaces.calls(.write, for: name) {
                 return writeThroughHook(name, request, operations, condition, ref: ref)
             }
             services.counters.refused(core.claims == nil ? .apiKey : .tokenScope)
-            return sendError(ClientMessage.Problem(
+            sendError(ClientMessage.Problem(
                 core.claims == nil ? .unauthorized : .forbidden,
                 "writing to store '\(name)' needs an API key or a \"write\" grant that covers it", ref: ref))
+            return nil
         }
-        apply(name, operations, condition, rateKey: rateKey, ref: ref)
+        return apply(name, operations, condition, rateKey: rateKey, ref: ref)
     }
 
     /// What this connection's writes to `store` are counted against, or nil if nothing it holds
@@ -40,42 +46,53 @@ extension WebSocketSession {
 
     private func writeThroughHook(
         _ name: String, _ request: JSONValue, _ operations: [StoreOperation], _ condition: CommitCondition, ref: String?
-    ) {
-        guard let hooks = services.hooks else { return }
+    ) -> Pause? {
+        guard let hooks = services.hooks else { return nil }
         let (user, _) = hookIdentity
         let body: JSONValue = ["client": clientName, "user": user, "store": .string(name), "changes": request["changes"] ?? .null]
-        hooks.call(.write, body) { [weak self] answer in
-            guard let self, connection.state == .open else { return }
-            switch HookDecision.allow(answer, hook: .write) {
-            case .allow:
-                apply(name, operations, condition, rateKey: "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown"), ref: ref)
-            case .deny(let reason):
-                services.counters.refused(.hookDenied)
-                sendError(ClientMessage.Problem(.forbidden, reason, ref: ref))
-            case .unavailable(let why):
-                sendError(ClientMessage.Problem(.unavailable, why, ref: ref))
+        return { [unowned self] resume in
+            hooks.call(.write, body) { [weak self] answer in
+                guard let self, connection.state == .open else { return }
+                switch HookDecision.allow(answer, hook: .write) {
+                case .allow:
+                    let rateKey = "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown")
+                    guard let pause = apply(name, operations, condition, rateKey: rateKey, ref: ref) else { return resume() }
+                    pause(resume)
+                case .deny(let reason):
+                    services.counters.refused(.hookDenied)
+                    sendError(ClientMessage.Problem(.forbidden, reason, ref: ref))
+                    resume()
+                case .unavailable(let why):
+                    sendError(ClientMessage.Problem(.unavailable, why, ref: ref))
+                    resume()
+                }
             }
         }
     }
 
-    /// Commits on a job thread, as the HTTP API does; the answer comes back on the loop.
-    private func apply(_ name: String, _ operations: [StoreOperation], _ condition: CommitCondition, rateKey: String, ref: String?) {
+    /// Commits on a job thread, as the HTTP API does; the answer comes back on the loop. The
+    /// pause ends once the commit has its place in the store's order.
+    private func apply(_ name: String, _ operations: [StoreOperation], _ condition: CommitCondition, rateKey: String, ref: String?) -> Pause? {
         if case .limited(let seconds) = services.publisher.limiter.take(rateKey, now: connection.loop.nowMilliseconds) {
             services.counters.refused(.publishRate)
-            return sendError(ClientMessage.Problem(.rateLimited, "write rate exceeded; retry after \(seconds) s", ref: ref))
+            sendError(ClientMessage.Problem(.rateLimited, "write rate exceeded; retry after \(seconds) s", ref: ref))
+            return nil
         }
         guard let store = services.stores.store(name) else {
-            return sendError(ClientMessage.Problem(.noSuchStore, "no store named '\(name)'", ref: ref))
+            sendError(ClientMessage.Problem(.noSuchStore, "no store named '\(name)'", ref: ref))
+            return nil
         }
-        services.handoff.run({ reply in
-            store.commit(operations, if: condition) { result in reply(result.map(\.version)) }
-        }, answer: { [weak self] (result: Result<UInt64, StoreError>) in
-            guard let self, connection.state == .open else { return }
-            switch result {
-            case .success(let version): sendText(PushEncoder.committed(store: name, version: version, ref: ref))
-            case .failure(let error): sendError(Self.problem(error, ref: ref))
-            }
-        }, whenFull: .failure(.unavailable("the job queue is full; retry later")))
+        return { [unowned self] resume in
+            services.handoff.inOrder(then: resume).run({ reply in
+                store.commit(operations, if: condition) { result in reply(result.map(\.version)) }
+            }, answer: { [weak self] (result: Result<UInt64, StoreError>) in
+                guard let self, connection.state == .open else { return }
+                switch result {
+                case .success(let version): sendText(PushEncoder.committed(store: name, version: version, ref: ref))
+                case .failure(let error): sendError(Self.problem(error, ref: ref))
+                }
+            }, whenFull: .failure(.unavailable("the job queue is full; retry later")))
+        }
     }
 
     /// The protocol's error for a commit the store refused.

@@ -85,13 +85,19 @@ final class WebSocketSession: StreamSession {
         var rest = messages
         while let message = rest.popFirst() {
             if let pause = handle(message) {
-                connection.stopReading()
+                // A pause that ends before it returns (work refused at once) holds nothing back.
+                var pausing = true, endedAtOnce = false
                 pause { [weak self] in
+                    if pausing { endedAtOnce = true; return }
                     guard let self, connection.state == .open else { return }
                     connection.startReading()
                     process(rest, error)
                 }
-                return
+                pausing = false
+                if !endedAtOnce {
+                    connection.stopReading()
+                    return
+                }
             }
             if connection.state != .open { return }
         }
@@ -163,7 +169,7 @@ final class WebSocketSession: StreamSession {
         case .success(.rpc(let id, let method, let data)):
             rpc(id: id, method: method, data: data)
         case .success(.commit(let store, let request, let ref)):
-            commit(store, request: request, ref: ref)
+            return commit(store, request: request, ref: ref)
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
             if needsSubscribeHook(target, presence: presence) {
                 return { [unowned self] resume in
