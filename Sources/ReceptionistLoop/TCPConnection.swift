@@ -90,6 +90,9 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     /// Bytes accepted by `write` and not yet taken by the kernel.
     public var queuedBytes: Int { pendingBytes }
+    /// A write answered `.backpressure`, and the queue has not emptied since (`connectionDidDrain`
+    /// comes when it does).
+    public var isOverHighWater: Bool { flags.contains(.overHighWater) }
 
     /// Bytes the kernel has already refused: what is queued, less what was written since the last
     /// flush. A slow-client policy looks at this, not `queuedBytes`, so a burst written within one

@@ -7,8 +7,9 @@ import ReceptionistTestSupport
 import Synchronization
 import Testing
 
-/// `JobHandoff.inOrder(then:)`: the loop hears that a job's work returned, once, after the
-/// answer if the work answered before returning, and at once when the job queue refuses it.
+/// `JobHandoff.inOrder` and `JobHold`: a loop that waits hears that a job's work returned, once,
+/// with the answer if the work answered before returning; one that does not wait gets the answer
+/// alone; a job the queue refuses ends its hold at once.
 /// A real loop thread and real job threads; the events are recorded on the loop.
 @Suite struct JobHandoffTests {
     /// What reached the loop, in order. Why `@unchecked Sendable` is safe: only closures on the
@@ -34,35 +35,78 @@ import Testing
         return events.list
     }
 
-    @Test func aReplyGivenBeforeTheWorkReturnsComesFirstAndOnce() {
-        let events = record(count: 2) { handoff, note in
-            handoff.inOrder(then: { note("returned") }).run({ reply in reply("done") }, answer: { note($0) }, whenFull: "full")
-        }
-        #expect(events == ["done", "returned"])
+    /// Runs a job in order whose work waits for the loop to have `asked`, then replies through
+    /// `reply` (as its work would).
+    private func runInOrder(
+        _ handoff: JobHandoff, _ hold: JobHold, note: @escaping (String) -> Void, asked: @escaping () -> Void,
+        reply: @escaping @Sendable (@escaping @Sendable (String) -> Void) -> Void
+    ) {
+        let go = DispatchSemaphore(value: 0)
+        handoff.inOrder(hold).run({ done in
+            go.wait()
+            reply(done)
+        }, answer: { note($0) }, whenFull: "full")
+        asked()
+        go.signal()
     }
 
-    @Test func aReplyGivenAfterTheWorkReturnsComesAfterIt() {
-        let events = record(count: 2) { handoff, note in
-            handoff.inOrder(then: { note("returned") }).run({ reply in
+    @Test func aReplyGivenBeforeTheWorkReturnsComesWithTheNewsThatItReturned() {
+        let events = record(count: 3) { handoff, note in
+            let hold = JobHold()
+            runInOrder(handoff, hold, note: note, asked: {
+                note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
+            }, reply: { $0("done") })
+        }
+        #expect(events == ["waiting", "done", "returned"])
+    }
+
+    @Test func aReplyGivenAfterTheWorkReturnsComesAfterTheNews() {
+        let events = record(count: 3) { handoff, note in
+            let hold = JobHold()
+            runInOrder(handoff, hold, note: note, asked: {
+                note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
+            }, reply: { done in
                 // Answered from another thread, once the job has returned.
-                DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { reply("done") }
-            }, answer: { note($0) }, whenFull: "full")
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { done("done") }
+            })
         }
-        #expect(events == ["returned", "done"])
+        #expect(events == ["waiting", "returned", "done"])
     }
 
-    @Test func aRefusedJobIsAnsweredAndReturnedAtOnce() {
+    @Test func aWaitAskedBeforeTheJobStartsEndsWhenItReturns() {
+        // A route may read Redis before it runs its job: the connection waits from the start.
+        let events = record(count: 3) { handoff, note in
+            let hold = JobHold()
+            note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
+            runInOrder(handoff, hold, note: note, asked: {}, reply: { $0("done") })
+        }
+        #expect(events == ["waiting", "done", "returned"])
+    }
+
+    @Test func withNobodyWaitingOnlyTheReplyIsPosted() {
+        let events = record(count: 2) { handoff, note in
+            let hold = JobHold()
+            handoff.inOrder(hold).run({ reply in reply("done") }, answer: { reply in
+                note(reply)
+                // The reply came, so the work has returned: a wait now ends at once.
+                note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
+            }, whenFull: "full")
+        }
+        #expect(events == ["done", "ended"])
+    }
+
+    @Test func aRefusedJobIsAnsweredAndItsHoldEndedAtOnce() {
         let events = record(count: 4, threads: 1) { handoff, note in
             // The one job thread is busy and the one queue place taken: the next job is refused.
             let started = DispatchSemaphore(value: 0), gate = DispatchSemaphore(value: 0)
             handoff.run({ reply in started.signal(); gate.wait(); reply("held") }, answer: { note($0) }, whenFull: "full")
             started.wait()
             handoff.run({ reply in reply("queued") }, answer: { note($0) }, whenFull: "full")
-            var returned = false
-            handoff.inOrder(then: { returned = true }).run({ reply in reply("ran") }, answer: { note($0) }, whenFull: "refused")
-            note(returned ? "returned at once" : "not returned")
+            let hold = JobHold()
+            handoff.inOrder(hold).run({ reply in reply("ran") }, answer: { note($0) }, whenFull: "refused")
+            note(hold.ended ? "ended at once" : "not ended")
             gate.signal()
         }
-        #expect(events == ["refused", "returned at once", "held", "queued"])
+        #expect(events == ["refused", "ended at once", "held", "queued"])
     }
 }

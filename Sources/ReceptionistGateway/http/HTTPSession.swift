@@ -23,10 +23,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var handover: Handover?
     /// A request is being routed: a `later` answer given at once is written when routing ends.
     private var answering = false
-    /// Requests wait for one whose job-thread work has not returned yet (`process`).
-    private var held = false
+    /// The last request whose job-thread work the requests after it wait for (`process`).
+    private var held: JobHold?
     /// Bytes read while held, parsed once it ends: at most one read, as reading stops then.
     private var heldBytes: [UInt8] = []
+    /// Reading is stopped until the held request's work returns.
+    private var readingHeld = false
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -48,11 +50,14 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     // MARK: TCPConnectionDelegate
 
     func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
-        if held {
-            // Reading stops only now, so a client waiting for its answer costs no extra calls.
-            heldBytes.append(contentsOf: bytes)
-            connection.stopReading()
-            return
+        if let hold = held {
+            // Only now does anything wait for the held request's work, and reading stop.
+            if hold.whenEnded({ [weak self] in self?.parseHeldBytes() }) {
+                heldBytes.append(contentsOf: bytes)
+                holdReading()
+                return
+            }
+            held = nil
         }
         guard !state.closing || state.phase != .idle else { return }
         let output = parser.parse(bytes)
@@ -63,27 +68,23 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Answers `requests` in order, then acts on the rest of `output`. A request whose work runs
     /// on a job thread holds back everything after it, read or not yet read, until that work has
     /// returned: pipelined commits take their places in their stores in the order they were sent.
-    /// Reading goes on until bytes arrive while held; those wait in `heldBytes`, reading stopped.
     private func process(_ requests: ArraySlice<HTTPRequest>, _ output: HTTPRequestParser.Output) {
         var rest = requests
         while let request = rest.popFirst() {
             if let hold = answer(request) {
-                held = true
-                hold { [weak self] in
-                    guard let self, held else { return }
-                    held = false
-                    guard connection.state == .open else { return }
-                    // A request answered with `Connection: close` ends the stream, as below.
-                    process(state.closing ? [] : rest, output)
+                held = hold
+                // Nothing else read yet: bytes that come later wait for it (above).
+                if rest.isEmpty { break }
+                if hold.whenEnded({ [weak self] in self?.resume(rest, output) }) {
+                    holdReading()
+                    return
                 }
-                return
+                held = nil
             }
             if state.closing || handover != nil { break }
         }
-        let later = heldBytes
-        heldBytes = []
         if let handover {
-            hand(over: handover, remainder: (output.upgradeRemainder ?? []) + later)
+            hand(over: handover, remainder: output.upgradeRemainder ?? [])
             return
         }
         if let error = output.error {
@@ -99,11 +100,36 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             state.failed()
         }
         closeIfDone()
-        // What was read while a request was held comes after all of the above.
-        if !later.isEmpty, connection.state == .open {
-            connection.startReading()
-            later.withUnsafeBytes { connection(connection, didRead: $0) }
-        }
+    }
+
+    /// The held request's work returned: the requests read after it go on.
+    private func resume(_ rest: ArraySlice<HTTPRequest>, _ output: HTTPRequestParser.Output) {
+        held = nil
+        guard connection.state == .open else { return }
+        releaseReading()
+        // A request answered with `Connection: close` ends the stream, as in `process`.
+        process(state.closing ? [] : rest, output)
+    }
+
+    /// The held request's work returned: the bytes read meanwhile are parsed now.
+    private func parseHeldBytes() {
+        held = nil
+        let bytes = heldBytes
+        heldBytes = []
+        guard connection.state == .open else { return }
+        releaseReading()
+        bytes.withUnsafeBytes { connection(connection, didRead: $0) }
+    }
+
+    private func holdReading() {
+        readingHeld = true
+        connection.stopReading()
+    }
+
+    /// Reads again, unless replies wait for the client to take them (`connectionDidDrain` will).
+    private func releaseReading() {
+        readingHeld = false
+        if !connection.isOverHighWater { connection.startReading() }
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
@@ -112,7 +138,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        if heldBytes.isEmpty { connection.startReading() }
+        if !readingHeld { connection.startReading() }
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
@@ -121,8 +147,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
 
     // MARK: Acting
 
-    /// Routes `request`; returns how to wait for its job-thread work when the next request must.
-    private func answer(_ request: HTTPRequest) -> Hold? {
+    /// Routes `request`; returns the hold on its job-thread work that the next request waits for.
+    private func answer(_ request: HTTPRequest) -> JobHold? {
         // An answer given while the route is still running is written below, with the others.
         answering = true
         defer { answering = false }
@@ -166,29 +192,14 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         return nil
     }
 
-    /// Waits for a request's job-thread work: its continuation runs once that work has returned.
-    typealias Hold = (_ resume: @escaping () -> Void) -> Void
-
-    /// Starts `start` on `slot`, with a handoff that tells when its work has returned. The wait
-    /// ends then, or when the answer is given (a replayed answer runs no work), whichever is first;
-    /// nil when it has ended already.
-    private func startHeld(_ slot: ResponseSlot, _ start: (JobHandoff, @escaping (Reply) -> Void) -> Void) -> Hold? {
-        var ended = false
-        var resume: (() -> Void)?
-        let end = {
-            guard !ended else { return }
-            ended = true
-            resume?()
-            resume = nil
-        }
-        let answer = door(for: slot)
-        start(services.handoff.inOrder(then: end)) { reply in
-            answer(reply)
-            end()
-        }
+    /// Starts `start` on `slot`, with a handoff that tells the hold returned of its work; nil when
+    /// the hold has ended already (answered at once, or refused).
+    private func startHeld(_ slot: ResponseSlot, _ start: (JobHandoff, @escaping (Reply) -> Void) -> Void) -> JobHold? {
+        let hold = JobHold()
+        slot.hold = hold
+        start(services.handoff.inOrder(hold), door(for: slot))
         writeReadyReplies()
-        if ended { return nil }
-        return { resume = $0 }
+        return hold.ended ? nil : hold
     }
 
     /// The door for a reply given later, on the loop: it fills `slot` and, unless the session is

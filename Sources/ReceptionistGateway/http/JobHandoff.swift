@@ -7,30 +7,30 @@ import ReceptionistWire
 /// replicated store's commit is answered when Redis has taken it): no thread waits for the
 /// answer, and the answer reaches the loop through the mailbox, the one door.
 ///
-/// A handoff made `inOrder(then:)` also tells the loop when the work has returned on its job
-/// thread: by then a commit has its place in its store's order (applied, journaled, or queued for
-/// the shared log), so a connection that waits for it before starting its next request keeps
-/// its requests' order, though the pool runs jobs side by side.
+/// A handoff made `inOrder` also tells a `JobHold` of each job it runs, so the loop can wait for
+/// the work to return on its job thread: by then a commit has its place in its store's order
+/// (applied, journaled, or queued for the shared log), so a connection that waits for it before
+/// starting its next request keeps its requests' order, though the pool runs jobs side by side.
+/// The loop asks only when something waits, so a lone request costs no extra post.
 struct JobHandoff: Sendable {
     let jobs: JobRunner
     let mailbox: Mailbox
-    /// Run on the loop once the work has returned (or was refused); nil when nothing waits.
-    private let returned: ThreadBound<() -> Void>?
+    /// Told of each job `run` starts; nil when nothing waits.
+    private let hold: JobHold?
 
     init(jobs: JobRunner, mailbox: Mailbox) {
-        self.init(jobs: jobs, mailbox: mailbox, returned: nil)
+        self.init(jobs: jobs, mailbox: mailbox, hold: nil)
     }
 
-    private init(jobs: JobRunner, mailbox: Mailbox, returned: ThreadBound<() -> Void>?) {
+    private init(jobs: JobRunner, mailbox: Mailbox, hold: JobHold?) {
         self.jobs = jobs
         self.mailbox = mailbox
-        self.returned = returned
+        self.hold = hold
     }
 
-    /// Loop thread: this handoff, calling `returned` on the loop once its work has returned on
-    /// its job thread, or at once if the job queue refused it.
-    func inOrder(then returned: @escaping () -> Void) -> JobHandoff {
-        JobHandoff(jobs: jobs, mailbox: mailbox, returned: ThreadBound(returned))
+    /// Loop thread: this handoff, telling `hold` of the job it runs (or that it was refused).
+    func inOrder(_ hold: JobHold) -> JobHandoff {
+        JobHandoff(jobs: jobs, mailbox: mailbox, hold: hold)
     }
 
     /// Loop thread: runs `work` on a job thread. `work` gives its reply, once, to the door it is
@@ -47,55 +47,32 @@ struct JobHandoff: Sendable {
     ) {
         let back = ThreadBound(answer)
         let mailbox = self.mailbox
-        let accepted: Bool
-        if let returned {
-            accepted = jobs.submit {
-                // A reply given before `work` returns (a store in memory) rides in one post with
-                // the news that it returned; one given later goes on its own.
-                let early = EarlyReply<Answer>()
-                work { reply in
-                    if !early.keep(reply) { _ = mailbox.post { back.value(reply) } }
-                }
-                let reply = early.close()
-                _ = mailbox.post {
-                    if let reply { back.value(reply) }
-                    returned.value()
-                }
-            }
-        } else {
-            accepted = jobs.submit {
+        guard let hold else {
+            let accepted = jobs.submit {
                 work { reply in
                     // If the loop has shut down the connection is gone too; the reply has no reader.
                     _ = mailbox.post { back.value(reply) }
                 }
             }
+            if !accepted { answer(whenFull) }
+            return
+        }
+        let accepted = jobs.submit {
+            work { reply in
+                let deliver: @Sendable () -> Void = { back.value(reply) }
+                if !hold.keep(deliver) { _ = mailbox.post(deliver) }
+            }
+            // A reply given before the work returned, and the news the loop waits for, share one post.
+            switch hold.returned() {
+            case (nil, false): break
+            case (let deliver?, false): _ = mailbox.post(deliver)
+            case (let deliver, true): _ = mailbox.post { deliver?(); hold.end() }
+            }
         }
         if !accepted {
             answer(whenFull)
-            returned?.value()
+            return hold.answered()
         }
-    }
-}
-
-/// A reply given while its work is still running, kept to be sent with the news that the work
-/// returned. Any thread; the lock orders `keep` against `close`.
-private final class EarlyReply<Answer: Sendable>: Sendable {
-    private let state = PThreadLock<(closed: Bool, reply: Answer?)>((false, nil))
-
-    /// Keeps `reply` if the work has not returned yet; false when it has (send it now).
-    func keep(_ reply: Answer) -> Bool {
-        state.withLock { state in
-            if state.closed { return false }
-            state.reply = reply
-            return true
-        }
-    }
-
-    /// The work returned: the reply kept, if any; later replies are not kept.
-    func close() -> Answer? {
-        state.withLock { state in
-            state.closed = true
-            return state.reply
-        }
+        hold.start()
     }
 }

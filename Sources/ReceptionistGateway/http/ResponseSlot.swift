@@ -20,10 +20,17 @@ final class ResponseSlot {
         self.reply = reply
     }
 
+    /// The hold on this request's job-thread work, which its answer ends (`HTTPSession.process`).
+    var hold: JobHold?
+
     /// The door for a reply given later, on the loop: fills the slot and tells the session. As a
     /// method of the slot, handed on as `slot.answer`, the door needs no allocation of its own.
     func answer(_ reply: Reply) {
         self.reply = reply
         session?.slotFilled()
+        if let hold {
+            self.hold = nil
+            hold.answered()
+        }
     }
 }

@@ -83,7 +83,8 @@ extension WebSocketSession {
             return nil
         }
         return { [unowned self] resume in
-            services.handoff.inOrder(then: resume).run({ reply in
+            let hold = JobHold()
+            services.handoff.inOrder(hold).run({ reply in
                 store.commit(operations, if: condition) { result in reply(result.map(\.version)) }
             }, answer: { [weak self] (result: Result<UInt64, StoreError>) in
                 guard let self, connection.state == .open else { return }
@@ -92,6 +93,7 @@ extension WebSocketSession {
                 case .failure(let error): sendError(Self.problem(error, ref: ref))
                 }
             }, whenFull: .failure(.unavailable("the job queue is full; retry later")))
+            if !hold.whenEnded(resume) { resume() }
         }
     }
 
