@@ -6,6 +6,8 @@
   consumer" and counted in `receptionist_refusals_total{reason="slow_consumer"}`.
 - The redis engine's commands waiting for Redis's replies are bounded by `--redis-max-pending`:
   past it a publish is answered 503 at once instead of queueing, and the loop stays responsive.
+- What a client sends behind a request whose job-thread work has not returned waits in the
+  kernel: the gateway keeps one read of it (invariant 58).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections import Counter
 
 import pytest
 
-from conftest import HOST, api, assert_json_error, http_client_request, json_ok, wait_for
+from conftest import HOST, api, assert_json_error, http_client_request, http_request, json_ok, wait_for
 from procstat import rss_bytes
 from test_cluster import RedisServer
 from test_metrics import scrape, value
@@ -32,6 +34,7 @@ from wsclient import (
     assert_changes_frame,
     connect,
     encode_frame,
+    kernel_buffer_budget,
     new_store,
     patch_model,
     put_model,
@@ -398,3 +401,44 @@ def test_redis_commands_waiting_are_bounded_and_the_loop_stays_responsive(start_
     wait_for(lambda: pending_commands(port) <= idle_pending, 10, "pending commands never went back down")
     after = json_ok(api(port, "POST", f"/api/topics/{topic}/messages", {"n": "after"}), 201)
     assert after["seq"] == 2 + statuses[201], after
+
+
+@pytest.mark.timeout(60)
+def test_a_connection_held_behind_a_commit_stops_reading(start_server, stallable_redis):
+    """A commit whose Idempotency-Key is being claimed in a sleeping Redis holds its connection
+    (invariant 58): what the client sends after it waits in the kernel, and the gateway keeps at
+    most one read of it. Were the held connection read on, the client could push all 64 MiB."""
+    redis = stallable_redis
+    node = start_server("--engine", "redis", "--redis-url", redis.url, "--publish-rate", "0")
+    port = node.port
+    wait_for(lambda: json_ok(api(port, "GET", "/readyz")).get("redis") == "up", 10, "the node never reached Redis")
+    store = unique("held")
+    json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+
+    sleeper = socket.create_connection((HOST, redis.port), timeout=STALL_SECONDS + 10)
+    sleeper.sendall(b"DEBUG SLEEP %d\r\n" % STALL_SECONDS)
+    probe = socket.create_connection((HOST, redis.port), timeout=STALL_SECONDS + 10)
+    probe.sendall(b"PING\r\n")
+    assert not select.select([probe], [], [], 0.2)[0], "Redis answered a PING: it is not asleep"
+
+    body = json.dumps({"changes": [{"op": "put", "model": "m", "value": {"n": 1}}]}).encode()
+    held = http_request("POST", f"/api/stores/{store}/changes",
+                        {"Content-Type": "application/json", "Idempotency-Key": unique("key")}, body)
+    after = http_request("GET", f"/api/stores/{store}", {}, b"") * 4096
+    requests = value(scrape(port), "receptionist_http_requests_total")
+    with socket.create_connection((HOST, port), timeout=10) as client:
+        client.sendall(held)
+        # The commit is read alone, and held; what follows arrives while it is.
+        wait_for(lambda: value(scrape(port), "receptionist_http_requests_total") >= requests + 2, 5,
+                 "the commit was never read")
+        client.setblocking(False)
+        pushed, deadline = 0, time.monotonic() + 1.0
+        while pushed < (64 << 20) and time.monotonic() < deadline:
+            try:
+                pushed += client.send(after)
+            except BlockingIOError:
+                select.select([], [client], [], 0.05)
+        assert pushed < kernel_buffer_budget() + (64 << 10), f"{pushed} bytes taken while held"
+    sleeper.recv(64)
+    probe.recv(64)
+    assert json_ok(api(port, "GET", f"/api/stores/{store}"))["version"] <= 1
