@@ -71,7 +71,7 @@ struct JobHandoff: Sendable {
         }
         if !accepted {
             answer(whenFull)
-            return hold.answered()
+            return hold.end()
         }
         hold.start()
     }

@@ -43,12 +43,6 @@ final class JobHold: @unchecked Sendable {
         if resume != nil, !askForReturn() { end() }
     }
 
-    /// The request was answered, or its job refused: its work, if it ran any, has returned
-    /// (a reply given before that is posted with the news).
-    func answered() {
-        end()
-    }
-
     /// True when `resume` will run once the hold ends; false when it has ended already.
     func whenEnded(_ resume: @escaping () -> Void) -> Bool {
         checkThread()
@@ -71,7 +65,9 @@ final class JobHold: @unchecked Sendable {
         }
     }
 
-    /// Loop: the hold is over; what waited goes on.
+    /// Loop: the hold is over, as the work returned, the request was answered (its work, if it
+    /// ran any, returned: a reply given before that is posted with the news), or the job was
+    /// refused. What waited goes on.
     func end() {
         checkThread()
         guard !isEnded else { return }

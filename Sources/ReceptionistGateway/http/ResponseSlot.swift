@@ -30,7 +30,7 @@ final class ResponseSlot {
         session?.slotFilled()
         if let hold {
             self.hold = nil
-            hold.answered()
+            hold.end()
         }
     }
 }
