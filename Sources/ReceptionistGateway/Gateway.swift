@@ -68,7 +68,7 @@ public final class Gateway {
         let boundHub = LoopBound(hub, loop: loop)
         let mailbox = loop.mailbox
         let router = Router(
-            staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, mailbox: loop.mailbox, hub: hub,
+            staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, hub: hub,
             publisher: publisher, idempotency: Idempotency(store: started.idempotency), config: config, access: access, counters: counters,
             operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } },
             storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) }, hooks: hooks)

@@ -11,7 +11,6 @@ import ReceptionistWire
 struct StoreAPI {
     let stores: StoreRegistry
     let idempotency: Idempotency
-    let handoff: JobHandoff
     /// Tells the hub on the loop that a store was deleted (its subscribers are told).
     let deleted: @Sendable (String) -> Void
     /// The cluster's log in Redis, which reads of the past fall back on when a replica's history

@@ -35,18 +35,20 @@ struct ClientReads {
     }
 
     /// Decides the read, then answers it through `route`, handed what the reader may see (nil:
-    /// all of it).
+    /// all of it). A job, so the connection's later requests wait for the hook and the read, as
+    /// they wait for any store read (invariant 58).
     func route(
         _ request: HTTPRequest, target: StreamTarget, client: String,
-        then route: @escaping (SubscriptionOptions?) -> RouteResult, perform: @escaping (RouteResult, @escaping (Reply) -> Void) -> Void
+        then route: @escaping (SubscriptionOptions?) -> RouteResult,
+        perform: @escaping (RouteResult, JobHandoff, @escaping (Reply) -> Void) -> Void
     ) -> RouteResult {
-        .later { done in
+        .job { handoff, done in
             identify(request, client: client) { identity in
                 switch identity {
                 case .failure(let refusal):
                     done(refusal.reply)
                 case .success(let claims) where claims.allows(target):
-                    perform(route(nil), done)
+                    perform(route(nil), handoff, done)
                 case .success(let claims):
                     let (user, info) = HookRequests.identity(claims)
                     // What the read asks for, as the hook is told of a subscription's options (a
@@ -56,7 +58,7 @@ struct ClientReads {
                         client: .string("http " + client), user: user, info: info, target: target, options: options, presence: false)
                     hooks.call(.subscribe, body) { answer in
                         switch HookDecision.subscribe(answer, asked: .none) {
-                        case .success(let allowed): perform(route(allowed), done)
+                        case .success(let allowed): perform(route(allowed), handoff, done)
                         case .failure(let problem):
                             if problem.code == .forbidden { counters.refused(.hookDenied) }
                             done(.error(problem.code == .unavailable ? .serviceUnavailable : .forbidden, problem.message))

@@ -28,14 +28,14 @@ final class Router {
     private let operations: OperationsEndpoints
 
     init(
-        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, mailbox: Mailbox, hub: PushHub,
+        staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
         counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String) -> Void,
         storeLog: LoopBound<any StoreSource>?, hooks: HookClient? = nil
     ) {
         self.staticFiles = staticFiles
         storeAPI = StoreAPI(
-            stores: stores, idempotency: idempotency, handoff: JobHandoff(jobs: jobs, mailbox: mailbox), deleted: storeDeleted,
+            stores: stores, idempotency: idempotency, deleted: storeDeleted,
             log: storeLog)
         jobAPI = JobAPI(stores: stores, jobs: jobs)
         topicAPI = TopicAPI(hub: hub, publisher: publisher, idempotency: idempotency)
@@ -141,7 +141,7 @@ final class Router {
                 // A topic's messages are read whole or not at all: nothing in them to narrow.
                 if case .topic = target { return topicAPI.route(request, rest, scope: scope) }
                 return storeAPI.route(request, rest, scope: scope, limit: allowed)
-            }, perform: { [storeAPI] result, done in Self.perform(result, handoff: storeAPI.handoff, done) })
+            }, perform: { result, handoff, done in Self.perform(result, handoff: handoff, done) })
         case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
