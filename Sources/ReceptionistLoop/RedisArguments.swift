@@ -49,11 +49,18 @@ public struct RedisArguments: Sendable, Equatable {
         end()
     }
 
-    /// A number, as its decimal digits.
+    /// A number, as its decimal digits: header, digits and line end laid out on the stack and
+    /// appended as one copy (appended piece by piece, a timestamp cost about 570 instructions).
     public mutating func append(_ value: UInt64) {
-        header(JSONWriter.decimalCount(value))
-        JSONWriter.writeDecimal(value, to: &bytes)
-        end()
+        count += 1
+        appendScratch { start in
+            let digits = JSONWriter.decimalCount(value)
+            var end = Self.writeHeader(digits, at: start)
+            end += JSONWriter.writeDecimal(value, at: start + end)
+            start[end] = 13
+            start[end + 1] = 10
+            return end + 2
+        }
     }
 
     /// A count or a bound; never negative.
@@ -80,14 +87,30 @@ public struct RedisArguments: Sendable, Equatable {
 
     private mutating func header(_ length: Int) {
         count += 1
-        bytes.append(UInt8(ascii: "$"))
-        JSONWriter.writeDecimal(UInt64(length), to: &bytes)
-        end()
+        appendScratch { Self.writeHeader(length, at: $0) }
+    }
+
+    /// `$<length>\r\n` from `start`; returns how many bytes (at most 23).
+    private static func writeHeader(_ length: Int, at start: UnsafeMutablePointer<UInt8>) -> Int {
+        start[0] = UInt8(ascii: "$")
+        let digits = JSONWriter.writeDecimal(UInt64(length), at: start + 1)
+        start[digits + 1] = 13
+        start[digits + 2] = 10
+        return digits + 3
+    }
+
+    /// Appends what `write` lays out (at most 48 bytes) on the stack, as one copy.
+    private mutating func appendScratch(_ write: (UnsafeMutablePointer<UInt8>) -> Int) {
+        var scratch: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &scratch) { raw in
+            let start = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            let count = write(start)
+            bytes.append(contentsOf: UnsafeBufferPointer(start: start, count: count))
+        }
     }
 
     /// CR LF.
     private mutating func end() {
-        bytes.append(13)
-        bytes.append(10)
+        JSONWriter.writeLiteral("\r\n", to: &bytes)
     }
 }
