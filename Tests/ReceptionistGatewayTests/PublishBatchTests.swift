@@ -9,11 +9,13 @@ import Testing
 
     @Test func topicsKeepTheirFirstOrderAndEachTopicItsMessagesOrder() {
         var batch = PublishBatch()
-        for (topic, text) in [("b", "1"), ("a", "2"), ("b", "3"), ("a", "4"), ("c", "5"), ("b", "6")] {
+        // Runs of one topic and switches between topics, each way.
+        let published = [("b", "1"), ("b", "2"), ("a", "3"), ("b", "4"), ("a", "5"), ("a", "6"), ("c", "7"), ("b", "8")]
+        for (topic, text) in published {
             batch.append(message(topic, text))
         }
         #expect(batch.topics.map(\.name) == ["b", "a", "c"])
-        #expect(batch.topics.map(\.indexes) == [[0, 2, 5], [1, 3], [4]])
+        #expect(batch.topics.map(\.indexes) == [[0, 1, 3, 7], [2, 4, 5], [6]])
     }
 
     @Test func theScriptIsGivenEachTopicsKeysThenItsMessagesInOrder() {

@@ -55,7 +55,9 @@ extension ClusterEngine {
         _ following: (reader: StreamReader, follower: TopicFollower), _ answers: PublishAnswers
     ) {
         let (reader, follower) = following
-        if follower.mirrorOwn(indexes.map { batch.messages[$0] }, numbered: numbers, reader: reader) {
+        // A batch of one topic is its messages in order, as they are: no copy.
+        let messages = indexes.count == batch.messages.count ? batch.messages : indexes.map { batch.messages[$0] }
+        if follower.mirrorOwn(messages, numbered: numbers, reader: reader) {
             for (offset, index) in indexes.enumerated() { answers.answer(index, .success(numbers.first + UInt64(offset))) }
             return
         }

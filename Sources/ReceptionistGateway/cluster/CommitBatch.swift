@@ -14,6 +14,7 @@ struct CommitBatch: ScriptBatch {
     /// Commits one script call takes at most: a publish batch's bound (`PublishBatch.maxMessages`),
     /// so that a commit call holds Redis no longer than a publish call does.
     static let maxCommits = 32
+    static var capacity: Int { maxCommits }
     /// Bytes of entries and models one script call takes at most (a batch always takes its first).
     static let maxBytes = 1 << 20
 

@@ -17,6 +17,7 @@ struct PublishBatch: ScriptBatch {
     /// little of Redis's work (its per-call part is about three messages') and keep Redis idle
     /// while the node reads them.
     static let maxMessages = 32
+    static var capacity: Int { maxMessages }
     /// Bytes of message data one script call takes at most (a batch always takes its first message).
     static let maxBytes = 1 << 20
 
@@ -45,6 +46,9 @@ struct PublishBatch: ScriptBatch {
     /// Each topic, in the order it first came, with the indexes of its messages in order.
     private(set) var topics: [(name: String, indexes: [Int])] = []
     private var topicIndex: [String: Int] = [:]
+    /// The topic the last message went to, looked at before `topicIndex`: a batch is most often
+    /// one topic's, which then costs no hashing.
+    private var lastSlot = 0
     private var bytes = 0
 
     var isEmpty: Bool { messages.isEmpty }
@@ -62,13 +66,22 @@ struct PublishBatch: ScriptBatch {
     /// Adds `message` (check `fits` first).
     mutating func append(_ message: Message) {
         let index = messages.count
+        // Room for a full batch at once, not grown as it fills.
+        if index == 0 { messages.reserveCapacity(Self.maxMessages) }
         messages.append(message)
         bytes += message.data.count
-        if let slot = topicIndex[message.topic] {
+        if index > 0, topics[lastSlot].name == message.topic {
+            topics[lastSlot].indexes.append(index)
+        } else if let slot = topicIndex[message.topic] {
             topics[slot].indexes.append(index)
+            lastSlot = slot
         } else {
-            topicIndex[message.topic] = topics.count
-            topics.append((message.topic, [index]))
+            lastSlot = topics.count
+            topicIndex[message.topic] = lastSlot
+            var indexes = [index]
+            // The first topic is most often the only one.
+            if lastSlot == 0 { indexes.reserveCapacity(Self.maxMessages) }
+            topics.append((message.topic, indexes))
         }
     }
 

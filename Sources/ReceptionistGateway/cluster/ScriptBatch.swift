@@ -7,6 +7,8 @@ protocol ScriptBatch {
     /// is wrapped in a conversion thunk, an allocation and a call more for every item).
     associatedtype Waiter
     init()
+    /// The most items a batch takes (a bound in bytes may end it sooner).
+    static var capacity: Int { get }
     var isEmpty: Bool { get }
     /// Whether no more items fit.
     var isFull: Bool { get }

@@ -31,6 +31,7 @@ final class ScriptBatcher<Batch: ScriptBatch> {
     func add(_ item: Batch.Item, _ waiter: Batch.Waiter) {
         if !batch.fits(item) { sendNow() }
         batch.append(item)
+        if waiters.isEmpty { waiters.reserveCapacity(Batch.capacity) }
         waiters.append(waiter)
         if batch.isFull { sendNow() } else { task?.schedule() }
     }
