@@ -72,9 +72,10 @@ struct TopicAPI {
                 return answer(outcome.value)
             })
         }
+        // Without a key there is nothing to claim: the answer goes straight to the door, and the
+        // request is not kept meanwhile.
+        guard let key else { return .later { done in log.publish(name, data: json) { done(answer($0)) } } }
         return .later { done in
-            // Without a key there is nothing to claim: the answer goes straight to the door.
-            guard let key else { return log.publish(name, data: json) { done(answer($0)) } }
             idempotency.run(key, scope: scope, request: request, later: { reply in
                 log.publish(name, data: json) { reply(answer($0)) }
             }, done: done)
