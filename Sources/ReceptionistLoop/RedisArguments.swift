@@ -109,8 +109,9 @@ public struct RedisArguments: Sendable, Equatable {
         }
     }
 
-    /// CR LF.
+    /// CR LF, appended byte by byte: cheaper than a copy of two.
     private mutating func end() {
-        JSONWriter.writeLiteral("\r\n", to: &bytes)
+        bytes.append(13)
+        bytes.append(10)
     }
 }
