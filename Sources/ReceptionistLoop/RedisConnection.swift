@@ -30,6 +30,10 @@ public final class RedisConnection {
     public private(set) var pendingCommands = 0
     public var maxPendingCommands = 100_000
 
+    /// What the owner has set up on the current connection, and must set up again on the next
+    /// (the scripts Redis has been sent whole, say): emptied each time a connection is begun.
+    public var established: Set<String> = []
+
     /// Called each time a connection is established (and `AUTH`/`SELECT` are queued).
     public var onConnected: (() -> Void)?
     /// Called when a connection is lost or an attempt fails; a retry is already scheduled.
@@ -203,6 +207,7 @@ public final class RedisConnection {
         }
         self.context = context
         state = .connecting
+        established = []
         // Queued now, sent first once the socket connects.
         if let password = endpoint.password {
             let auth = endpoint.user.map { ["AUTH", $0, password] } ?? ["AUTH", password]

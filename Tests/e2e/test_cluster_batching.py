@@ -208,6 +208,24 @@ def pipelined_commits(port: int, stores: list[str]) -> list[dict]:
         return [json_ok(conn.read_response()) for _ in requests]
 
 
+def test_no_script_call_is_refused_so_none_runs_after_calls_made_later(start_server, redis):  # noqa: F811
+    # A fresh Redis knows none of the scripts. Each goes whole the first time on a connection and
+    # by digest after, and Redis runs a connection's commands in the order sent: no call is refused
+    # NOSCRIPT, to be sent again whole after calls made later, so each connection's publishes are
+    # numbered in the order it sent them.
+    a = start_node(start_server, redis)
+    topic, store = unique("scripts"), unique("scripts")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    json_ok(api(a.port, "POST", f"/api/stores/{store}/changes", {"changes": [{"op": "put", "model": "m", "value": {"n": 1}}]}))
+    answers = on_connections(lambda connection: pipelined_publishes(a.port, connection, [topic]))
+    for connection, replies in answers.items():
+        seqs = [reply["seq"] for reply in replies]
+        assert seqs == sorted(seqs), (connection, seqs)
+    assert script_calls(redis) > 0
+    errors = redis_command(redis, "INFO", "errorstats").decode()
+    assert "NOSCRIPT" not in errors, errors
+
+
 def test_a_burst_of_commits_goes_in_fewer_script_calls_each_applied_once(start_server, redis):  # noqa: F811
     a, b = start_node(start_server, redis), start_node(start_server, redis)
     stores = [unique("commits") for _ in range(STORES)]

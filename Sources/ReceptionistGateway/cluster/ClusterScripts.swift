@@ -301,14 +301,25 @@ struct RedisScript: Sendable {
 }
 
 extension RedisConnection {
-    /// Runs `script` by its digest; the first time a Redis does not know it (`NOSCRIPT`: new, or
-    /// restarted), sends it whole, which also loads it. `rest` is what follows the script in
-    /// `EVAL`: the number of keys, the keys, the arguments.
+    /// Runs `script`: whole (`EVAL`, which also loads it) the first time on this connection, by
+    /// its digest (`EVALSHA`) after that. Redis runs one connection's commands in the order sent,
+    /// so every later call finds the script loaded, and the calls run in the order made. (Sent by
+    /// digest first, a call refused `NOSCRIPT` and sent again whole would run after calls made
+    /// later: a batch of publishes numbered after the next one.) Should Redis lose its scripts
+    /// while connected (`SCRIPT FLUSH`), a call refused is sent whole again, and so are the next.
+    /// `rest` is what follows the script in `EVAL`: the number of keys, the keys, the arguments.
     @discardableResult
     func eval(_ script: RedisScript, _ rest: RedisArguments, reply: @escaping (RedisReply?) -> Void) -> Bool {
-        send(command: rest.command("EVALSHA", script.sha1)) { [weak self] answer in
+        guard established.contains(script.sha1) else {
+            let sent = send(command: rest.command("EVAL", script.source), reply: reply)
+            if sent { established.insert(script.sha1) }
+            return sent
+        }
+        return send(command: rest.command("EVALSHA", script.sha1)) { [weak self] answer in
             guard case .error(let text)? = answer, text.hasPrefix("NOSCRIPT") else { return reply(answer) }
-            guard let self, self.send(command: rest.command("EVAL", script.source), reply: reply) else { return reply(nil) }
+            guard let self else { return reply(nil) }
+            self.established.remove(script.sha1)
+            guard self.eval(script, rest, reply: reply) else { return reply(nil) }
         }
     }
 
