@@ -8,6 +8,7 @@ redis engine (engines.py), with more job threads than cores, so that jobs do ove
 from __future__ import annotations
 
 import json
+import socket
 
 from conftest import RawConnection, api, http_request, json_ok
 from engines import engine  # noqa: F401  (a fixture)
@@ -87,3 +88,25 @@ def test_nothing_pipelined_after_a_commit_sent_with_connection_close_is_read(eng
         assert json_ok(conn.read_response())["version"] == 1
         assert conn.sock.recv(1) == b""
     assert json_ok(api(port, "GET", f"/api/stores/{store}"))["version"] == 1
+
+
+def test_a_client_that_half_closes_after_pipelining_gets_every_answer(engine):  # noqa: F811
+    # A client may shut its side down once it has sent its last request, and read on. Every
+    # request it sent is still run and answered, in order: commits that hold back what follows
+    # them, and publishes whose answers come later (from Redis, on that engine). Then the gateway
+    # closes.
+    port = engine.start(*OPTIONS).port
+    store = new_store(port)
+    headers = {"Content-Type": "application/json"}
+    requests = []
+    for n in range(COMMITS // 4):
+        requests.append(http_request("POST", f"/api/stores/{store}/changes", headers, json.dumps(change(n)).encode()))
+        requests.append(http_request("POST", f"/api/topics/{store}/messages", headers, json.dumps({"n": n}).encode()))
+    with RawConnection(port, timeout=30) as conn:
+        conn.send(b"".join(requests))
+        conn.sock.shutdown(socket.SHUT_WR)
+        # A commit is answered 200, a publish 201.
+        answers = [json_ok(conn.read_response(), 201 if n % 2 else 200) for n in range(len(requests))]
+        assert conn.sock.recv(1) == b"", "the gateway closes once every request is answered"
+    assert [a["version"] for a in answers[0::2]] == list(range(1, COMMITS // 4 + 1)), answers
+    assert [a["seq"] for a in answers[1::2]] == list(range(1, COMMITS // 4 + 1)), [a["seq"] for a in answers[1::2]]

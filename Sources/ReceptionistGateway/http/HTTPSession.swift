@@ -29,6 +29,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var heldBytes: [UInt8] = []
     /// Reading is stopped until the held request's work returns.
     private var readingHeld = false
+    /// The client shut its side down: what it sent is still answered, then the connection closes.
+    private var inputEnded = false
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -119,6 +121,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         guard connection.state == .open else { return }
         releaseReading()
         bytes.withUnsafeBytes { connection(connection, didRead: $0) }
+        // Bytes after a closing request are not parsed, and so reach no `closeIfDone` of their own.
+        closeIfDone()
     }
 
     private func holdReading() {
@@ -126,19 +130,22 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         connection.stopReading()
     }
 
-    /// Reads again, unless replies wait for the client to take them (`connectionDidDrain` will).
+    /// Reads again, unless replies wait for the client to take them (`connectionDidDrain` will),
+    /// or the client has sent all it will.
     private func releaseReading() {
         readingHeld = false
-        if !connection.isOverHighWater { connection.startReading() }
+        if !inputEnded && !connection.isOverHighWater { connection.startReading() }
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
-        // The peer sent everything it will send; whatever is queued still goes out.
-        connection.closeAfterFlush()
+        // The peer sent everything it will send (it may still read): the requests it sent are
+        // answered, those held back included, and the connection closes after the last answer.
+        inputEnded = true
+        closeIfDone()
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        if !readingHeld { connection.startReading() }
+        if !readingHeld && !inputEnded { connection.startReading() }
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
@@ -261,8 +268,11 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         return String(target[...query]) + pairs.map { $0.hasPrefix("token=") ? "token=…" : String($0) }.joined(separator: "&")
     }
 
+    /// Closes once every reply owed is queued and nothing read waits behind a held request, if the
+    /// stream is ending: a closing request answered, or the client's side shut down.
     private func closeIfDone() {
-        if slots.isEmpty && state.afterResponse() == .close {
+        guard slots.isEmpty, !readingHeld else { return }
+        if inputEnded || state.afterResponse() == .close {
             connection.closeAfterFlush()
         }
     }
