@@ -226,6 +226,23 @@ def test_no_script_call_is_refused_so_none_runs_after_calls_made_later(start_ser
     assert "NOSCRIPT" not in errors, errors
 
 
+def test_scripts_redis_loses_while_connected_are_sent_whole_again(start_server, redis):  # noqa: F811
+    # `SCRIPT FLUSH` empties Redis's script cache under a connected node: the next calls are
+    # refused NOSCRIPT, sent again whole, and answered; nothing is lost or applied twice.
+    a = start_node(start_server, redis)
+    topic, store = unique("flush"), unique("flush")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": 0}), 201)["seq"] == 1
+    assert redis_command(redis, "SCRIPT", "FLUSH") == b"+OK"
+    replies = pipelined_publishes(a.port, 0, [topic])
+    assert [reply["seq"] for reply in replies] == list(range(2, PER_CONNECTION + 2)), replies
+    change = {"changes": [{"op": "put", "model": "m", "value": {"n": 1}}]}
+    assert json_ok(api(a.port, "POST", f"/api/stores/{store}/changes", change))["version"] == 1
+    assert json_ok(api(a.port, "GET", f"/api/stores/{store}"))["models"] == {"m": {"n": 1}}
+    errors = redis_command(redis, "INFO", "errorstats").decode()
+    assert "errorstat_NOSCRIPT" in errors, f"no call was refused, so none was sent again: {errors}"
+
+
 def test_a_burst_of_commits_goes_in_fewer_script_calls_each_applied_once(start_server, redis):  # noqa: F811
     a, b = start_node(start_server, redis), start_node(start_server, redis)
     stores = [unique("commits") for _ in range(STORES)]
