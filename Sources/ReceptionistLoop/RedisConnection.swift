@@ -31,8 +31,10 @@ public final class RedisConnection {
     public var maxPendingCommands = 100_000
 
     /// What the owner has set up on the current connection, and must set up again on the next
-    /// (the scripts Redis has been sent whole, say): emptied each time a connection is begun.
-    public var established: Set<String> = []
+    /// (the scripts Redis has been sent whole, say): emptied each time a connection is begun. A
+    /// few names, looked up in turn: a name held in one `static let` is the same string each time,
+    /// found without hashing or comparing its bytes.
+    public var established: [String] = []
 
     /// Called each time a connection is established (and `AUTH`/`SELECT` are queued).
     public var onConnected: (() -> Void)?

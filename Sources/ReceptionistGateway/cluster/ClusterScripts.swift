@@ -312,14 +312,14 @@ extension RedisConnection {
     func eval(_ script: RedisScript, _ rest: RedisArguments, reply: @escaping (RedisReply?) -> Void) -> Bool {
         guard established.contains(script.sha1) else {
             let sent = send(command: rest.command("EVAL", script.source), reply: reply)
-            if sent { established.insert(script.sha1) }
+            if sent { established.append(script.sha1) }
             return sent
         }
         return send(command: rest.command("EVALSHA", script.sha1)) { [weak self] answer in
             guard case .error(let text)? = answer, text.hasPrefix("NOSCRIPT") else { return reply(answer) }
             guard let self else { return reply(nil) }
-            self.established.remove(script.sha1)
-            guard self.eval(script, rest, reply: reply) else { return reply(nil) }
+            self.established.removeAll { $0 == script.sha1 }
+            if !self.eval(script, rest, reply: reply) { reply(nil) }
         }
     }
 
