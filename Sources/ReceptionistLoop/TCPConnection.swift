@@ -32,7 +32,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     }
 
     /// A connection's yes-or-no facts, in one byte.
-    private struct Flags: OptionSet {
+    struct Flags: OptionSet {
         let rawValue: UInt8
         static let flushScheduled = Flags(rawValue: 1 << 0)
         /// Waiting for the loop's write delay (`delaysWrites`); an urgent write still flushes now.
@@ -51,7 +51,7 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     // Every connection holds these: the one-byte fields first, where they fill what `LoopHandle`
     // leaves of its last word, and no optionals that would pad a word each.
     public private(set) var state: State = .open
-    private var flags: Flags = []
+    private(set) var flags: Flags = []
     /// Where the connection's owner keeps it (the gateway's connection table), or -1: the owner
     /// then needs no dictionary keyed by the connection.
     public var ownerSlot: Int32 = -1
@@ -93,6 +93,9 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// A write answered `.backpressure`, and the queue has not emptied since (`connectionDidDrain`
     /// comes when it does).
     public var isOverHighWater: Bool { flags.contains(.overHighWater) }
+
+    /// The peer shut its side down (EOF read): nothing more will come, though it may still read.
+    public var peerFinished: Bool { flags.contains(.peerFinished) }
 
     /// Bytes the kernel has already refused: what is queued, less what was written since the last
     /// flush. A slow-client policy looks at this, not `queuedBytes`, so a burst written within one
@@ -152,8 +155,9 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
 
     // MARK: Reading
 
+    /// Watches for bytes; after the peer's EOF there are none, so reading does not start again.
     public func startReading() {
-        guard state == .open || state == .lingering, !flags.contains(.reading) else { return }
+        guard state == .open || state == .lingering, !flags.contains(.reading), !flags.contains(.peerFinished) else { return }
         flags.insert(.reading)
         watch()
     }

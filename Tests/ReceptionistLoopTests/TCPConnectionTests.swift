@@ -31,6 +31,19 @@ private final class Blaster: TCPConnectionDelegate {
     func connectionDidClose(_ connection: TCPConnection) {}
 }
 
+/// On the peer's EOF, asks to read again and answers what the connection then says: whether the
+/// peer has finished, and whether reading started again (it must not: nothing more can come).
+private final class ReadAfterEOF: TCPConnectionDelegate {
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {}
+    func connectionDidReadEOF(_ connection: TCPConnection) {
+        connection.startReading()
+        connection.write(Array("finished=\(connection.peerFinished) reading=\(connection.flags.contains(.reading))".utf8))
+        connection.closeAfterFlush()
+    }
+    func connectionDidDrain(_ connection: TCPConnection) {}
+    func connectionDidClose(_ connection: TCPConnection) {}
+}
+
 /// A blocking client socket with timeouts, for tests.
 struct TestClient {
     let fd: Int32
@@ -117,6 +130,17 @@ struct TestClient {
         let echoed = client.readAll()
         client.close()
         #expect(echoed == message)
+        #expect(stop())
+    }
+
+    @Test(.timeLimit(.minutes(10)))
+    func readingDoesNotStartAgainAfterThePeersEOF() throws {
+        let (_, port, stop) = serve({ ReadAfterEOF() })
+        let client = try TestClient(port: port)
+        client.shutdownWrite()
+        let answer = String(decoding: client.readAll(), as: UTF8.self)
+        client.close()
+        #expect(answer == "finished=true reading=false")
         #expect(stop())
     }
 

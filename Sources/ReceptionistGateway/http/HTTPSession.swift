@@ -29,8 +29,6 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var heldBytes: [UInt8] = []
     /// Reading is stopped until the held request's work returns.
     private var readingHeld = false
-    /// The client shut its side down: what it sent is still answered, then the connection closes.
-    private var inputEnded = false
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -130,22 +128,20 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         connection.stopReading()
     }
 
-    /// Reads again, unless replies wait for the client to take them (`connectionDidDrain` will),
-    /// or the client has sent all it will.
+    /// Reads again, unless replies wait for the client to take them (`connectionDidDrain` will).
     private func releaseReading() {
         readingHeld = false
-        if !inputEnded && !connection.isOverHighWater { connection.startReading() }
+        if !connection.isOverHighWater { connection.startReading() }
     }
 
     func connectionDidReadEOF(_ connection: TCPConnection) {
         // The peer sent everything it will send (it may still read): the requests it sent are
         // answered, those held back included, and the connection closes after the last answer.
-        inputEnded = true
         closeIfDone()
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        if !readingHeld && !inputEnded { connection.startReading() }
+        if !readingHeld { connection.startReading() }
     }
 
     func connectionDidClose(_ connection: TCPConnection) {
@@ -272,7 +268,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// stream is ending: a closing request answered, or the client's side shut down.
     private func closeIfDone() {
         guard slots.isEmpty, !readingHeld else { return }
-        if inputEnded || state.afterResponse() == .close {
+        if connection.peerFinished || state.afterResponse() == .close {
             connection.closeAfterFlush()
         }
     }
