@@ -18,8 +18,18 @@ import Testing
         let entries = StreamEntry.parse(xread: reply)
         #expect(entries.map(\.id) == ["1700-0", "1700-1"])
         #expect(entries[0].number("s") == 1 && entries[0].number("t") == 99)
-        #expect(entries[0].fields["d"] == Array("{\"a\":1}".utf8))
+        #expect(entries[0].field("d") == Array("{\"a\":1}".utf8))
         #expect(entries[1].number("t") == nil)
+        #expect(entries[1].field("x") == nil && entries[1].field("") == nil && entries[1].field("dd") == nil)
+    }
+
+    @Test func aFieldIsFoundByItsNameAmongTheOthers() {
+        let entry = StreamEntry(id: "1-0", flat: [.integer(7), bulk("x"), bulk("e"), bulk("ab"), bulk("d"), .null, bulk("n"), bulk("12"), bulk("odd")])
+        #expect(entry.field("e") == Array("ab".utf8))
+        #expect(entry.field("d") == nil, "a value that is not a string")
+        #expect(entry.number("n") == 12 && entry.number("e") == nil)
+        #expect(entry.field("x") == nil, "a value in a name's place is not a name")
+        #expect(entry.field("odd") == nil, "a name without a value")
     }
 
     @Test func nothingNewOrAMalformedReplyGivesNoEntries() {

@@ -24,7 +24,7 @@ extension ClusterEngine {
         let link = shard(topic)
         readBack(link, key: link.keys.topicLog(topic), number: "s", after: after, through: through, latest: latest, done: done) {
             entry, seq in
-            TopicEntry(seq: seq, publishedAt: entry.number("t") ?? 0, data: entry.fields["d"] ?? Array("null".utf8))
+            TopicEntry(seq: seq, publishedAt: entry.number("t") ?? 0, data: entry.field("d") ?? Array("null".utf8))
         }
     }
 
@@ -36,7 +36,7 @@ extension ClusterEngine {
         let link = shard(store)
         readBack(link, key: link.keys.storeLog(store), number: "v", after: after, through: through, latest: latest, done: done) {
             entry, _ in
-            guard let json = entry.fields["c"], let value = try? JSONParser.parse(json) else { return nil }
+            guard let json = entry.field("c"), let value = try? JSONParser.parse(json) else { return nil }
             return ReplicatedChangeSet.changeSet(of: store, value)
         }
     }

@@ -87,7 +87,7 @@ struct ClusterKeys: Sendable {
 
     static func decode(_ payload: [UInt8]) -> Notice? {
         guard payload.count > 2, payload[1] == UInt8(ascii: ":") else { return nil }
-        let name = String(decoding: payload[2...], as: UTF8.self)
+        var name: String { String(decoding: payload[2...], as: UTF8.self) }
         switch payload[0] {
         case UInt8(ascii: "n"): return .storeCreated(name)
         case UInt8(ascii: "s"): return .storeChanged(name)
@@ -96,9 +96,16 @@ struct ClusterKeys: Sendable {
             guard parts.count == 2, !parts[0].isEmpty else { return nil }
             return .storeDeleted(String(parts[0]), epoch: String(parts[1]))
         case UInt8(ascii: "t"):
-            let parts = name.split(separator: ":", omittingEmptySubsequences: false)
-            guard parts.count == 3, let seq = UInt64(parts[1]), !parts[2].isEmpty else { return .topicPublished(name) }
-            return .topicPublished(String(parts[0]), seq: seq, epoch: String(parts[2]))
+            // `name:seq:epoch`, read from the bytes: one comes for every call that publishes, and
+            // a `String` split walks characters.
+            let colon = UInt8(ascii: ":")
+            guard let first = payload[2...].firstIndex(of: colon), let second = payload[(first + 1)...].firstIndex(of: colon),
+                  second + 1 < payload.count, !payload[(second + 1)...].contains(colon),
+                  let seq = DecimalDigits.value(payload[(first + 1)..<second])
+            else { return .topicPublished(name) }
+            return .topicPublished(
+                String(decoding: payload[2..<first], as: UTF8.self), seq: seq,
+                epoch: String(decoding: payload[(second + 1)...], as: UTF8.self))
         case UInt8(ascii: "p"):
             let parts = name.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
             guard parts.count == 3, !parts[0].isEmpty, !parts[2].isEmpty else { return nil }

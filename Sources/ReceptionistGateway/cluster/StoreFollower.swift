@@ -76,7 +76,7 @@ final class StoreFollower: StreamFollower {
         guard !stopped else { return }
         var batch: [(UInt64, [UInt8])] = []
         for entry in entries {
-            guard let version = entry.number("v"), let json = entry.fields["c"] else { continue }
+            guard let version = entry.number("v"), let json = entry.field("c") else { continue }
             guard var cursor = reader.cursor else { break }
             let verdict = cursor.accept(id: entry.id, number: version)
             reader.cursor = cursor

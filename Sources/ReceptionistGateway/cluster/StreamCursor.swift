@@ -49,8 +49,7 @@ struct StreamCursor: Equatable {
 
     /// A stream entry ID (`milliseconds-sequence`) as numbers, which order as the IDs do.
     static func order(_ id: String) -> (UInt64, UInt64)? {
-        let parts = id.split(separator: "-", maxSplits: 1)
-        guard parts.count == 2, let time = UInt64(parts[0]), let sequence = UInt64(parts[1]) else { return nil }
-        return (time, sequence)
+        var id = id
+        return id.withUTF8 { DecimalDigits.pair($0, separator: UInt8(ascii: "-")) }
     }
 }

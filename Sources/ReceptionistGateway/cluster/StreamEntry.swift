@@ -3,11 +3,29 @@ import ReceptionistLoop
 /// One entry of a Redis stream: its ID and its fields. Pure value, parsed from replies.
 struct StreamEntry: Equatable {
     let id: String
-    let fields: [String: [UInt8]]
+    /// The fields as Redis sent them: name, value, name, value, … An entry has a few, so a field
+    /// is found by looking through them, not by hashing names into a dictionary for every entry
+    /// read back.
+    private let flat: [RedisReply]
+
+    init(id: String, flat: [RedisReply]) {
+        self.id = id
+        self.flat = flat
+    }
+
+    /// A field's value; nil when the entry has no such field.
+    func field(_ name: String) -> [UInt8]? {
+        var index = 0
+        while index + 1 < flat.count {
+            if case .string(let bytes) = flat[index], bytes.elementsEqual(name.utf8) { return flat[index + 1].bytes }
+            index += 2
+        }
+        return nil
+    }
 
     /// A field read as a whole number.
-    func number(_ field: String) -> UInt64? {
-        fields[field].flatMap { UInt64(String(decoding: $0, as: UTF8.self)) }
+    func number(_ name: String) -> UInt64? {
+        field(name).flatMap(DecimalDigits.value)
     }
 
     /// The entries of an `XREAD` reply for one stream: `[[key, [[id, [field, value, …]], …]]]`.
@@ -23,9 +41,7 @@ struct StreamEntry: Equatable {
         entries.reserveCapacity(items.count)
         for item in items {
             guard let parts = item.elements, parts.count == 2, let id = parts[0].text, let flat = parts[1].elements else { continue }
-            var fields: [String: [UInt8]] = [:]
-            for (name, value) in pairs(flat) { fields[name] = value }
-            entries.append(StreamEntry(id: id, fields: fields))
+            entries.append(StreamEntry(id: id, flat: flat))
         }
         return entries
     }

@@ -111,8 +111,8 @@ final class TopicFollower: StreamFollower {
         for entry in entries {
             guard let seq = entry.number("s") else { continue }
             let publishedAt = entry.number("t") ?? 0
-            let data = entry.fields["d"] ?? Array("null".utf8)
-            if let epoch = entry.fields["e"].map({ String(decoding: $0, as: UTF8.self) }), epoch != topic.epoch {
+            let data = entry.field("d") ?? Array("null".utf8)
+            if let epoch = entry.field("e").map({ String(decoding: $0, as: UTF8.self) }), epoch != topic.epoch {
                 // The log started over in a new epoch: Redis lost the old one. Subscribers are
                 // told, and the cursor starts again from this entry.
                 startOver(topic, seq: seq, publishedAt: publishedAt, data: data, epoch: epoch)
