@@ -84,13 +84,30 @@ public final class RedisConnection {
     /// copies it as it is, formatting nothing.
     @discardableResult
     public func send(command: [UInt8], reply: @escaping (RedisReply?) -> Void) -> Bool {
+        queue(command) { [unowned self] answer in
+            self.pendingCommands -= 1
+            reply(answer?.copied)
+        }
+    }
+
+    /// As `send(command:reply:)`, with the reply read in place: `reply` must take what it needs
+    /// from the view before it returns, and keep nothing of it (a reply read back for every
+    /// message is then not copied whole first).
+    @discardableResult
+    public func send(command: [UInt8], viewing reply: @escaping (RedisReplyView?) -> Void) -> Bool {
+        queue(command) { [unowned self] answer in
+            self.pendingCommands -= 1
+            reply(answer)
+        }
+    }
+
+    /// Queues `command`; `answer` (which counts the reply as no longer owed) runs once, with
+    /// nil if the connection is lost first.
+    private func queue(_ command: [UInt8], answer: @escaping (RedisReplyView?) -> Void) -> Bool {
         precondition(loop.isCurrent)
         guard let context, state == .connected || state == .connecting, !isSaturated else { return false }
         pendingCommands += 1
-        let box = Unmanaged.passRetained(ReplyBox { [unowned self] answer in
-            self.pendingCommands -= 1
-            reply(answer)
-        })
+        let box = Unmanaged.passRetained(ReplyBox(answer))
         let status = Self.queue(command, on: context, box.toOpaque()) { _, reply, privdata in
             guard let privdata else { return }
             // Consumed: hiredis calls this once.
@@ -131,10 +148,10 @@ public final class RedisConnection {
         guard let context, state == .connected || state == .connecting else { return false }
         var unconfirmed = channels.count
         let box = ReplyBox { reply in
-            guard let parts = reply?.elements, parts.count >= 3, let kind = parts[0].text else { return }
-            if kind == "message", let payload = parts[2].bytes {
+            guard let parts = reply?.elements, parts.count >= 3 else { return }
+            if parts[0].isBulk("message"), let payload = parts[2].bytes {
                 message(payload)
-            } else if kind == "subscribe" {
+            } else if parts[0].isBulk("subscribe") {
                 unconfirmed -= 1
                 if unconfirmed == 0 { subscribed() }
             }
@@ -254,12 +271,12 @@ public final class RedisConnection {
 
     /// Holds a reply callback while hiredis holds its `privdata`.
     private final class ReplyBox {
-        let callback: (RedisReply?) -> Void
-        init(_ callback: @escaping (RedisReply?) -> Void) { self.callback = callback }
+        let callback: (RedisReplyView?) -> Void
+        init(_ callback: @escaping (RedisReplyView?) -> Void) { self.callback = callback }
 
-        /// Copies hiredis's reply (nil: the connection was lost) and hands it on.
+        /// Hands hiredis's reply on (nil: the connection was lost), to be read before it is freed.
         func answer(_ reply: UnsafeMutableRawPointer?) {
-            callback(reply.map { RedisReply($0.assumingMemoryBound(to: redisReply.self)) })
+            callback(reply.map { RedisReplyView($0.assumingMemoryBound(to: redisReply.self)) })
         }
     }
 

@@ -88,6 +88,48 @@ struct RedisConnectionTests {
         ])
     }
 
+    /// A reply read in place says what its copy says: a stream read's nested arrays and bulk
+    /// strings (binary ones included), a status, an integer and a nil.
+    @Test func aReplyReadInPlaceReadsAsItsCopy() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let endpoint = RedisEndpoint(port: server.port, database: 2)
+        let seen = Mutex<[String]>([])
+        let done = DispatchSemaphore(value: 0)
+        let loopThread = LoopThread { loop in
+            let connection = RedisConnection(loop: loop, endpoint: endpoint, name: "views")
+            func check(_ command: [String], _ read: @escaping (RedisReplyView) -> String, last: Bool = false) {
+                let copy = Mutex<RedisReply?>(nil)
+                connection.send(command) { reply in copy.withLock { $0 = reply } }
+                connection.send(command: RedisArguments(command).command(), viewing: { view in
+                    guard let view else { return }
+                    let copied = copy.withLock { $0 }
+                    seen.withLock { $0.append("\(command[0]) \(view.copied == copied) \(read(view))") }
+                    if last {
+                        connection.close()
+                        loop.mailbox.shutDown()
+                        done.signal()
+                    }
+                })
+            }
+            connection.onConnected = {
+                connection.send([Array("XADD".utf8), Array("s".utf8), Array("1-1".utf8), Array("d".utf8), [0, 255, 10]]) { _ in }
+                check(["XRANGE", "s", "-", "+"]) { view in
+                    let entry = view.elements?.first?.elements
+                    let fields = entry?[1].elements
+                    return "\(entry?[0].text ?? "-") \(fields?[0].isBulk("d") == true) \(fields?[1].bytes ?? [])"
+                }
+                check(["SET", "k", "v"]) { view in "\(view.text ?? "-") \(view.isBulk("OK")) \(view.elements == nil)" }
+                check(["STRLEN", "k"]) { view in "\(view.text ?? "-") \(view.bytes == nil)" }
+                check(["GET", "missing"], { view in "\(view.text ?? "-") \(view.isBulk(""))" }, last: true)
+            }
+            connection.start()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(loopThread.waitUntilStopped(seconds: 5))
+        #expect(seen.withLock { $0 } == ["XRANGE true 1-1 true [0, 255, 10]", "SET true OK false true", "STRLEN true - true", "GET true - false"])
+    }
+
     /// A refused connection reports the failure and keeps retrying; `close` stops it.
     @Test func refusedConnectionRetriesUntilClosed() {
         let failures = Mutex(0)

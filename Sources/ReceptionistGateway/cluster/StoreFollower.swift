@@ -157,8 +157,8 @@ final class StoreFollower: StreamFollower {
             let mailbox = self.loop.mailbox
             let accepted = applier.enqueue {
                 var models: [String: JSONValue] = [:]
-                for (id, json) in snapshot {
-                    if let value = try? JSONParser.parse(json) { models[id] = value }
+                for model in snapshot {
+                    if let value = try? JSONParser.parse(model.value) { models[model.name] = value }
                 }
                 store.resetReplica(models: models, version: version, epoch: epoch)
                 _ = mailbox.post { back.value.answerWaiters() }

@@ -56,9 +56,11 @@ final class StreamReader {
                 read()
             }
         }
-        let sent = commands.send(["XREAD", "COUNT", String(Self.batch), "STREAMS", key, cursor.lastID]) { [self] reply in
+        let command = RedisArguments(["COUNT", String(Self.batch), "STREAMS", key, cursor.lastID]).command("XREAD")
+        let sent = commands.send(command: command, viewing: { [self] reply in
             reading = false
             guard let reply else { return }  // the connection dropped; the catch-up reads again
+            // Read in place: only the entries' own fields are copied.
             let entries = StreamEntry.parse(xread: reply)
             follower.follow(entries, reader: self)
             if self.cursor == nil || entries.count >= Self.batch || again {
@@ -66,7 +68,7 @@ final class StreamReader {
             } else {
                 follower.caughtUp(self)
             }
-        }
+        })
         if !sent {
             reading = false
             follower.unreachable(self)
