@@ -84,10 +84,7 @@ public final class RedisConnection {
     /// copies it as it is, formatting nothing.
     @discardableResult
     public func send(command: [UInt8], reply: @escaping (RedisReply?) -> Void) -> Bool {
-        queue(command) { [unowned self] answer in
-            self.pendingCommands -= 1
-            reply(answer?.copied)
-        }
+        queue(command) { reply($0?.copied) }
     }
 
     /// As `send(command:reply:)`, with the reply read in place: `reply` must take what it needs
@@ -95,19 +92,16 @@ public final class RedisConnection {
     /// message is then not copied whole first).
     @discardableResult
     public func send(command: [UInt8], viewing reply: @escaping (RedisReplyView?) -> Void) -> Bool {
-        queue(command) { [unowned self] answer in
-            self.pendingCommands -= 1
-            reply(answer)
-        }
+        queue(command, answer: reply)
     }
 
-    /// Queues `command`; `answer` (which counts the reply as no longer owed) runs once, with
-    /// nil if the connection is lost first.
+    /// Queues `command`; `answer` runs once, with nil if the connection is lost first, and the
+    /// reply is no longer owed from then on.
     private func queue(_ command: [UInt8], answer: @escaping (RedisReplyView?) -> Void) -> Bool {
         precondition(loop.isCurrent)
         guard let context, state == .connected || state == .connecting, !isSaturated else { return false }
         pendingCommands += 1
-        let box = Unmanaged.passRetained(ReplyBox(answer))
+        let box = Unmanaged.passRetained(ReplyBox(owedTo: self, answer))
         let status = Self.queue(command, on: context, box.toOpaque()) { _, reply, privdata in
             guard let privdata else { return }
             // Consumed: hiredis calls this once.
@@ -147,7 +141,7 @@ public final class RedisConnection {
         precondition(!channels.isEmpty, "a subscription names a channel")
         guard let context, state == .connected || state == .connecting else { return false }
         var unconfirmed = channels.count
-        let box = ReplyBox { reply in
+        let box = ReplyBox(owedTo: nil) { reply in
             guard let parts = reply?.elements, parts.count >= 3 else { return }
             if parts[0].isBulk("message"), let payload = parts[2].bytes {
                 message(payload)
@@ -271,11 +265,20 @@ public final class RedisConnection {
 
     /// Holds a reply callback while hiredis holds its `privdata`.
     private final class ReplyBox {
+        /// The connection that counts this reply as owed (`pendingCommands`); nil for a
+        /// subscription's, which has a reply for every message. Unowned: hiredis calls a box only
+        /// while it holds the context, which holds the connection.
+        private unowned let connection: RedisConnection?
         let callback: (RedisReplyView?) -> Void
-        init(_ callback: @escaping (RedisReplyView?) -> Void) { self.callback = callback }
+
+        init(owedTo connection: RedisConnection?, _ callback: @escaping (RedisReplyView?) -> Void) {
+            self.connection = connection
+            self.callback = callback
+        }
 
         /// Hands hiredis's reply on (nil: the connection was lost), to be read before it is freed.
         func answer(_ reply: UnsafeMutableRawPointer?) {
+            connection?.pendingCommands -= 1
             callback(reply.map { RedisReplyView($0.assumingMemoryBound(to: redisReply.self)) })
         }
     }
