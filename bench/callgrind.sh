@@ -17,9 +17,11 @@
 # CALLGRIND_KEEP=dir keeps each build's profiles (dir/<n>.<engine>/out.<pid>, n the build's place in
 # the arguments, so two builds both named receptionist stay apart) for
 # callgrind_annotate, which names the functions from the symbol table.
+# FOLLOWER=1 (with ENGINE=redis) publishes to a second node of the same build, not counted, so the
+# counted node only reads each message back from Redis and delivers it: a following node's cost.
 # Usage: bench/callgrind.sh BINARY [BINARY…]
 #   (env: SUBSCRIBERS=100 RATE=100 PUBLISH_SECONDS=10 PUBLISHER=http|ws PUBLISH_CONNECTIONS=4 PUBLISH_WINDOW=1
-#    ENGINE=memory|redis CALLGRIND_KEEP=dir)
+#    ENGINE=memory|redis FOLLOWER=1 CALLGRIND_KEEP=dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 subscribers=${SUBSCRIBERS:-100}
@@ -52,6 +54,16 @@ for binary in "$@"; do
     --log-level warning --max-connections-per-address 20000 --publish-rate 0 "${engine_args[@]}" > "$work/server.log" 2>&1 &
   server=$!
   pids+=("$server")
+  publish_port=$port
+  if [ -n "${FOLLOWER:-}" ]; then
+    [ "$engine" = redis ] || { echo "FOLLOWER=1 needs ENGINE=redis" >&2; exit 1; }
+    publish_port=$(free_port)
+    "$binary" serve --host 127.0.0.1 --port "$publish_port" --log-level warning --publish-rate 0 "${engine_args[@]}" \
+      > "$work/publisher-node.log" 2>&1 &
+    publisher_node=$!
+    pids+=("$publisher_node")
+    for _ in $(seq 1 600); do curl -sf -o /dev/null "http://127.0.0.1:$publish_port/readyz" && break; sleep 0.1; done
+  fi
   # Ready: listening, and (with Redis) connected to it.
   for _ in $(seq 1 600); do curl -sf -o /dev/null "http://127.0.0.1:$port/readyz" && break; sleep 0.1; done
   "$bench" ws --url "ws://127.0.0.1:$port/ws" --connections "$subscribers" --topic bench --duration 0 \
@@ -63,12 +75,13 @@ for binary in "$@"; do
     timeout $((seconds + 60)) "$bench" publish-changes --url "ws://127.0.0.1:$port/ws" --format receptionist-topic \
       --store bench --rate "$rate" --duration "$seconds" --connections 1 --window 32 > "$work/publish.json"
   else
-    "$bench" publish --port "$port" --rate "$rate" --duration "$seconds" --connections "$publish_connections" \
+    "$bench" publish --port "$publish_port" --rate "$rate" --duration "$seconds" --connections "$publish_connections" \
       --window "$publish_window" > "$work/publish.json"
   fi
   sleep 2  # the last deliveries, at valgrind's pace
   kill -TERM "$client"; wait "$client" 2>/dev/null || true
   kill -TERM "$server"; wait "$server" 2>/dev/null || true
+  if [ -n "${FOLLOWER:-}" ]; then kill -TERM "$publisher_node"; wait "$publisher_node" 2>/dev/null || true; fi
   if [ "$engine" = redis ]; then kill "$redis_pid"; wait "$redis_pid" 2>/dev/null || true; fi
   if [ -n "${CALLGRIND_KEEP:-}" ]; then
     keep="$CALLGRIND_KEEP/$build_number.$engine"
