@@ -10,7 +10,7 @@
 # subscriber on the second. Then the floor (bench/floor/relay.c), and the peer: nchan on its memory
 # store and on its Redis store, each compared with itself on memory. With BENCH_BASELINE=<binary>,
 # that build's one node through Redis runs right after this build's in every round (the machine's
-# speed drifts between rounds, so builds are compared round by round), and its two nodes at the end.
+# speed drifts between rounds, so builds are compared round by round), and so do its two nodes.
 # The nodes are pinned to CPU 0, as the single node is; Redis, a server of its own (on another
 # machine in production), shares CPU 1 with the publisher and the subscriber. CPU is counted for
 # the nodes and for Redis apart.
@@ -194,13 +194,18 @@ run_redis() {
   run this "$receptionist" redis 1 "$1"
   if [ -n "${BENCH_BASELINE:-}" ]; then run baseline "$BENCH_BASELINE" redis 1 "$1"; fi
 }
+# Two nodes: this build's, then the baseline's right after (paired, as the machine's speed drifts).
+run_two() {
+  run this "$receptionist" redis 2 "$1"
+  if [ -n "${BENCH_BASELINE:-}" ]; then run baseline "$BENCH_BASELINE" redis 2 "$1"; fi
+}
 run this "$receptionist" memory 1
 run_redis 1
-run this "$receptionist" redis 2
+run_two 1
 # The same publisher 32 requests ahead on each connection, pipelined.
 run this "$receptionist" memory 1 32
 run_redis 32
-run this "$receptionist" redis 2 32
+run_two 32
 # ROUNDS=n (5 unless set): n - 1 more rounds of one node on memory, then through Redis, at each window, each pair
 # on fresh servers; the summary below gives each ratio's median over the rounds.
 rounds=${ROUNDS:-5}
@@ -226,10 +231,6 @@ run nchan - memory 1
 run nchan - redis 1
 run nchan - memory 1 32
 run nchan - redis 1 32
-if [ -n "${BENCH_BASELINE:-}" ]; then
-  run baseline "$BENCH_BASELINE" redis 2
-  run baseline "$BENCH_BASELINE" redis 2 32
-fi
 if [ "$rounds" -gt 1 ]; then
   echo
   for window in 1 32; do
