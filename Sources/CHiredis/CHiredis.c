@@ -76,6 +76,7 @@ static void receptionist_del_write(void *data) {
 int receptionist_redis_attach(redisAsyncContext *context, void *loop) {
     int status = redisLibuvAttach(context, (uv_loop_t *)loop);
     if (status != REDIS_OK) return status;
+    receptionist_redis_use_reply_blocks(context->c.reader);
     context->ev.addRead = receptionist_add_read;
     context->ev.delRead = receptionist_del_read;
     context->ev.addWrite = receptionist_add_write;

@@ -20,4 +20,14 @@ const char *receptionist_redis_errstr(const redisAsyncContext *context);
 /// writability and writes the rest then. A connected context's commands wait for this call.
 void receptionist_redis_flush(redisAsyncContext *context);
 
+/// Makes `reader` build each reply in a few blocks that its root owns (`ReplyBlocks.c`), not two
+/// allocations an element. Such a reply is freed only whole, by the reader, as hiredis does.
+void receptionist_redis_use_reply_blocks(redisReader *reader);
+
+/// A reader that builds replies so, for tests; free with `redisReaderFree`.
+redisReader *receptionist_reply_reader_create(void);
+
+/// How many allocations this thread's replies hold now (roots and their further blocks).
+long receptionist_reply_allocations_live(void);
+
 #endif
