@@ -35,6 +35,10 @@ public final class EventLoop {
     /// Work that writes to connections (`IterationTask`): run before `dirty` is flushed, so that
     /// what it writes leaves in the same flush.
     private var beforeFlush: [any LoopFlushable] = []
+    /// What one pass of `flushDirty` works through: the storage of `dirty` and `beforeFlush`,
+    /// swapped in and cleared after, never copied, so that a pass allocates nothing (clearing a
+    /// copied array keeping its capacity allocates a new one).
+    private var flushing: [any LoopFlushable] = []
     /// Where a flush lays out a connection's buffers for `sendmsg` (which copies them into the
     /// kernel before it returns), so that a flush allocates nothing.
     let writeScratch = UnsafeMutablePointer<iovec>.allocate(capacity: EventLoop.maxWriteBuffers)
@@ -168,18 +172,14 @@ public final class EventLoop {
         while !dirty.isEmpty || !beforeFlush.isEmpty {
             // Work that writes first, then the connections it wrote to: each flushes once.
             if !beforeFlush.isEmpty {
-                let tasks = beforeFlush
-                beforeFlush.removeAll(keepingCapacity: true)
-                for task in tasks {
-                    task.flush()
-                }
-                continue
+                swap(&beforeFlush, &flushing)
+            } else {
+                swap(&dirty, &flushing)
             }
-            let batch = dirty
-            dirty.removeAll(keepingCapacity: true)
-            for target in batch {
+            for target in flushing {
                 target.flush()
             }
+            flushing.removeAll(keepingCapacity: true)
         }
         if !delayedDue.isEmpty {
             flushDelayedSlice()
