@@ -17,6 +17,18 @@ public struct RedisArguments: Sendable, Equatable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// A whole command laid out from its start: the array's header, for `name` and `arguments`
+    /// more, then `name`. Append exactly `arguments` more and `bytes` is the command, sent as it
+    /// is, where `command(_:)` copies what was appended behind a header. For a short command sent
+    /// often (`XREAD`, after every notice).
+    public init(command name: String, arguments: Int, capacity: Int = 64) {
+        self.init(capacity: capacity)
+        bytes.append(UInt8(ascii: "*"))
+        JSONWriter.writeDecimal(UInt64(arguments + 1), to: &bytes)
+        end()
+        append(name)
+    }
+
     public init(_ arguments: [[UInt8]]) {
         self.init(capacity: arguments.reduce(0) { $0 + $1.count + 16 })
         for argument in arguments { append(argument) }

@@ -28,6 +28,20 @@ import Testing
         #expect(text(RedisArguments().command("PING")) == "*1\r\n$4\r\nPING\r\n")
     }
 
+    /// A command laid out from its start is the command its arguments make behind a header.
+    @Test func aCommandLaidOutFromItsStartIsTheCommandItsArgumentsMake() {
+        var whole = RedisArguments(command: "XREAD", arguments: 5, capacity: 0)
+        whole.append("COUNT")
+        whole.append(256)
+        whole.append("STREAMS")
+        whole.append("rcpt:t:{né}:log")
+        whole.append("1700000000123-12")
+        let behind = RedisArguments(["COUNT", "256", "STREAMS", "rcpt:t:{né}:log", "1700000000123-12"]).command("XREAD")
+        #expect(whole.bytes == behind)
+        #expect(text(whole.bytes).hasPrefix("*6\r\n$5\r\nXREAD\r\n$5\r\nCOUNT\r\n$3\r\n256\r\n"))
+        #expect(text(RedisArguments(command: "PING", arguments: 0).bytes) == "*1\r\n$4\r\nPING\r\n")
+    }
+
     /// Made from a list of arguments, it is what appending them one by one makes; an argument of
     /// ten bytes or more has a length of two digits or more.
     @Test func aListOfArgumentsIsLaidOutInOrder() {

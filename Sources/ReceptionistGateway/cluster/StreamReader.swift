@@ -56,8 +56,13 @@ final class StreamReader {
                 read()
             }
         }
-        let command = RedisArguments(["COUNT", String(Self.batch), "STREAMS", key, cursor.lastID]).command("XREAD")
-        let sent = commands.send(command: command, viewing: { [self] reply in
+        var command = RedisArguments(command: "XREAD", arguments: 5, capacity: 64 + key.utf8.count + cursor.lastID.utf8.count)
+        command.append("COUNT")
+        command.append(Self.batch)
+        command.append("STREAMS")
+        command.append(key)
+        command.append(cursor.lastID)
+        let sent = commands.send(command: command.bytes, viewing: { [self] reply in
             reading = false
             guard let reply else { return }  // the connection dropped; the catch-up reads again
             // Read in place: only the entries' own fields are copied.
