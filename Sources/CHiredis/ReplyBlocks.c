@@ -39,9 +39,11 @@ typedef struct {
     redisReply reply;
 } receptionist_reply_root;
 
-// The first allocation of an array's reply: its header, root and room, 4 KiB in all, which holds
-// a stream read of a message or two.
-#define RECEPTIONIST_REPLY_FIRST 4096
+// The first allocation of an array's reply: its header, root and room, 1 KiB in all, which holds
+// a pub/sub message or a script's answer; a further block starts at as much again. glibc's
+// per-thread cache serves allocations up to about 1 KiB without locking or merging chunks: a
+// 4 KiB first allocation cost more to allocate and free than a stream read saved.
+#define RECEPTIONIST_REPLY_FIRST 1024
 #define RECEPTIONIST_REPLY_BLOCK_MAX (1 << 20)
 
 static _Thread_local long receptionist_reply_allocations = 0;
@@ -76,7 +78,7 @@ static receptionist_reply_header *receptionist_header_of(const redisReadTask *ta
 static void *receptionist_take(receptionist_reply_header *header, size_t n) {
     n = receptionist_align(n);
     if ((size_t)(header->end - header->cursor) < n) {
-        size_t size = header->last_size * 2;
+        size_t size = header->last_size * 2 - sizeof(receptionist_reply_block);
         if (size > RECEPTIONIST_REPLY_BLOCK_MAX) size = RECEPTIONIST_REPLY_BLOCK_MAX;
         if (size < n) size = n;
         receptionist_reply_block *block = receptionist_reply_malloc(sizeof(receptionist_reply_block) + size);
@@ -84,7 +86,7 @@ static void *receptionist_take(receptionist_reply_header *header, size_t n) {
         block->next = header->blocks;
         block->size = size;
         header->blocks = block;
-        header->last_size = size;
+        header->last_size = size + sizeof(receptionist_reply_block);
         header->cursor = (char *)(block + 1);
         header->end = header->cursor + size;
     }
@@ -103,7 +105,7 @@ static redisReply *receptionist_create(const redisReadTask *task, int type, size
         receptionist_reply_root *root = receptionist_reply_malloc(size + room);
         if (root == NULL) return NULL;
         root->header.blocks = NULL;
-        root->header.last_size = RECEPTIONIST_REPLY_FIRST;
+        root->header.last_size = RECEPTIONIST_REPLY_FIRST / 2;
         root->header.cursor = (char *)root + size;
         root->header.end = root->header.cursor + room;
         reply = &root->reply;
