@@ -9,6 +9,9 @@
 final class FanOutQueue {
     private let schedule: () -> Void
     private var topics: [Topic] = []
+    /// The storage of `topics` while `run` works through it: swapped in and cleared after, never
+    /// copied, so that the queue allocates nothing once it has grown.
+    private var running: [Topic] = []
 
     /// `schedule` arranges one call of `run` at the end of the current turn.
     init(schedule: @escaping () -> Void) {
@@ -23,11 +26,11 @@ final class FanOutQueue {
 
     func run() {
         while !topics.isEmpty {
-            let due = topics
-            topics = []
-            for topic in due {
+            swap(&topics, &running)
+            for topic in running {
                 topic.fanOutUnsent()
             }
+            running.removeAll(keepingCapacity: true)
         }
     }
 }
