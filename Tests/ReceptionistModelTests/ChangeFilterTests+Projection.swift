@@ -1,23 +1,12 @@
 import ReceptionistJSON
 @testable import ReceptionistModel
+import ReceptionistTestSupport
 import Testing
 
 /// The projection invariant on random histories: applying the filtered changes to the projection
 /// gives the projected store.
 extension ChangeFilterTests {
     // MARK: The projection invariant, on random histories
-
-    /// SplitMix64: a small generator whose sequence a seed fixes.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
 
     /// Random operations on a few models with nested objects, each valid where it is generated.
     struct OperationSource {

@@ -1,4 +1,5 @@
 import ReceptionistJSON
+import ReceptionistTestSupport
 import Testing
 
 @testable import ReceptionistModel
@@ -8,7 +9,7 @@ import Testing
     /// the take before, gives the store's state, with each model's changes together.
     @Test(arguments: 1...40 as ClosedRange<UInt64>)
     func eachTakeConvergesOnTheStoreAndKeepsAModelsChangesTogether(seed: UInt64) throws {
-        var source = ChangeFilterTests.OperationSource(random: ChangeFilterTests.SeededGenerator(state: seed))
+        var source = ChangeFilterTests.OperationSource(random: SeededGenerator(state: seed))
         let store = ModelStore(name: "s")
         var copy = store.snapshot().models
         var buffer = CoalescingBuffer()
@@ -43,7 +44,7 @@ import Testing
     /// given to other models, and a model put again may land in another slot.
     @Test(arguments: 1...40 as ClosedRange<UInt64>)
     func slotHintsChangeNothingButTheLookup(seed: UInt64) throws {
-        var source = ChangeFilterTests.OperationSource(random: ChangeFilterTests.SeededGenerator(state: seed))
+        var source = ChangeFilterTests.OperationSource(random: SeededGenerator(state: seed))
         let store = ModelStore(name: "s")
         var hinted = CoalescingBuffer()
         var plain = CoalescingBuffer()

@@ -1,4 +1,5 @@
 import ReceptionistJSON
+import ReceptionistTestSupport
 import Testing
 
 @testable import ReceptionistModel
@@ -7,7 +8,7 @@ import Testing
     /// Random puts, removals and in-place edits, checked against a `Dictionary` after each step:
     /// the same models under the same ids, whichever slots were freed and used again.
     @Test func holdsWhatADictionaryHoldsThroughPutsRemovalsAndEdits() {
-        var generator = ChangeFilterTests.SeededGenerator(state: 7)
+        var generator = SeededGenerator(state: 7)
         let pool = (0..<40).map { $0 % 5 == 0 ? "mod\u{E8}le-\($0)" : "m\($0)" }
         var slots = ModelSlots()
         var reference: [String: JSONValue] = [:]

@@ -1,3 +1,4 @@
+import ReceptionistTestSupport
 import Testing
 
 @testable import ReceptionistModel
@@ -88,7 +89,7 @@ import Testing
     /// found with its value, every other is not. Without moving later cells back into a removed
     /// one, ids further along its probe run are lost.
     @Test func removalKeepsEveryOtherIdFoundAsADictionaryWould() {
-        var generator = ChangeFilterTests.SeededGenerator(state: 0x5EED)
+        var generator = SeededGenerator(state: 0x5EED)
         let pool = (0..<96).map { index -> String in
             switch index % 4 {
             case 0: "m\(index)"
