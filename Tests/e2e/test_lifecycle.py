@@ -246,6 +246,33 @@ def test_sigterm_completes_in_flight_request(start_server, partial, rest):
     assert server.wait_exit(EXIT_TIMEOUT) == 0
 
 
+STREAM_IN_FLIGHT = {
+    # a new stream's head, split around the signal as above: its end arrives during the drain
+    "sse": b"GET /api/topics/t/events HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+    "websocket": (b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                  b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"),
+}
+
+
+@pytest.mark.parametrize("partial", list(STREAM_IN_FLIGHT.values()), ids=list(STREAM_IN_FLIGHT))
+def test_a_stream_asked_for_during_a_drain_gets_the_standard_503(start_server, partial):
+    # A draining gateway takes no new stream; the client is told so in the error vocabulary
+    # (`/readyz`'s `{"status":"draining"}` is the probe's own answer, not an error).
+    server = start_server("--drain-timeout", "10")
+    with RawConnection(server.port) as conn:
+        conn.send(http_request("GET", "/healthz") + partial)
+        assert conn.read_response().status == 200
+        server.send_signal(signal.SIGTERM)
+        wait_until_refused(server.port, timeout=5.0)
+        conn.send(b"\r\n")
+        resp = conn.read_response()
+        assert_json_error(resp, 503, "service_unavailable")
+        assert "draining" in resp.json()["detail"], resp.json()
+        assert resp.connection() == "close"
+        conn.expect_closed()
+    assert server.wait_exit(EXIT_TIMEOUT) == 0
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_drain_closes_idle_keep_alive_connection(start_server, sig):
     server = start_server("--drain-timeout", "10")

@@ -27,6 +27,9 @@ final class OperationsEndpoints {
     private let healthy = Reply(.json(.ok, "{\"status\":\"ok\"}"))
     private let ready = Reply(.json(.ok, "{\"status\":\"ready\"}"))
     private let draining = Reply(.json(.serviceUnavailable, "{\"status\":\"draining\"}"))
+    /// A new stream's answer while the gateway drains: an error like any other (`/readyz`'s
+    /// `draining` is a probe's status, not an error).
+    private let refusedWhileDraining = Reply.error(.serviceUnavailable, "the gateway is draining; connect to another node")
 
     init(
         loop: EventLoop, drain: Drain, table: ConnectionTable, hub: PushHub, stores: StoreRegistry, jobs: JobRunner,
@@ -55,7 +58,7 @@ final class OperationsEndpoints {
     }
 
     /// The 503 a new stream gets while the gateway drains (clients reconnect to another node).
-    var refusingStreams: Reply? { drain.isDraining ? draining : nil }
+    var refusingStreams: Reply? { drain.isDraining ? refusedWhileDraining : nil }
 
     private func readiness() -> Reply {
         if drain.isDraining { return draining }
