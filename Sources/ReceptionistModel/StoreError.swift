@@ -22,8 +22,6 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case gone(String, oldest: UInt64)
     /// A read of the past asked for what cannot be (a version the store has not reached).
     case invalidRead(String)
-    /// The engine does not do this (deleting a store with the redis engine).
-    case unsupported(String)
     /// Durable storage refused the write (the disk is full, or failed); nothing was applied.
     case storageFailed(String)
 
@@ -42,7 +40,6 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .preconditionFailed(let detail, _): "precondition failed: \(detail)"
         case .gone(let detail, _): detail
         case .invalidRead(let detail): detail
-        case .unsupported(let detail): detail
         case .storageFailed(let reason): "the write could not be stored: \(reason)"
         }
     }

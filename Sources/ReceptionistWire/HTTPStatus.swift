@@ -34,8 +34,6 @@ public struct HTTPStatus: Sendable, Hashable {
     public static let gone = HTTPStatus(code: 410, reason: "Gone")
     public static let preconditionFailed = HTTPStatus(code: 412, reason: "Precondition Failed")
     public static let payloadTooLarge = HTTPStatus(code: 413, reason: "Payload Too Large")
-    public static let unsupportedMediaType = HTTPStatus(code: 415, reason: "Unsupported Media Type")
-    public static let unprocessableContent = HTTPStatus(code: 422, reason: "Unprocessable Content")
     public static let upgradeRequired = HTTPStatus(code: 426, reason: "Upgrade Required")
     public static let tooManyRequests = HTTPStatus(code: 429, reason: "Too Many Requests")
     public static let headerFieldsTooLarge = HTTPStatus(code: 431, reason: "Request Header Fields Too Large")
@@ -63,11 +61,10 @@ public struct HTTPStatus: Sendable, Hashable {
         case 410: "gone"
         case 412: "precondition_failed"
         case 413: "payload_too_large"
-        case 415: "unsupported_media_type"
-        case 422: "unprocessable_content"
         case 426: "upgrade_required"
         case 429: "too_many_requests"
         case 431: "header_too_large"
+        case 500: "internal_error"
         case 501: "not_implemented"
         case 503: "service_unavailable"
         case 505: "version_not_supported"

@@ -10,7 +10,6 @@ public enum WebSocketCloseCode {
     public static let invalidPayload: UInt16 = 1007
     public static let policyViolation: UInt16 = 1008
     public static let messageTooBig: UInt16 = 1009
-    public static let internalError: UInt16 = 1011
     /// The server cannot admit the client now (the connect hook did not answer): try again later.
     public static let tryAgainLater: UInt16 = 1013
 

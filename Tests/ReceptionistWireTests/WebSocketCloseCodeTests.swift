@@ -17,7 +17,7 @@ import Testing
             [
                 WebSocketCloseCode.normal, WebSocketCloseCode.goingAway, WebSocketCloseCode.protocolError,
                 WebSocketCloseCode.unsupportedData, WebSocketCloseCode.invalidPayload, WebSocketCloseCode.policyViolation,
-                WebSocketCloseCode.messageTooBig, WebSocketCloseCode.internalError,
-            ] == [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1011])
+                WebSocketCloseCode.messageTooBig, WebSocketCloseCode.tryAgainLater,
+            ] == [1000, 1001, 1002, 1003, 1007, 1008, 1009, 1013])
     }
 }

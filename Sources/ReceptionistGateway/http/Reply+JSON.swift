@@ -64,7 +64,6 @@ extension Reply {
         case .unavailable, .outcomeUnknown: status = .serviceUnavailable
         case .invalidRead: status = .badRequest
         case .storageFailed: status = .insufficientStorage
-        case .unsupported: status = .notImplemented
         case .preconditionFailed(let detail, let version):
             return json(.preconditionFailed, [
                 "error": "precondition_failed", "detail": .string(detail), "version": .number(JSONNumber(version)),
