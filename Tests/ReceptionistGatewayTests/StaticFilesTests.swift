@@ -40,6 +40,40 @@ import Testing
         #expect(get(files, "/index.html").response.headers["ETag"] == index.response.headers["ETag"])
     }
 
+    /// The files are read once, when `StaticFiles` is made: what happens on disk afterwards
+    /// (a file rewritten in place, a file deleted, a file added) changes nothing that is served.
+    /// A reply that read the file system per request would serve the new bytes, or none.
+    @Test func filesAreReadOnceAndDiskChangesAfterLoadingAreNotSeen() throws {
+        let (root, files) = try makeTree()
+        defer { try? FileManager.default.removeItem(at: root.deletingLastPathComponent()) }
+        let before = get(files, "/")
+        let tag = try #require(before.response.headers["ETag"])
+        #expect(before.sharedBody?.array == Array("<h1>hi</h1>".utf8))
+
+        // Rewritten in place (same inode, a different length), deleted, and added.
+        let index = try FileHandle(forWritingTo: root.appendingPathComponent("index.html"))
+        try index.truncate(atOffset: 0)
+        try index.write(contentsOf: Array("<h1>changed on disk</h1>".utf8))
+        try index.close()
+        try FileManager.default.removeItem(at: root.appendingPathComponent("css/site.css"))
+        try "new".write(to: root.appendingPathComponent("new.html"), atomically: true, encoding: .utf8)
+        #expect(try String(contentsOf: root.appendingPathComponent("index.html"), encoding: .utf8) == "<h1>changed on disk</h1>")
+
+        for target in ["/", "/index.html"] {
+            let after = get(files, target)
+            #expect(after.response.status == .ok, "\(target)")
+            #expect(after.sharedBody?.array == Array("<h1>hi</h1>".utf8), "\(target)")
+            #expect(after.response.headers["ETag"] == tag, "\(target)")
+        }
+        for target in ["/css/site.css", "/alias.css"] {
+            let css = get(files, target)
+            #expect(css.response.status == .ok, "\(target)")
+            #expect(css.sharedBody?.array == Array("body{}".utf8), "\(target)")
+        }
+        #expect(get(files, "/new.html").response.status == .notFound)
+        #expect(get(files, "/", headers: [("If-None-Match", tag)]).response.status == .notModified)
+    }
+
     @Test func ifNoneMatchAnswers304() throws {
         let (_, files) = try makeTree()
         let tag = try #require(get(files, "/").response.headers["ETag"])

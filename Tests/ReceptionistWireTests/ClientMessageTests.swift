@@ -93,6 +93,31 @@ import Testing
         for (text, expected) in cases {
             #expect(decode(text) == .success(expected), "\(text)")
         }
+        // A name or a type written with escapes is the same text once decoded: each message
+        // decodes to the same publish as its plain twin. A `"publish"` written with an escape is
+        // not the bytes the fast path looks for, so the parsed path must still read it as one.
+        let plain = #"{"type":"publish","topic":"a","data":[1, 2],"ref":"r"}"#
+        let plainPublish = ClientMessage.publish(topic: "a", data: Array("[1,2]".utf8), ref: "r")
+        #expect(decode(plain) == .success(plainPublish))
+        let escaped = [
+            #"{"typ\u0065":"publish","topic":"a","data":[1, 2],"ref":"r"}"#,
+            #"{"type":"publ\u0069sh","topic":"a","data":[1, 2],"ref":"r"}"#,
+            #"{"type":"\u0070ublish","topic":"a","data":[1, 2],"ref":"r"}"#,
+            #"{"\u0074ype":"\u0070ubl\u0069s\u0068","topic":"a","data":[1, 2],"ref":"r"}"#,
+            #"{"type":"publish","t\u006fpic":"a","d\u0061ta":[1, 2],"r\u0065f":"r"}"#,
+            #"{"type":"publ\u0069sh","t\u006fpic":"\u0061","d\u0061ta":[1, 2],"r\u0065f":"\u0072"}"#,
+            // The escaped name is the same name: the last `type` wins, however written.
+            #"{"type":"subscribe","typ\u0065":"publish","topic":"a","data":[1, 2],"ref":"r"}"#,
+            #"{"typ\u0065":"subscribe","type":"publ\u0069sh","topic":"a","data":[1, 2],"ref":"r"}"#,
+        ]
+        for text in escaped {
+            #expect(decode(text) == decode(plain), "\(text)")
+        }
+        // An escape decodes to exactly its character: a `type` that decodes to another word is
+        // not a publish, and a publish overridden by a later escaped `type` is not one either.
+        #expect(code(#"{"type":"\u0050ublish","topic":"a","data":1}"#) == "unknown_type")
+        #expect(decode(#"{"type":"publish","typ\u0065":"subscribe","topic":"a"}"#) == .success(.subscribe(.topic("a"), since: nil)))
+        #expect(decode(#"{"type":"publ\u0069sh","type":"subscribe","topic":"a"}"#) == .success(.subscribe(.topic("a"), since: nil)))
         guard case .failure(let broken) = decode(#"{"type":"publish","topic":"t","data":}"#) else {
             Issue.record("a publish that is not JSON was accepted")
             return
