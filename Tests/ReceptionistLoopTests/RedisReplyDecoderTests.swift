@@ -129,4 +129,17 @@ struct RedisReplyDecoderTests {
             "null - -1", "array([]) - 0", "null - -1",
         ])
     }
+
+    /// `isBulk` is true only for a bulk string of exactly those bytes: not a status with them,
+    /// not a longer or shorter string, nor one of the same length that differs.
+    @Test func aBulkStringIsTheTextOnlyWhenEveryByteIs() {
+        let decoder = RedisReplyDecoder()
+        decoder.feed(Array("*6\r\n$7\r\nmessage\r\n+message\r\n$8\r\nmessages\r\n$6\r\nmessag\r\n$7\r\nmessagE\r\n$0\r\n\r\n".utf8))
+        let read = decoder.next { view in
+            (view.elements?.map { element in
+                ["message", "", "messagE"].map { element.isBulk($0) ? "1" : "0" }.joined()
+            } ?? []).joined(separator: " ")
+        }
+        #expect(read == .reply("100 000 000 000 001 010"))
+    }
 }
