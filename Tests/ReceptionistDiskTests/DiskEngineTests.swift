@@ -1,7 +1,7 @@
 import Glibc
 @testable import ReceptionistDisk
 import ReceptionistJSON
-import ReceptionistModel
+@testable import ReceptionistModel
 import ReceptionistSync
 import Testing
 
@@ -18,17 +18,67 @@ private func blockingObserver(of store: ModelStore) -> (gate: ConditionLock<Bool
     return (gate, entered, token)
 }
 
+/// How a write handed to the disk engine was answered. A refusal and a missing answer are told
+/// apart: a test that expects a refusal fails on a time-out.
+private enum WriteOutcome: Equatable {
+    /// Stored (a store's committer: stored and settled).
+    case stored
+    /// The writer (or the store, for a committer) answered with this error.
+    case refused(StoreError)
+    /// The engine's queue did not take it: nobody will answer.
+    case notQueued
+    /// No answer within the wait.
+    case timedOut
+}
+
+/// Waits (bounded) for the answer `slot` is given; `.timedOut` if none comes in time.
+private func outcome(of slot: ConditionLock<WriteOutcome?>, seconds: Double = 10) -> WriteOutcome {
+    slot.wait(seconds: seconds, until: { $0 != nil }, then: { value, _ in value }) ?? .timedOut
+}
+
 /// Publishes one message and waits (bounded) for the writer's answer.
-private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: String = "e1") -> StoreError?? {
-    let answer = ConditionLock<StoreError??>(nil)
+private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: String = "e1") -> WriteOutcome {
+    let answer = ConditionLock<WriteOutcome?>(nil)
     let accepted = engine.appendMessage(topic: topic, epoch: epoch, seq: seq, publishedAt: 1000 + seq, data: Array("{\"n\":\(seq)}".utf8)) {
         error in
-        answer.withLock { $0 = .some(error) }
+        answer.withLock { $0 = error.map(WriteOutcome.refused) ?? .stored }
         answer.broadcast()
     }
-    guard accepted else { return nil }
-    return answer.wait(seconds: 10, until: { $0 != nil }, then: { value, _ in value })
+    guard accepted else { return .notQueued }
+    return outcome(of: answer)
 }
+
+/// Commits `operations` to `store` without waiting; the slot gets how the commit was answered.
+private func commitLater(_ store: ModelStore, _ operations: [StoreOperation]) -> ConditionLock<WriteOutcome?> {
+    let answer = ConditionLock<WriteOutcome?>(nil)
+    store.commit(operations) { result in
+        answer.withLock {
+            switch result {
+            case .success: $0 = .stored
+            case .failure(let error): $0 = .refused(error)
+            }
+        }
+        answer.broadcast()
+    }
+    return answer
+}
+
+/// Waits (bounded) until the writer has answered every write handed to it before this call, and
+/// the notifier has run what it settled or refused of them: a message `mark` on a topic of its
+/// own (the writer takes its queue in order, and hands a batch's settling to the notifier before
+/// it answers the batch's messages), then a task on the notifier behind that. False if either
+/// did not happen in time.
+private func caughtUp(_ engine: DiskEngine, mark: UInt64) -> Bool {
+    guard append(engine, "caught-up", seq: mark) == .stored else { return false }
+    let ran = ConditionLock(false)
+    let queued = engine.notifier.enqueue {
+        ran.withLock { $0 = true }
+        ran.broadcast()
+    }
+    return queued && ran.wait(seconds: 10, until: { $0 }, then: { _, done in done })
+}
+
+private func refusedWrites(_ engine: DiskEngine) -> UInt64 { engine.failedWrites.load(ordering: .relaxed) }
 
 @Suite struct DiskEngineTests {
     @Test func storesAndTopicsComeBackAsTheyWereStored() throws {
@@ -43,8 +93,8 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
             try store.commit([.put(model: "o1", value: ["n": 1, "text": "é \u{1F600}"]), .put(model: "o2", value: ["n": 2])])
             try store.commit([.set(model: "o1", keyPath: "n", value: 5)])
             try store.commit([.delete(model: "o2")])
-            #expect(append(engine, "news", seq: 1) == .some(nil))
-            #expect(append(engine, "news", seq: 2) == .some(nil))
+            #expect(append(engine, "news", seq: 1) == .stored)
+            #expect(append(engine, "news", seq: 2) == .stored)
             engine.close()
         }
         let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
@@ -87,13 +137,138 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: foreign)) }
     }
 
+    /// A Receptionist data file (our application id) of a format this gateway does not read: a
+    /// newer one, and an older one than the format it brings forward (2). Each has the current
+    /// tables, so only its format number is wrong; the open is refused with the format named,
+    /// and the file is left as it was.
+    @Test func aDataFileOfAnotherFormatIsRefused() throws {
+        for format in [DiskSchema.version + 1, 1] {
+            let directory = temporaryDirectory()
+            let path = directory + "/" + DiskSchema.fileName
+            let db = try SQLiteDatabase(path: path)
+            try db.execute("PRAGMA application_id = \(DiskSchema.applicationID); PRAGMA user_version = \(format);")
+            try db.execute(DiskSchema.tables)
+            try db.execute("INSERT INTO stores(name, epoch, version, models_version) VALUES ('s', 'e', 0, 0);")
+            db.close()
+            let error = #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: directory)) }
+            #expect(error?.description == "\(path) has data format \(format); this gateway reads format \(DiskSchema.version)")
+            let after = try SQLiteDatabase(path: path)
+            defer { after.close() }
+            #expect(try after.integer("PRAGMA user_version") == format)
+            #expect(try after.text("PRAGMA journal_mode") == "delete")
+            #expect(try after.integer("SELECT count(*) FROM stores") == 1)
+        }
+    }
+
     @Test func aTopicNumberThatDoesNotFollowOnIsRefused() throws {
         let (engine, _) = try DiskEngine.open(DiskOptions(directory: temporaryDirectory()))
         defer { engine.close() }
-        #expect(append(engine, "t", seq: 2) != .some(nil))
-        #expect(append(engine, "t", seq: 1) == .some(nil))
-        #expect(append(engine, "t", seq: 1) != .some(nil))
-        #expect(append(engine, "t", seq: 2) == .some(nil))
+        // Refused, and said so by the writer: a time-out or a full queue is not a refusal.
+        #expect(append(engine, "t", seq: 2) == .refused(.storageFailed("message 2 of 't' does not follow the stored number 0")))
+        #expect(append(engine, "t", seq: 1) == .stored)
+        #expect(append(engine, "t", seq: 1) == .refused(.storageFailed("message 1 of 't' does not follow the stored number 1")))
+        #expect(append(engine, "t", seq: 2) == .stored)
+    }
+
+    /// A store's record handed to the writer with a version that is not the store's next: one
+    /// past a gap, and one repeating the version stored. Neither is stored, each is counted as a
+    /// refused write, and the writer still waits for the next version, which the store's own
+    /// commit then brings.
+    @Test func aChangeSetThatIsNotItsStoresNextVersionIsRefused() throws {
+        let directory = temporaryDirectory()
+        do {
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            let store = try StoreRegistry(journal: engine).create("s")
+            try store.commit([.put(model: "m", value: ["n": 1])])
+            let generation = store.journalSnapshot(changedAfter: 0).generation
+            let refusedBefore = refusedWrites(engine)
+            for version: UInt64 in [3, 1] {
+                let changeSet = ChangeSet(
+                    store: "s", version: version, committedAtMicroseconds: 1,
+                    changes: [ModelChange(model: "m", keyPath: "n", oldValue: 1, newValue: 99)])
+                engine.append(JournalRecord(changeSet: changeSet, generation: generation), of: store)
+            }
+            try #require(caughtUp(engine, mark: 1), "the writer did not answer")
+            #expect(refusedWrites(engine) - refusedBefore == 2)
+            let next = try store.commit([.set(model: "m", keyPath: "n", value: 2)])
+            #expect(next.version == 2)
+            engine.close()
+        }
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        engine.close()
+        let store = try #require(contents.stores.first)
+        #expect(store.version == 2)
+        #expect(store.history.map(\.version) == [1, 2])
+        #expect(store.history.last?.changes == [ModelChange(model: "m", keyPath: "n", oldValue: 1, newValue: 2)])
+        #expect(store.models.map(\.value) == [["n": 2]])
+    }
+
+    /// A store deleted and made again under its name while a holder of the old object still
+    /// commits to it: the old object's change set, though it carries the very version the new
+    /// store is to store next, is refused (`noSuchStore`) and undone, and the new store's own
+    /// next commit is stored at that version.
+    @Test func aChangeSetOfAStoreObjectNoLongerLiveUnderItsNameIsRefused() throws {
+        let directory = temporaryDirectory()
+        let liveEpoch: String
+        do {
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            let stores = StoreRegistry(journal: engine)
+            let dead = try stores.create("s")
+            try dead.commit([.put(model: "old", value: ["n": 1])])
+            try stores.delete("s")
+            let live = try stores.create("s")
+            liveEpoch = live.epoch
+            try live.commit([.put(model: "new", value: ["n": 1])])
+            // `dead`'s next version is 2, which is `live`'s next too: only the object tells them apart.
+            #expect(outcome(of: commitLater(dead, [.put(model: "stale", value: ["n": 2])])) == .refused(.noSuchStore("s")))
+            #expect(dead.version == 1 && dead.snapshot().models["stale"] == nil)
+            let next = try live.commit([.put(model: "newer", value: ["n": 2])])
+            #expect(next.version == 2)
+            engine.close()
+        }
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        engine.close()
+        let store = try #require(contents.stores.first)
+        #expect(contents.stores.count == 1)
+        #expect(store.epoch == liveEpoch && store.version == 2)
+        #expect(store.models.map(\.id).sorted() == ["new", "newer"])
+        #expect(store.history.map(\.version) == [1, 2])
+        #expect(store.history.flatMap(\.changes).map(\.model) == ["new", "newer"])
+    }
+
+    /// A store's change set still queued when the store undid its unsettled change sets (as it
+    /// does when the journal fails a write) belongs to a generation undone since: the writer
+    /// drops it, counted as refused, and stores the change set committed after the undo at the
+    /// same version.
+    @Test func aChangeSetOfAGenerationUndoneSinceIsRefused() throws {
+        let directory = temporaryDirectory()
+        do {
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            let store = try StoreRegistry(journal: engine).create("s")
+            try store.commit([.put(model: "a", value: ["n": 1])])
+            let generation = store.journalSnapshot(changedAfter: 0).generation
+            engine.holdWriter(true)
+            let undone = commitLater(store, [.put(model: "b", value: ["n": 2])])
+            // What the writer answers a failed transaction: every unsettled change set is undone
+            // and answered, and the generation moves on, while `b`'s record is still queued.
+            store.unsettle(generation: generation, because: .storageFailed("the disk is full"))
+            #expect(outcome(of: undone) == .refused(.storageFailed("the disk is full")))
+            #expect(store.journalSnapshot(changedAfter: 0).generation == generation + 1)
+            let redone = commitLater(store, [.put(model: "c", value: ["n": 2])])
+            let refusedBefore = refusedWrites(engine)
+            engine.holdWriter(false)
+            #expect(outcome(of: redone) == .stored)
+            #expect(refusedWrites(engine) - refusedBefore == 1)
+            #expect(store.version == 2)
+            engine.close()
+        }
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        engine.close()
+        let store = try #require(contents.stores.first)
+        #expect(store.version == 2)
+        #expect(store.models.map(\.id).sorted() == ["a", "c"])
+        #expect(store.history.map(\.version) == [1, 2])
+        #expect(store.history.last?.changes.map(\.model) == ["c"])
     }
 
     @Test func oldChangeSetsAreCompactedToTheRetainedCount() throws {
@@ -166,7 +341,7 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
             let store = try StoreRegistry(journal: engine).create("s")
             epoch = store.epoch
             try store.commit([.put(model: "m", value: [:])])
-            #expect(append(engine, "t", seq: 1) == .some(nil))
+            #expect(append(engine, "t", seq: 1) == .stored)
             engine.close()
         }
         // A process that crashes on the same boot loses nothing: the epochs stay.
@@ -215,7 +390,7 @@ private func append(_ engine: DiskEngine, _ topic: String, seq: UInt64, epoch: S
         engine.holdWriter(false)
         for _ in 0..<1000 where stored.withLock({ $0 }) < 4 { usleep(1000) }
         #expect(stored.withLock { $0 } == 4)
-        #expect(append(engine, "t", seq: 5) == .some(nil))
+        #expect(append(engine, "t", seq: 5) == .stored)
     }
 
     @Test func aBlockedObserverHoldsTheWriterBackPastTheUnsettledBatches() throws {
