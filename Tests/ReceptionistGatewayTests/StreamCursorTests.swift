@@ -57,6 +57,39 @@ import Testing
         #expect(ClusterKeys.decode(Array("p::t:chat".utf8)) == nil)
     }
 
+    /// A notice that carries its call's messages (`m:`, as the publish script writes it) is read
+    /// whole, data with colons and all; one whose messages cannot be read whole is the bare notice
+    /// of its last number, so the node reads the log; one whose head cannot be read is nobody's.
+    @Test func aNoticeCarryingItsMessagesIsReadWholeOrTakenForTheBareNotice() {
+        let messages = [
+            PublishBatch.Message(topic: "news", data: Array(#"{"a":"x:y"}"#.utf8), publishedAt: 1_700_000_000_000_001),
+            PublishBatch.Message(topic: "news", data: Array("7".utf8), publishedAt: 1_700_000_000_000_002),
+            PublishBatch.Message(topic: "news", data: Array(#""::""#.utf8), publishedAt: 3),
+        ]
+        let carried = ClusterKeys.Notice.topicCarried(
+            "news", messages: messages, numbered: PublishBatch.Numbered(first: 40, epoch: "5c1e", lastID: "1700000000000-2"))
+        let text = ClusterKeys.encode(carried)
+        #expect(text == #"m:news:42:5c1e:1700000000000-2:3:1700000000000001:11:{"a":"x:y"}:1700000000000002:1:7:3:4:"::""#)
+        #expect(ClusterKeys.decode(Array(text.utf8)) == carried)
+        let bare = ClusterKeys.Notice.topicPublished("news", seq: 42, epoch: "5c1e")
+        for broken in [
+            String(text.dropLast()),  // the last message is short
+            text + "x",  // bytes after the last message
+            text.replacingOccurrences(of: ":3:1700", with: ":4:1700"),  // one message more than it holds
+            text.replacingOccurrences(of: ":11:", with: ":99:"),  // a length past the end
+            text.replacingOccurrences(of: ":11:", with: ":1x:"),  // a length that is not a number
+        ] {
+            #expect(ClusterKeys.decode(Array(broken.utf8)) == bare, "\(broken)")
+        }
+        for unreadable in [
+            "m:news:42:5c1e:1700000000000-2", "m::42:5c1e:1-2:1:1:1:7", "m:news:x:5c1e:1-2:1:1:1:7",
+            "m:news:42::1-2:1:1:1:7", "m:news:42:5c1e:12:1:1:1:7", "m:news:42:5c1e:1-2:0:", "m:news:2:5c1e:1-2:3:1:1:7",
+        ] {
+            #expect(ClusterKeys.decode(Array(unreadable.utf8)) == nil, "\(unreadable)")
+        }
+        #expect(ClusterKeys(database: 0).nodeChannel("00ff") == "rcpt:events:0:m:00ff")
+    }
+
     @Test func aStoresKeysShareOneHashTag() {
         let keys = ClusterKeys(database: 2)
         for key in [keys.storeVersion("tiles"), keys.storeModels("tiles"), keys.storeLog("tiles")] {

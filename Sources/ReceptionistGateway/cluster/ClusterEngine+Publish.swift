@@ -57,7 +57,7 @@ extension ClusterEngine {
         let (reader, follower) = following
         // A batch of one topic is its messages in order, as they are: no copy.
         let messages = indexes.count == batch.messages.count ? batch.messages : indexes.map { batch.messages[$0] }
-        if follower.mirrorOwn(messages, numbered: numbers, reader: reader) {
+        if follower.mirror(messages, numbered: numbers, reader: reader) {
             for (offset, index) in indexes.enumerated() { answers.answer(index, .success(numbers.first + UInt64(offset))) }
             return
         }

@@ -161,6 +161,14 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             // nothing to read.
             if let seq, let epoch, follower.holds(noticeOf: seq, epoch: epoch, reader: reader) { return }
             reader.read()
+        case .topicCarried(let name, let messages, let numbered)?:
+            guard PushHub.isValidTopicName(name) else { return }
+            let (reader, follower) = topicReader(name)
+            // The next messages of what this node has: mirrored from the notice, with no read.
+            if follower.mirror(messages, numbered: numbered, reader: reader) { return }
+            let last = numbered.first + UInt64(messages.count) - 1
+            if follower.holds(noticeOf: last, epoch: numbered.epoch, reader: reader) { return }
+            reader.read()
         case .presenceChanged(let target, let node)?:
             guard node != nodeID, PushHub.isValidTopicName(target.name) else { return }
             hub.presenceRelay.changed(target)

@@ -16,8 +16,11 @@ struct ClusterKeys: Sendable {
 
     /// A node's own channel: where the other nodes' publishes are noticed, so that a node is never
     /// told of its own (`ClusterScripts.publish`). The channel's name and a colon come first, and
-    /// hold no glob character, so `PUBSUB CHANNELS <channel>:*` lists every node's.
-    func nodeChannel(_ node: String) -> String { "\(channel):\(node)" }
+    /// hold no glob character, so `PUBSUB CHANNELS <channel>:*` lists every node's. `m:` after
+    /// them (`carryingMark`) tells the script that this node reads notices that carry their
+    /// messages; a node of an earlier version, whose channel lacks it, is sent the bare notice.
+    func nodeChannel(_ node: String) -> String { "\(channel):\(Self.carryingMark)\(node)" }
+    static let carryingMark = "m:"
 
     func storeVersion(_ store: String) -> String { "rcpt:s:{\(store)}:version" }
     func storeModels(_ store: String) -> String { "rcpt:s:{\(store)}:models" }
@@ -66,6 +69,11 @@ struct ClusterKeys: Sendable {
         /// only if it is that store, not one made again since under the name.
         case storeDeleted(String, epoch: String)
         case topicPublished(String, seq: UInt64? = nil, epoch: String? = nil)
+        /// A topic's notice that carries the call's messages to the topic, numbered, so that a
+        /// node that has every message before them mirrors them with no read (`m:`, made by the
+        /// publish script: `m:<name>:<last>:<epoch>:<last entry ID>:<count>`, then for each message
+        /// `:<publishedAt>:<length>:<data>`).
+        case topicCarried(String, messages: [PublishBatch.Message], numbered: PublishBatch.Numbered)
         /// A node's presence entry for a topic or store changed: `p:<node>:t:<topic>` (or `s:`).
         case presenceChanged(StreamTarget, node: String)
     }
@@ -80,6 +88,9 @@ struct ClusterKeys: Sendable {
         case .storeDeleted(let name, let epoch): "d:\(name):\(epoch)"
         case .topicPublished(let name, let seq?, let epoch?): "\(topicNoticePrefix)\(name):\(seq):\(epoch)"
         case .topicPublished(let name, _, _): topicNoticePrefix + name
+        case .topicCarried(let name, let messages, let numbered):
+            "m:\(name):\(numbered.first + UInt64(messages.count) - 1):\(numbered.epoch):\(numbered.lastID):\(messages.count)"
+                + messages.map { ":\($0.publishedAt):\($0.data.count):\(String(decoding: $0.data, as: UTF8.self))" }.joined()
         case .presenceChanged(.topic(let name), let node): "p:\(node):t:\(name)"
         case .presenceChanged(.store(let name), let node): "p:\(node):s:\(name)"
         }
@@ -106,6 +117,8 @@ struct ClusterKeys: Sendable {
             return .topicPublished(
                 String(decoding: payload[2..<first], as: UTF8.self), seq: seq,
                 epoch: String(decoding: payload[(second + 1)...], as: UTF8.self))
+        case UInt8(ascii: "m"):
+            return carried(payload)
         case UInt8(ascii: "p"):
             let parts = name.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
             guard parts.count == 3, !parts[0].isEmpty, !parts[2].isEmpty else { return nil }
@@ -116,5 +129,44 @@ struct ClusterKeys: Sendable {
             }
         default: return nil
         }
+    }
+
+    /// An `m:` notice read from its bytes. One whose messages cannot be read whole is taken for the
+    /// bare notice of its last number and epoch, so the node reads the log for them; one whose
+    /// head cannot be read is nobody's.
+    private static func carried(_ payload: [UInt8]) -> Notice? {
+        let colon = UInt8(ascii: ":")
+        var at = 2
+        /// The bytes up to the next colon, which is passed over.
+        func field() -> ArraySlice<UInt8>? {
+            guard at < payload.count, let end = payload[at...].firstIndex(of: colon) else { return nil }
+            defer { at = end + 1 }
+            return payload[at..<end]
+        }
+        guard let nameBytes = field(), !nameBytes.isEmpty, let last = field().flatMap(DecimalDigits.value),
+              let epochBytes = field(), !epochBytes.isEmpty, let lastID = field(), DecimalDigits.pair(lastID, separator: UInt8(ascii: "-")) != nil,
+              let count = field().flatMap(DecimalDigits.value), count >= 1, count <= last
+        else { return nil }
+        let name = String(decoding: nameBytes, as: UTF8.self)
+        let epoch = String(decoding: epochBytes, as: UTF8.self)
+        let bare = Notice.topicPublished(name, seq: last, epoch: epoch)
+        // The colon after the count began the first message.
+        at -= 1
+        var messages: [PublishBatch.Message] = []
+        messages.reserveCapacity(Int(min(count, UInt64(PublishBatch.maxMessages))))
+        for _ in 0..<count {
+            guard at < payload.count, payload[at] == colon else { return bare }
+            at += 1
+            guard let publishedAt = field().flatMap(DecimalDigits.value), let length = field().flatMap(DecimalDigits.value),
+                  length <= UInt64(payload.count - at)
+            else { return bare }
+            let end = at + Int(length)
+            messages.append(PublishBatch.Message(topic: name, data: Array(payload[at..<end]), publishedAt: publishedAt))
+            at = end
+        }
+        guard at == payload.count else { return bare }
+        return .topicCarried(
+            name, messages: messages,
+            numbered: PublishBatch.Numbered(first: last - count + 1, epoch: epoch, lastID: String(decoding: lastID, as: UTF8.self)))
     }
 }

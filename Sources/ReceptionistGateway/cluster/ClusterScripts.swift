@@ -113,7 +113,9 @@ enum ClusterScripts {
     /// node's channel, then for each topic: its notice, a fresh epoch for a topic that has none, its
     /// count n, and n pairs of data JSON and publishedAt. Each topic's messages take the next n
     /// numbers, in order; the topic's notice, with its last number and epoch, is published once to
-    /// each other node's channel, and its log trimmed once (by the last `XADD`, and by age as
+    /// each other node's channel (to a channel marked `m:`, `ClusterKeys.carryingMark`, with the
+    /// messages themselves, numbered, up to 64 KiB of data: that node then mirrors them without
+    /// reading the log), and its log trimmed once (by the last `XADD`, and by age as
     /// `trimByAge` does). Returns first seq, epoch and last entry ID for each topic in turn, in one
     /// flat array: enough for the publishing node to mirror its own messages without reading them
     /// back.
@@ -146,6 +148,7 @@ enum ClusterScripts {
           end
           if counts[2] > #nodes then listeners[#listeners + 1] = ARGV[3] end
         end
+        local mark = #ARGV[3] + 2
         local ttl = tonumber(ARGV[2])
         local format = string.format
         local out = {}
@@ -164,6 +167,7 @@ enum ClusterScripts {
             end
           end
           a = a + 3
+          local from = a
           local last = redis.call('INCRBY', seqKey, n)
           local first = last - n + 1
           for i = 0, n - 2 do
@@ -178,8 +182,25 @@ enum ClusterScripts {
             redis.call('XTRIM', logKey, 'MINID', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - ttl)
           end
           if listeners then
+            local bare = notice .. ':' .. last .. ':' .. epoch
+            local carried
             for _, channel in ipairs(listeners) do
-              redis.call('PUBLISH', channel, notice .. ':' .. last .. ':' .. epoch)
+              if string.sub(channel, mark, mark + 1) == 'm:' then
+                if not carried then
+                  local parts = {'m', string.sub(notice, 2), ':', last, ':', epoch, ':', id, ':', n}
+                  local size = 0
+                  for i = from, from + 2 * n - 2, 2 do
+                    local data = ARGV[i]
+                    size = size + #data
+                    parts[#parts + 1] = ':' .. ARGV[i + 1] .. ':' .. #data .. ':'
+                    parts[#parts + 1] = data
+                  end
+                  if size > 65536 then carried = bare else carried = table.concat(parts) end
+                end
+                redis.call('PUBLISH', channel, carried)
+              else
+                redis.call('PUBLISH', channel, bare)
+              end
             end
           end
           out[#out + 1] = first

@@ -57,19 +57,22 @@ final class TopicFollower: StreamFollower {
         waiters.append((seq, epoch, now, completion))
     }
 
-    /// This node's own publishes to the topic in one batch, as Redis numbered them: mirrored now if
-    /// they are the next messages of the epoch this node follows, so each is answered after one
-    /// round trip; the cursor moves past the last, and a read already in flight that returns them
-    /// finds them duplicates. Otherwise (other nodes' messages in between, not read yet) they are
-    /// left to the read.
-    func mirrorOwn(_ messages: [PublishBatch.Message], numbered: PublishBatch.Numbered, reader: StreamReader) -> Bool {
+    /// Messages to the topic from one script call, as Redis numbered them: this node's own, from
+    /// the call's answer, or another node's, carried by its notice. Mirrored now if they are the
+    /// next messages of the epoch this node follows, so each is answered (or delivered) after one
+    /// round trip and no read; the cursor moves past the last, and a read already in flight that
+    /// returns them finds them duplicates. Otherwise (messages in between that this node has not
+    /// read yet) they are left to the read.
+    func mirror(_ messages: [PublishBatch.Message], numbered: PublishBatch.Numbered, reader: StreamReader) -> Bool {
         let topic = hub.topic(name)
         guard topic.isSynced, numbered.epoch == topic.epoch, let cursor = reader.cursor, cursor.lastNumber + 1 == numbered.first
         else { return false }
         for (offset, message) in messages.enumerated() {
             topic.mirror(seq: numbered.first + UInt64(offset), publishedAt: message.publishedAt, data: message.data)
         }
-        reader.cursor = StreamCursor(lastID: numbered.lastID, lastNumber: numbered.first + UInt64(messages.count) - 1)
+        let moved = StreamCursor(lastID: numbered.lastID, lastNumber: numbered.first + UInt64(messages.count) - 1)
+        reader.cursor = moved
+        settleWaiters(upTo: moved, epoch: topic.epoch)
         return true
     }
 
@@ -133,7 +136,12 @@ final class TopicFollower: StreamFollower {
             }
         }
         reader.cursor = cursor
-        let epoch = topic.epoch
+        settleWaiters(upTo: cursor, epoch: topic.epoch)
+    }
+
+    /// Answers the publishes of this node waiting for a message the mirror has now.
+    private func settleWaiters(upTo cursor: StreamCursor, epoch: String) {
+        guard !waiters.isEmpty else { return }
         let done = waiters.filter { $0.epoch == epoch && $0.seq <= cursor.lastNumber }
         waiters.removeAll { $0.epoch == epoch && $0.seq <= cursor.lastNumber }
         for waiter in done { waiter.completion(.success(waiter.seq)) }
