@@ -225,19 +225,24 @@ IN_FLIGHT = {
 }
 
 
+def finish_during_drain(server, conn, partial: bytes, rest: bytes):
+    """Sends `partial` before SIGTERM and `rest` once the drain has begun; returns the answer."""
+    # The complete request in front proves the server has read this segment,
+    # so the partial request is known to have started before the signal.
+    conn.send(http_request("GET", "/healthz") + partial)
+    assert conn.read_response().status == 200
+    server.send_signal(signal.SIGTERM)
+    wait_until_refused(server.port, timeout=5.0)
+    assert server.proc.poll() is None, "exited without finishing the in-flight request"
+    conn.send(rest)
+    return conn.read_response()
+
+
 @pytest.mark.parametrize("partial, rest", list(IN_FLIGHT.values()), ids=list(IN_FLIGHT))
 def test_sigterm_completes_in_flight_request(start_server, partial, rest):
     server = start_server("--drain-timeout", "10")
     with RawConnection(server.port) as conn:
-        # The complete request in front proves the server has read this segment,
-        # so the partial request is known to have started before the signal.
-        conn.send(http_request("GET", "/healthz") + partial)
-        assert conn.read_response().status == 200
-        server.send_signal(signal.SIGTERM)
-        wait_until_refused(server.port, timeout=5.0)
-        assert server.proc.poll() is None, "exited without finishing the in-flight request"
-        conn.send(rest)
-        resp = conn.read_response()
+        resp = finish_during_drain(server, conn, partial, rest)
         assert resp.status == 503, resp.body
         assert resp.media_type() == "application/json"
         assert resp.json() == {"status": "draining"}
@@ -260,12 +265,7 @@ def test_a_stream_asked_for_during_a_drain_gets_the_standard_503(start_server, p
     # (`/readyz`'s `{"status":"draining"}` is the probe's own answer, not an error).
     server = start_server("--drain-timeout", "10")
     with RawConnection(server.port) as conn:
-        conn.send(http_request("GET", "/healthz") + partial)
-        assert conn.read_response().status == 200
-        server.send_signal(signal.SIGTERM)
-        wait_until_refused(server.port, timeout=5.0)
-        conn.send(b"\r\n")
-        resp = conn.read_response()
+        resp = finish_during_drain(server, conn, partial, b"\r\n")
         assert_json_error(resp, 503, "service_unavailable")
         assert "draining" in resp.json()["detail"], resp.json()
         assert resp.connection() == "close"
