@@ -153,3 +153,32 @@ def test_a_notice_carries_its_messages_so_the_other_node_reads_nothing(start_ser
     finally:
         earlier.close()
     ws.close()
+
+
+def test_a_notice_carries_at_most_64_kib_of_messages(start_server, redis):  # noqa: F811
+    # Past 64 KiB of data a notice goes bare, even to a marked channel, and the other node reads
+    # the message from the log instead; it arrives all the same, unaltered.
+    a, b = start_node(start_server, redis), start_node(start_server, redis)
+    topic = unique("big")
+    ws = connect(b.port)
+    assert subscribe(ws, topic=topic)["type"] == "subscribed"
+    marked = f"{CHANNEL}:m:00listener"
+    listener = socket.create_connection((HOST, redis.port), timeout=10)
+    try:
+        listener.sendall(f"SUBSCRIBE {marked}\r\n".encode())
+        wait_for(lambda: listeners(redis, marked) == 1, 5, "the listener's subscription never took")
+        small, big = {"n": "x" * 100}, {"n": "y" * (64 * 1024 + 1)}
+        assert [publish(a.port, topic, body) for body in (small, big)] == [1, 2]
+        frames = [recv_json(ws, timeout=10) for _ in range(2)]
+        assert [(f["seq"], f["data"]) for f in frames] == [(1, small), (2, big)]
+        heard = b""
+        while heard.count(f":{topic}:".encode()) < 2:
+            chunk = listener.recv(1 << 20)
+            assert chunk, "Redis closed the listener's connection"
+            heard += chunk
+        assert f"m:{topic}:1:".encode() in heard, "the small message was not carried"
+        assert f"t:{topic}:2:".encode() in heard, "the big message was carried past the limit"
+        assert f"m:{topic}:2:".encode() not in heard
+    finally:
+        listener.close()
+    ws.close()
