@@ -42,7 +42,7 @@ public final class Gateway {
         self.loop = loop
         engine = GatewayEngine(config: config, opened: opened, loop: loop)
         stores = engine.stores
-        jobs = JobRunner(threads: config.jobThreads)
+        jobs = JobRunner(threads: config.jobThreads, maxQueuedWork: config.maxQueuedWork)
         hub = PushHub(
             stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
             presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))

@@ -23,6 +23,8 @@ public struct GatewayConfig: Sendable {
     public var maxQueuedBytes = 1024 * 1024
     /// Worker threads for store mutations and jobs.
     public var jobThreads = 2
+    /// Store requests and commits waiting for a job thread; more are refused at once.
+    public var maxQueuedWork = 65_536
     /// Change sets each store keeps for resuming subscribers.
     public var historyLimit = 1000
     /// Create the `tiles` demo store and animate it at `demoRate` change sets per second.

@@ -48,6 +48,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Worker threads for store mutations and jobs (default: the number of cores).")
     var jobThreads = ServeCommand.cores
 
+    @Option(help: "Store requests and commits waiting for a job thread; more are answered 503 over_capacity (WebSocket commits: unavailable).")
+    var maxQueuedWork = 65_536
+
     @Option(help: "Change sets each store keeps so reconnecting subscribers can resume.")
     var history = 1000
 
@@ -222,6 +225,7 @@ struct ServeCommand: ParsableCommand {
         guard maxQueuedBytes > 0 else { throw ValidationError("--max-queued-bytes must be positive") }
         guard maxQueuedBytes <= Int(Int32.max) else { throw ValidationError("--max-queued-bytes must be at most 2147483647") }
         guard (1...256).contains(jobThreads) else { throw ValidationError("--job-threads must be 1...256") }
+        guard maxQueuedWork > 0 else { throw ValidationError("--max-queued-work must be positive") }
         guard history >= 0 else { throw ValidationError("--history must not be negative") }
         guard demoRate > 0 else { throw ValidationError("--demo-rate must be positive") }
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
@@ -311,6 +315,7 @@ struct ServeCommand: ParsableCommand {
         config.maxQueuedBytes = maxQueuedBytes
         config.drainTimeoutSeconds = drainTimeout
         config.jobThreads = jobThreads
+        config.maxQueuedWork = maxQueuedWork
         config.historyLimit = history
         config.demo = demo
         config.demoRate = demoRate

@@ -41,6 +41,7 @@ def refused_start(tmp_path, text: str, name: str = "bad.yaml") -> str:
     ("namespaces:\n  - pattern: a.*\n    maxRate: 0\n", "line 3: 'namespaces.maxRate' must be a number"),
     ("namespaces:\n  - pattern: a.*\n    history: 5000\n", "keeps a history of 5000, more than --history (1000)"),
     ("port: [0\n", "is not YAML or JSON"),
+    ("max-queued-work: 0\n", "--max-queued-work must be positive"),
 ])
 def test_a_bad_file_is_refused_at_start_with_the_line_and_the_key(tmp_path, text, expected):
     assert expected in refused_start(tmp_path, text)

@@ -151,7 +151,7 @@ def test_help_documents_job_options():
                             capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr
     text = (result.stdout + result.stderr).decode("utf-8", "replace")
-    for option in ["--demo", "--demo-rate", "--job-threads"]:
+    for option in ["--demo", "--demo-rate", "--job-threads", "--max-queued-work"]:
         assert option in text, f"{option} missing from help:\n{text}"
 
 
