@@ -76,4 +76,56 @@ import Testing
         #expect(mailbox.post { ran.withLock { $0 += 1000 } } == .refused)
         #expect(ran.withLock { $0 } == 100)
     }
+
+    /// Loop-thread-only record of a flood. Why `@unchecked Sendable` is safe: only the loop thread
+    /// touches it (the set-up, the posted jobs and the timer run there), and the test reads it
+    /// after the loop thread has finished.
+    final class Flood: @unchecked Sendable {
+        var timer: LoopTimer?
+        var ran = 0
+        /// How many jobs had run when the timer fired.
+        var firedAfter: Int?
+    }
+
+    /// A chain of `jobs` posts, each posting the next after spinning for `eachMilliseconds`; the
+    /// first starts a timer due at once. Returns how many jobs had run when it fired (nil if it
+    /// had not by the last), and the mailbox's wake-ups.
+    private func flood(jobs: Int, eachMilliseconds: Double) -> (firedAfter: Int?, wakeups: Int) {
+        let flood = Flood()
+        let loop = LoopThread { loop in
+            flood.timer = LoopTimer(loop: loop) { flood.firedAfter = flood.ran }
+        }
+        let mailbox = loop.mailbox
+        @Sendable func step() {
+            if flood.ran == 0 { flood.timer?.start(delayMilliseconds: 0) }
+            let until = DispatchTime.now().uptimeNanoseconds + UInt64(eachMilliseconds * 1_000_000)
+            while DispatchTime.now().uptimeNanoseconds < until {}
+            flood.ran += 1
+            if flood.ran < jobs { _ = mailbox.post(step); return }
+            // A timer that has not fired by now never will.
+            flood.timer?.close()
+            mailbox.shutDown()
+        }
+        #expect(mailbox.post(step) == .accepted)
+        #expect(loop.waitUntilStopped(seconds: 30))
+        #expect(flood.ran == jobs)
+        return (flood.firedAfter, mailbox.statistics.wakeups)
+    }
+
+    /// A flood of quick posts lets the loop's timers run after each `maxRoundsPerWakeup` (16)
+    /// rounds: without that bound the 64 jobs run in one drain (well under its 10 ms), and the
+    /// timer only after them.
+    @Test func aFloodOfQuickPostsYieldsToTheLoopEverySixteenRounds() {
+        let (firedAfter, wakeups) = flood(jobs: 64, eachMilliseconds: 0)
+        #expect(firedAfter != nil && firedAfter! <= 16, "the timer fired after \(String(describing: firedAfter)) jobs")
+        #expect(wakeups >= 4)
+    }
+
+    /// A flood of slow posts lets the loop's timers run once a drain has taken 10 ms
+    /// (`maxNanosecondsPerWakeup`): three 4 ms jobs at most. Without that bound the 8 jobs run in
+    /// one drain (fewer than 16 rounds), and the timer only after them.
+    @Test func aFloodOfSlowPostsYieldsToTheLoopAfterTenMilliseconds() {
+        let (firedAfter, _) = flood(jobs: 8, eachMilliseconds: 4)
+        #expect(firedAfter != nil && firedAfter! <= 3, "the timer fired after \(String(describing: firedAfter)) jobs")
+    }
 }
