@@ -1,5 +1,5 @@
 """A redis-server for the cluster tests that need to reach into it (test_cluster_async.py,
-test_cluster_resume.py, test_cluster_epochs.py, test_cluster_shards.py): one that takes `DEBUG`
+test_cluster_resume.py, test_cluster_epochs.py, test_cluster_shards.py, test_cluster_trims.py): one that takes `DEBUG`
 commands from loopback, put to sleep for real with `DEBUG SLEEP`; nodes started on it; raw
 commands sent to it, and its clock.
 """
@@ -52,21 +52,32 @@ def start_node(start_server, redis, *args):
 
 
 def redis_call(redis, *args: str):
-    """One command on a fresh connection; the reply's first line (enough for TIME's first
-    element too, read whole below)."""
+    """One command on a connection of its own; the whole reply, decoded (arrays as lists)."""
     with socket.create_connection((HOST, redis.port), timeout=5) as sock:
-        parts = [f"*{len(args)}\r\n".encode()] + [f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args]
-        sock.sendall(b"".join(parts))
-        data = b""
-        while not data.endswith(b"\r\n") or data.count(b"\r\n") < (5 if args[0] == "TIME" else 1):
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-        return data
+        sock.sendall(f"*{len(args)}\r\n".encode()
+                     + b"".join(f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args))
+        with sock.makefile("rb") as reader:
+            return _reply(reader)
+
+
+def _reply(reader):
+    line = reader.readline()
+    assert line.endswith(b"\r\n"), f"Redis closed the connection mid-reply: {line!r}"
+    kind, rest = line[:1], line[1:-2]
+    if kind == b"-":
+        raise AssertionError(f"Redis refused the command: {rest.decode()}")
+    if kind == b"+":
+        return rest.decode()
+    if kind == b":":
+        return int(rest)
+    if kind == b"$":
+        return None if int(rest) < 0 else reader.read(int(rest) + 2)[:-2].decode()
+    if kind == b"*":
+        return None if int(rest) < 0 else [_reply(reader) for _ in range(int(rest))]
+    raise AssertionError(f"unexpected reply {line!r}")
 
 
 def redis_milliseconds(redis) -> int:
     """Redis's clock, which its stream IDs (and so the age trimming) follow."""
-    lines = redis_call(redis, "TIME").split(b"\r\n")
-    return int(lines[2]) * 1000 + int(lines[4]) // 1000
+    seconds, microseconds = redis_call(redis, "TIME")
+    return int(seconds) * 1000 + int(microseconds) // 1000
