@@ -1,5 +1,5 @@
-"""Presence limits: the counts-only mode past `--presence-max-members`, and the `presence` and `info`
-token claims (docs/PROTOCOL.md, "Presence: who is watching").
+"""Presence limits: the counts-only mode past `--presence-max-members`, the `presence` and `info`
+token claims, and the HTTP answer's `?limit=` (docs/PROTOCOL.md, "Presence: who is watching").
 
 Every wait is bounded and waits for a frame or a count; the gateways run with a short
 `--presence-interval` so the tests stay fast.
@@ -7,21 +7,26 @@ Every wait is bounded and waits for a frame or a count; the gateways run with a 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import websockets
 
-from presence import (  # noqa: F401  (`tokened` is a fixture)
+from conftest import api, assert_json_error, wait_for
+from presence import (  # noqa: F401  (`tokened` and `open_gateway` are fixtures)
     Client,
     INTERVAL,
     WAIT,
     follow,
     http_presence,
+    open_gateway,
+    presence_path,
     token,
     tokened,
     watch,
 )
 from test_trust import sse_head
-from wsclient import connect, new_store, unique
+from wsclient import OP_TEXT, RawWebSocket, connect, new_store, unique
 
 
 # ---- Counts only past the cap -------------------------------------------------
@@ -124,3 +129,63 @@ def test_the_info_claim_must_be_an_object_of_at_most_1_kib(tokened):
         assert client.recv()["type"] == "authenticated"
         view, _, listed = watch(client, "topic", topic)
         assert view.by_user("big")["info"] == fits, listed
+
+
+# ---- The HTTP answer's ?limit= -----------------------------------------------------
+
+LIMIT_ERROR = "limit must be a whole number from 0 to 10000"
+
+
+def test_the_http_limit_is_a_whole_number_from_0_to_10000(open_gateway):
+    """`?limit=` takes 0 to 10,000 (PresenceAPI.maxLimit, docs/PROTOCOL.md): 10,000 lists every
+    member and 0 none (truncated); 10,001, a negative, a fraction, an exponent, a word, a number
+    past any integer and an empty value (`limit=` or a bare `limit`) are each a 400 with the JSON
+    error. Without the bound, 10,001 would be answered
+    with the list; with a smaller one, 10,000 would be refused."""
+    port, topic = open_gateway.port, unique("limit")
+    with Client(port) as one, Client(port) as two:
+        for client in (one, two):
+            assert client.subscribe(topic=topic)["type"] == "subscribed"
+        listed = wait_for(lambda: (body := http_presence(port, "topic", topic, "limit=10000"))["clients"] == 2 and body,
+                          WAIT, "the two members in the HTTP answer")
+        assert len(listed["members"]) == 2 and "truncated" not in listed, listed
+        none = http_presence(port, "topic", topic, "limit=0")
+        assert none["members"] == [] and none["truncated"] is True and none["clients"] == 2, none
+        for bad in ("10001", "-1", "1.5", "1e3", "many", "", "99999999999999999999"):
+            for query in (f"limit={bad}", "limit") if bad == "" else (f"limit={bad}",):
+                resp = api(port, "GET", presence_path("topic", topic, query))
+                assert_json_error(resp, 400, "bad_request")
+                assert resp.json()["detail"] == LIMIT_ERROR, (query, resp.json())
+        # A store's answer is bounded the same way.
+        store = new_store(port, prefix="limit")
+        assert http_presence(port, "store", store, "limit=10000")["members"] == []
+        assert_json_error(api(port, "GET", presence_path("store", store, "limit=10001")), 400, "bad_request")
+
+
+def test_the_http_answer_lists_1000_members_unless_asked_for_more(start_server):
+    """With 1,001 members the answer lists 1,000 by default, with `"truncated": true` and the
+    counts of all; `?limit=1001` or `?limit=10000` lists all 1,001, not truncated. The members are
+    raw WebSocket subscribers (one connection each: a topic's member is a subscription, and a
+    connection subscribes to a topic once). Without the default every member would be listed;
+    were 10,000 capped at the default, the asked-for answers would be cut at 1,000 too."""
+    port, topic = start_server().port, unique("crowd")
+    crowd: list[RawWebSocket] = []
+    try:
+        for _ in range(1001):
+            crowd.append(RawWebSocket(port).open())
+            crowd[-1].send_json({"type": "subscribe", "topic": topic})
+        for ws in crowd:
+            opcode, payload = ws.read_message()
+            assert (opcode, json.loads(payload)["type"]) == (OP_TEXT, "subscribed"), payload
+        wait_for(lambda: http_presence(port, "topic", topic, "stats=true")["clients"] == 1001, WAIT, "1,001 members")
+
+        default = http_presence(port, "topic", topic)
+        counts = (len(default["members"]), default.get("truncated"), default["clients"], default["users"])
+        assert counts == (1000, True, 1001, 0), counts
+        for limit in (1001, 10000):
+            whole = http_presence(port, "topic", topic, f"limit={limit}")
+            assert len(whole["members"]) == 1001 and "truncated" not in whole, (limit, len(whole["members"]))
+            assert {m["client"] for m in default["members"]} < {m["client"] for m in whole["members"]}
+    finally:
+        for ws in crowd:
+            ws.sock.close()
