@@ -27,8 +27,13 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var held: JobHold?
     /// Bytes read while held, parsed once it ends: at most one read, as reading stops then.
     private var heldBytes: [UInt8] = []
-    /// Reading is stopped until the held request's work returns.
+    /// Reading is stopped until the held request's work returns, or the client takes the replies
+    /// queued before the requests `parked` keeps.
     private var readingHeld = false
+    /// Requests read but not yet answered while the replies before them are past
+    /// `--max-queued-bytes`: answered once the client has taken those (`connectionDidDrain`), so
+    /// one read of small pipelined requests cannot queue a large reply for each.
+    private var parked: (requests: ArraySlice<HTTPRequest>, output: HTTPRequestParser.Output)?
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -68,9 +73,16 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Answers `requests` in order, then acts on the rest of `output`. A request whose work runs
     /// on a job thread holds back everything after it, read or not yet read, until that work has
     /// returned: pipelined commits take their places in their stores in the order they were sent.
+    /// Replies past `--max-queued-bytes` hold back the requests after them too (`parked`).
     private func process(_ requests: ArraySlice<HTTPRequest>, _ output: HTTPRequestParser.Output) {
         var rest = requests
-        while let request = rest.popFirst() {
+        while !rest.isEmpty {
+            if connection.isOverHighWater {
+                parked = (rest, output)
+                holdReading()
+                return
+            }
+            let request = rest.removeFirst()
             if let hold = answer(request) {
                 held = hold
                 // Nothing else read yet: bytes that come later wait for it (above).
@@ -141,6 +153,13 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
+        if let (rest, output) = parked {
+            // The client took the replies queued before them: the parked requests go on.
+            parked = nil
+            releaseReading()
+            process(state.closing ? [] : rest, output)
+            return
+        }
         if !readingHeld { connection.startReading() }
     }
 
