@@ -1,7 +1,8 @@
 """A small application backend for the hook tests: a real HTTP server in its own process.
 
 Run as `python hook_backend.py PORT_FILE`; it listens on a free loopback port, writes the port to
-PORT_FILE, and answers the gateway's hooks by fixed rules (below). `GET /stats` reports the calls
+PORT_FILE, and answers the gateway's hooks by fixed rules (below); an allow-answer may be padded to
+a size the client asks for (the session cookie `pad-<bytes>`, a published `{"answerBytes": n}`). `GET /stats` reports the calls
 it has seen and the most that were in flight at once; `POST /control` sets a delay in seconds
 added to every answer (`{"delay": 0.5}`), to play a slow backend.
 """
@@ -31,6 +32,19 @@ class State:
     last: dict[str, dict] = {}
 
 
+class Padded:
+    """An answer made exactly `size` bytes long by a string member `pad`, which the gateway ignores."""
+
+    def __init__(self, value: dict, size: int):
+        self.value, self.size = value, size
+
+    def encode(self) -> bytes:
+        bare = len(json.dumps({**self.value, "pad": ""}).encode())
+        body = json.dumps({**self.value, "pad": "x" * (self.size - bare)}).encode()
+        assert len(body) == self.size, (len(body), self.size)
+        return body
+
+
 def cookie_session(headers: dict) -> str | None:
     for part in headers.get("cookie", "").split(";"):
         name, _, value = part.strip().partition("=")
@@ -48,6 +62,8 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
             return 200, {"user": session, "topics": ["chat"], "expiresAt": time.time() + 5.5}
         if session in USERS:
             return 200, USERS[session]
+        if session and session.startswith("pad-") and session[4:].isdigit():
+            return 200, Padded({"user": session, "topics": ["*"], "publish": ["*"]}, int(session[4:]))
         return 401, {"reason": "no session"}
     if hook == "refresh":
         if body.get("user") == "carol":
@@ -67,6 +83,8 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
             return 200, {"allow": False, "reason": "that word is not allowed"}
         if text == "rewrite":
             return 200, {"allow": True, "data": {"text": "rewritten by the backend", "by": body.get("user")}}
+        if isinstance(data, dict) and isinstance(data.get("answerBytes"), int):
+            return 200, Padded({"allow": True}, data["answerBytes"])
         return 200, {"allow": True}
     if hook == "write":
         # A change whose value carries "hookDelay" is answered that many seconds late.
@@ -97,12 +115,15 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status: int, value: object) -> None:
-        body = json.dumps(value).encode()
+        body = value.encode() if isinstance(value, Padded) else json.dumps(value).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the gateway stopped reading: past its limit on an answer's size, or timed out
 
     def do_GET(self) -> None:
         if self.path == "/stats":

@@ -1,23 +1,21 @@
 """The backend's hooks (docs/HOOKS.md) against a real backend process (hook_backend.py):
 connect by cookie over WebSocket and SSE, the publish hook's refusal and rewrite, RPC, a
 client's commit over WebSocket allowed by a grant or by the write hook, and a hook's answer read
-up to 1 MiB (against a backend on a thread of the test's own)."""
+up to 1 MiB."""
 
 from __future__ import annotations
 
 import json
 import re
 import socket
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from websockets.exceptions import ConnectionClosed
 
 from conftest import api, assert_json_error, curl, json_ok
 from hooks import API_KEY, Backend, cookie, elapsed
-from wsclient import connect, new_store, recv_json, send_json, subscribe, unique
+from wsclient import connect, recv_json, send_json, subscribe, unique
 
 TIMEOUT = 0.5  # --hook-timeout of this module's gateway
 
@@ -187,91 +185,30 @@ def test_metrics_count_each_hooks_calls_failures_and_latency(gateway):
 ANSWER_LIMIT = 1 << 20  # HTTPClient.maxResponseBytes: docs/HOOKS.md, docs/DESIGN.md
 
 
-def padded(answer: dict, size: int | None) -> bytes:
-    """`answer` as JSON, made exactly `size` bytes long by a string member the gateway ignores."""
-    if size is None:
-        return json.dumps(answer).encode()
-    bare = len(json.dumps({**answer, "pad": ""}).encode())
-    body = json.dumps({**answer, "pad": "x" * (size - bare)}).encode()
-    assert len(body) == size, (len(body), size)
-    return body
-
-
-class PaddedHooks(BaseHTTPRequestHandler):
-    """Connect and publish hooks that allow everything, in an answer of the size the client asks
-    for: the connect hook's by the session cookie (`session=1048576`), the publish hook's by the
-    published data (`{"answerBytes": 1048576}`). Nothing else: small answers."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args) -> None:  # quiet
-        pass
-
-    def do_POST(self) -> None:
-        call = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))) or b"{}")
-        if self.path == "/connect":
-            session = call.get("headers", {}).get("cookie", "").partition("session=")[2]
-            answer = {"user": f"user-{session}", "topics": ["*"], "publish": ["*"]}
-            size = int(session) if session.isdigit() else None
-        else:
-            data = call.get("data")
-            answer = {"allow": True}
-            size = data.get("answerBytes") if isinstance(data, dict) else None
-        body = padded(answer, size)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        try:
-            self.wfile.write(body)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the gateway stopped reading past its limit
-
-
-class QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address) -> None:  # a connection the gateway dropped
-        pass
-
-
-@pytest.fixture
-def padded_backend():
-    """PaddedHooks on a thread of this process; yields its base URL."""
-    server = QuietServer(("127.0.0.1", 0), PaddedHooks)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
-
-
-def test_a_hook_answer_of_1_mib_is_read_and_one_byte_more_is_unavailable(start_server, padded_backend):
+def test_a_hook_answer_of_1_mib_is_read_and_one_byte_more_is_unavailable(start_server, backend):
     """A connect or publish hook's allow-answer of exactly 1 MiB admits and allows; the same
     answer one byte longer is not read, and the client gets the documented `unavailable`: an
     `unavailable` error then close 1013 for a WebSocket connect, 503 for an SSE connect, an
     `unavailable` error (the connection usable) for a publish. The gateway serves on after.
     Without the limit the longer answer would admit and allow too; with a smaller one the 1 MiB
     answer would be refused; a time-out instead would say "did not answer in time"."""
-    gateway = start_server("--api-key", API_KEY, "--hook-timeout", "10",
-                           "--hook-connect", f"{padded_backend}/connect", "--hook-publish", f"{padded_backend}/publish")
+    gateway = start_server("--api-key", API_KEY, "--hook-timeout", "10", *backend.hook_args("connect", "publish"))
     over = ANSWER_LIMIT + 1
 
     # The connect hook: one byte over refuses a WebSocket (1013) and an SSE request (503).
-    with connect(gateway.port, additional_headers=cookie(str(over))) as ws:
+    with connect(gateway.port, additional_headers=cookie(f"pad-{over}")) as ws:
         assert recv_json(ws, timeout=15) == {"type": "error", "code": "unavailable",
                                              "message": "the connect hook's answer is too large"}
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=15)
     assert closed.value.rcvd.code == 1013 and closed.value.rcvd.reason == "try again later", closed.value
-    refused = curl(gateway.port, "/api/topics/chat/events", "-H", f"Cookie: session={over}", "--max-time", "15")
+    refused = curl(gateway.port, "/api/topics/chat/events", "-H", f"Cookie: session=pad-{over}", "--max-time", "15")
     assert_json_error(refused, 503, "service_unavailable")
     assert refused.json()["detail"] == "the connect hook's answer is too large", refused.json()
 
     # Exactly 1 MiB admits; on that connection, the publish hook's answer is bounded the same way.
     topic = unique("padded")
-    with connect(gateway.port, additional_headers=cookie(str(ANSWER_LIMIT))) as ws:
+    with connect(gateway.port, additional_headers=cookie(f"pad-{ANSWER_LIMIT}")) as ws:
         assert subscribe(ws, topic=topic, timeout=15)["type"] == "subscribed"
         send_json(ws, {"type": "publish", "topic": topic, "data": {"answerBytes": over}, "ref": "over"})
         assert recv_json(ws, timeout=15) == {"type": "error", "code": "unavailable",
@@ -282,7 +219,7 @@ def test_a_hook_answer_of_1_mib_is_read_and_one_byte_more_is_unavailable(start_s
         assert next(f for f in frames if f["type"] == "message")["data"] == {"answerBytes": ANSWER_LIMIT}, frames
 
     # Others are served as before: a small answer admits, and a publish goes through.
-    with connect(gateway.port, additional_headers=cookie("small")) as ws:
+    with connect(gateway.port, additional_headers=cookie("pad-200")) as ws:
         assert subscribe(ws, topic=topic)["type"] == "subscribed"
         send_json(ws, {"type": "publish", "topic": topic, "data": {"text": "after"}, "ref": "after"})
         frames = [recv_json(ws), recv_json(ws)]
