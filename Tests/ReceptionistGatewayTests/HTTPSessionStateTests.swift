@@ -31,6 +31,15 @@ import Testing
         #expect(state.deadline(now: 110_000) == .timeOut)
     }
 
+    /// A client that takes the replies held back for it reads slowly, and is not idle: only one
+    /// that takes nothing for the idle time-out is closed.
+    @Test func aClientTakingItsRepliesIsNotIdle() {
+        var state = fresh()
+        state.progressed(now: 50_000)
+        #expect(state.deadline(now: 109_999) == .none)
+        #expect(state.deadline(now: 110_000) == .close)
+    }
+
     @Test func completedRequestResetsTheIdleClock() {
         var state = fresh()
         state.received(phase: .head, now: 100)

@@ -154,8 +154,10 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
 
     func connectionDidDrain(_ connection: TCPConnection) {
         if let (rest, output) = parked {
-            // The client took the replies queued before them: the parked requests go on.
+            // The client took the replies queued before them: the parked requests go on, and the
+            // idle time-out counts from now (one that never reads is closed by it).
             parked = nil
+            state.progressed(now: connection.loop.nowMilliseconds)
             releaseReading()
             process(state.closing ? [] : rest, output)
             return

@@ -37,6 +37,11 @@ struct HTTPSessionState {
         lastActivity = now
     }
 
+    /// The client took the replies queued for it: a connection that reads slowly is not idle.
+    mutating func progressed(now: UInt64) {
+        lastActivity = now
+    }
+
     /// A request is complete. Returns whether its response may keep the connection open.
     mutating func requestCompleted(keepAlive: Bool) -> Bool {
         if !keepAlive { closing = true }
