@@ -1,7 +1,7 @@
 """A redis-server for the cluster tests that need to reach into it (test_cluster_async.py,
-test_cluster_resume.py, test_cluster_epochs.py, test_cluster_shards.py, test_cluster_trims.py): one that takes `DEBUG`
-commands from loopback, put to sleep for real with `DEBUG SLEEP`; nodes started on it; raw
-commands sent to it, and its clock.
+test_cluster_resume.py, test_cluster_epochs.py, test_cluster_shards.py, test_cluster_trims.py,
+test_redis_queue_limits.py): one that takes `DEBUG` commands from loopback, put to sleep for
+real with `DEBUG SLEEP`; nodes started on it; raw commands sent to it, and its clock.
 """
 
 import socket

@@ -9,9 +9,7 @@
 from __future__ import annotations
 
 import json
-import os
 import select
-import shutil
 import socket
 import threading
 import time
@@ -19,13 +17,11 @@ from collections import Counter
 
 import pytest
 
+from cluster_redis import redis  # noqa: F401  (a fixture: a redis-server that takes DEBUG SLEEP)
 from conftest import HOST, api, assert_json_error, http_client_request, http_request, json_ok, wait_for
-from test_cluster import RedisServer
 from test_metrics import scrape, value
 from wsclient import kernel_buffer_budget, unique
 
-
-REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 MAX_PENDING = 20
 PUBLISHES = 100
 STALL_SECONDS = 2
@@ -33,41 +29,15 @@ ANSWER_TIMEOUT = 15.0
 HEALTH_PROMPT = 0.5
 
 
-class StallableRedis(RedisServer):
-    """A redis-server that accepts DEBUG SLEEP from loopback (off by default since Redis 7)."""
-
-    def __init__(self, directory):
-        assert os.access(REDIS_SERVER, os.X_OK), "needs redis-server (scripts/install-deps.sh test)"
-        super().__init__(directory, ("--enable-debug-command", "local"))
-
-    def command(self, line: bytes, timeout: float) -> bytes | None:
-        try:
-            with socket.create_connection((HOST, self.port), timeout=timeout) as sock:
-                sock.sendall(line + b"\r\n")
-                return sock.recv(64)
-        except OSError:
-            return None
-
-
-@pytest.fixture
-def stallable_redis(tmp_path):
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    redis = StallableRedis(directory)
-    yield redis
-    redis.stop()
-
-
 def pending_commands(port: int) -> float:
     return value(scrape(port), "receptionist_redis_pending_commands")
 
 
 @pytest.mark.timeout(60)
-def test_redis_commands_waiting_are_bounded_and_the_loop_stays_responsive(start_server, stallable_redis):
+def test_redis_commands_waiting_are_bounded_and_the_loop_stays_responsive(start_server, redis):
     """Redis sleeps for 2 s while 100 publishes arrive at once. Without --redis-max-pending all
     100 EVALs would wait for Redis (none answered 503) and the pending gauge would reach ~100, so
     the "some are 503" and "never above 20" assertions fail."""
-    redis = stallable_redis
     node = start_server("--engine", "redis", "--redis-url", redis.url, "--redis-max-pending", str(MAX_PENDING),
                         "--publish-rate", "0")
     port = node.port
@@ -162,11 +132,10 @@ def test_redis_commands_waiting_are_bounded_and_the_loop_stays_responsive(start_
 
 
 @pytest.mark.timeout(60)
-def test_a_connection_held_behind_a_commit_stops_reading(start_server, stallable_redis):
+def test_a_connection_held_behind_a_commit_stops_reading(start_server, redis):
     """A commit whose Idempotency-Key is being claimed in a sleeping Redis holds its connection
     (invariant 58): what the client sends after it waits in the kernel, and the gateway keeps at
     most one read of it. Were the held connection read on, the client could push all 64 MiB."""
-    redis = stallable_redis
     node = start_server("--engine", "redis", "--redis-url", redis.url, "--publish-rate", "0")
     port = node.port
     wait_for(lambda: json_ok(api(port, "GET", "/readyz")).get("redis") == "up", 10, "the node never reached Redis")
