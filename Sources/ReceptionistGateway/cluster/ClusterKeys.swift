@@ -1,3 +1,4 @@
+import Glibc
 import ReceptionistLoop
 import ReceptionistWire
 
@@ -134,21 +135,33 @@ struct ClusterKeys: Sendable {
     /// An `m:` notice read from its bytes. One whose messages cannot be read whole is taken for the
     /// bare notice of its last number and epoch, so the node reads the log for them; one whose
     /// head cannot be read is nobody's.
+    ///
+    /// Read through a pointer, each field found with `memchr`: one comes for every call that
+    /// publishes, to every other node.
     private static func carried(_ payload: [UInt8]) -> Notice? {
+        payload.withUnsafeBufferPointer(carried)
+    }
+
+    private static func carried(_ payload: UnsafeBufferPointer<UInt8>) -> Notice? {
+        guard let base = payload.baseAddress else { return nil }
         let colon = UInt8(ascii: ":")
         var at = 2
         /// The bytes up to the next colon, which is passed over.
-        func field() -> ArraySlice<UInt8>? {
-            guard at < payload.count, let end = payload[at...].firstIndex(of: colon) else { return nil }
+        func field() -> Slice<UnsafeBufferPointer<UInt8>>? {
+            guard at < payload.count, let found = memchr(base + at, Int32(colon), payload.count - at) else { return nil }
+            let end = at + UnsafeRawPointer(base + at).distance(to: UnsafeRawPointer(found))
             defer { at = end + 1 }
             return payload[at..<end]
+        }
+        func text(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+            String(decoding: UnsafeBufferPointer(rebasing: bytes), as: UTF8.self)
         }
         guard let nameBytes = field(), !nameBytes.isEmpty, let last = field().flatMap(DecimalDigits.value),
               let epochBytes = field(), !epochBytes.isEmpty, let lastID = field(), DecimalDigits.pair(lastID, separator: UInt8(ascii: "-")) != nil,
               let count = field().flatMap(DecimalDigits.value), count >= 1, count <= last
         else { return nil }
-        let name = String(decoding: nameBytes, as: UTF8.self)
-        let epoch = String(decoding: epochBytes, as: UTF8.self)
+        let name = text(nameBytes)
+        let epoch = text(epochBytes)
         let bare = Notice.topicPublished(name, seq: last, epoch: epoch)
         // The colon after the count began the first message.
         at -= 1
@@ -161,12 +174,11 @@ struct ClusterKeys: Sendable {
                   length <= UInt64(payload.count - at)
             else { return bare }
             let end = at + Int(length)
-            messages.append(PublishBatch.Message(topic: name, data: Array(payload[at..<end]), publishedAt: publishedAt))
+            messages.append(PublishBatch.Message(topic: name, data: Array(UnsafeBufferPointer(rebasing: payload[at..<end])), publishedAt: publishedAt))
             at = end
         }
         guard at == payload.count else { return bare }
         return .topicCarried(
-            name, messages: messages,
-            numbered: PublishBatch.Numbered(first: last - count + 1, epoch: epoch, lastID: String(decoding: lastID, as: UTF8.self)))
+            name, messages: messages, numbered: PublishBatch.Numbered(first: last - count + 1, epoch: epoch, lastID: text(lastID)))
     }
 }

@@ -99,7 +99,38 @@ public enum PushEncoder {
     ///
     /// Every publish makes one, so it is sized once (the fixed text, two numbers of at most 20
     /// digits, the name and the data) and its literals copied whole.
+    /// A topic's message: written in one pass into a buffer of its exact size, the data copied
+    /// as the publisher sent it. It runs once for every message published (and mirrored), so it
+    /// makes no intermediate array (about 1,600 instructions appended piece by piece).
     public static func message(topic: String, seq: UInt64, publishedAt: UInt64, data: [UInt8]) -> [UInt8] {
+        let sized = topic.utf8.withContiguousStorageIfAvailable { name -> [UInt8]? in
+            // A name that needs escaping (never a valid one) takes the general path below.
+            guard !name.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else { return nil }
+            let seqDigits = JSONWriter.decimalCount(seq), timeDigits = JSONWriter.decimalCount(publishedAt)
+            let count = MessageParts.fixedCount + name.count + seqDigits + timeDigits + data.count
+            return [UInt8](unsafeUninitializedCapacity: count) { buffer, initialized in
+                var at = buffer.baseAddress!
+                func copy(_ bytes: UnsafeBufferPointer<UInt8>) {
+                    guard let start = bytes.baseAddress else { return }
+                    at.initialize(from: start, count: bytes.count)
+                    at += bytes.count
+                }
+                func copy(_ text: StaticString) {
+                    copy(UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+                }
+                copy(MessageParts.head)
+                copy(name)
+                copy(MessageParts.seq)
+                at += JSONWriter.writeDecimal(seq, at: at)
+                copy(MessageParts.publishedAt)
+                at += JSONWriter.writeDecimal(publishedAt, at: at)
+                copy(MessageParts.data)
+                data.withUnsafeBufferPointer { copy($0) }
+                at.initialize(to: UInt8(ascii: "}"))
+                initialized = count
+            }
+        }
+        if let sized = sized ?? nil { return sized }
         var out: [UInt8] = []
         out.reserveCapacity(100 + topic.utf8.count + data.count)
         JSONWriter.writeLiteral(#"{"type":"message","topic":"#, to: &out)
@@ -112,6 +143,17 @@ public enum PushEncoder {
         out += data
         out.append(UInt8(ascii: "}"))
         return out
+    }
+
+    /// The fixed parts of a topic's message, around its name, numbers and data.
+    private enum MessageParts {
+        static let head: StaticString = #"{"type":"message","topic":""#
+        static let seq: StaticString = #"","seq":"#
+        static let publishedAt: StaticString = #","publishedAt":"#
+        static let data: StaticString = #","data":"#
+        /// Every fixed byte, the closing brace included.
+        static let fixedCount = head.utf8CodeUnitCount + seq.utf8CodeUnitCount + publishedAt.utf8CodeUnitCount
+            + data.utf8CodeUnitCount + 1
     }
 
     public static func gap(topic: String, from: UInt64, to: UInt64) -> [UInt8] {
