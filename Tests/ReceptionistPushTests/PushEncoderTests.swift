@@ -38,6 +38,10 @@ import Testing
         let data = Array(#"{"a": [1, "two", null]}"#.utf8)
         let text = String(decoding: PushEncoder.message(topic: "t", seq: 5, publishedAt: 6, data: data), as: UTF8.self)
         #expect(text == #"{"type":"message","topic":"t","seq":5,"publishedAt":6,"data":{"a": [1, "two", null]}}"#)
+        // Sized exactly, at the widest numbers, for a name that needs no escape (the sized path).
+        let sized = PushEncoder.message(topic: "news.eu-1_x", seq: .max, publishedAt: 0, data: data)
+        #expect(String(decoding: sized, as: UTF8.self)
+            == #"{"type":"message","topic":"news.eu-1_x","seq":18446744073709551615,"publishedAt":0,"data":{"a": [1, "two", null]}}"#)
         let widest = PushEncoder.message(topic: #"q"\"#, seq: .max, publishedAt: .max, data: data)
         #expect(String(decoding: widest, as: UTF8.self)
             == #"{"type":"message","topic":"q\"\\","seq":18446744073709551615,"publishedAt":18446744073709551615,"data":{"a": [1, "two", null]}}"#)
