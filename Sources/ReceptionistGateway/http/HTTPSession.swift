@@ -32,8 +32,9 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var readingHeld = false
     /// Requests read but not yet answered while the replies before them are past
     /// `--max-queued-bytes`: answered once the client has taken those (`connectionDidDrain`), so
-    /// one read of small pipelined requests cannot queue a large reply for each.
-    private var parked: (requests: ArraySlice<HTTPRequest>, output: HTTPRequestParser.Output)?
+    /// one read of small pipelined requests cannot queue a large reply for each. `queued` is what
+    /// the last sweep saw queued: a client whose queue shrinks between sweeps is not idle.
+    private var parked: (requests: ArraySlice<HTTPRequest>, output: HTTPRequestParser.Output, queued: Int)?
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -78,7 +79,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         var rest = requests
         while !rest.isEmpty {
             if connection.isOverHighWater {
-                parked = (rest, output)
+                parked = (rest, output, connection.queuedBytes)
                 holdReading()
                 return
             }
@@ -153,7 +154,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        if let (rest, output) = parked {
+        if let (rest, output, _) = parked {
             // The client took the replies queued before them: the parked requests go on, and the
             // idle time-out counts from now (one that never reads is closed by it).
             parked = nil
@@ -336,6 +337,11 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     func sweep(now: UInt64) {
         // A request waiting on a job thread is not idle.
         guard slots.isEmpty else { return }
+        // Nor is a client taking the replies that parked requests wait behind, however slowly.
+        if let queued = parked?.queued {
+            if connection.queuedBytes < queued { state.progressed(now: now) }
+            parked?.queued = connection.queuedBytes
+        }
         switch state.deadline(now: now) {
         case .none:
             break

@@ -1,0 +1,191 @@
+"""An HTTP connection's replies obey `--max-queued-bytes` (docs/DESIGN.md, invariant 7 and the
+queue table): past it the gateway answers no more of a client's requests, read or not, until the
+client takes the replies, so what it holds stays bounded, while the replies it does give are
+whole and another client is served meanwhile; a client that takes them, however slowly, is not
+idle, and is served to the end.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import time
+
+import pytest
+
+from conftest import HOST, Response, api, assert_standard_headers, http_client_request, http_request, parse_head, wait_for
+from procstat import rss_bytes
+from test_metrics import scrape, value
+from test_queue_limits import MODEL_BYTES, QUEUE_LIMIT, RSS_BOUND, TINY_RCVBUF, PeakRSS, big_store
+from wsclient import kernel_buffer_budget, put_model
+
+PIPELINED = 240              # keep-alive GETs of the big store: ~60 MiB of replies, in one read
+PUSH_SECONDS = 1.0
+QUIET_SECONDS = 0.5          # the count of requests read has not moved for this long
+HEALTH_PROMPT = 0.5
+READ_BACK_TIMEOUT = 30.0
+
+
+class RequestsAnswered:
+    """Requests the gateway has answered since this was made: `receptionist_http_requests_total`
+    less the test's own scrapes and probes (each scrape counts itself)."""
+
+    def __init__(self, port: int):
+        self.port, self.own = port, 0
+        self.base = self._total()
+
+    def _total(self) -> float:
+        return value(scrape(self.port), "receptionist_http_requests_total")
+
+    def __call__(self) -> int:
+        self.own += 1
+        return int(self._total() - self.base - self.own)
+
+
+def read_replies(sock: socket.socket, count: int, tail: bytes, expected: bytes) -> list[tuple[int, bool]]:
+    """Reads `count` replies, sending `tail` (the rest of the last request) as the gateway takes
+    it; returns each reply's status and whether its body is `expected`."""
+    sock.setblocking(False)
+    data, replies, deadline = bytearray(), [], time.monotonic() + READ_BACK_TIMEOUT
+    while len(replies) < count:
+        assert time.monotonic() < deadline, f"{len(replies)} of {count} replies in {READ_BACK_TIMEOUT}s"
+        readable, writable, _ = select.select([sock], [sock] if tail else [], [], 0.5)
+        if writable:
+            tail = tail[sock.send(tail):]
+        if readable:
+            chunk = sock.recv(1 << 20)
+            assert chunk, f"the gateway closed the connection after {len(replies)} of {count} replies"
+            data += chunk
+        while (end := data.find(b"\r\n\r\n")) >= 0:
+            status, reason, headers = parse_head(bytes(data[:end]))
+            length = int(dict((k.lower(), v) for k, v in headers)["content-length"])
+            if len(data) < end + 4 + length:
+                break
+            reply = Response(status, reason, headers, bytes(data[end + 4:end + 4 + length]))
+            assert_standard_headers(reply)
+            replies.append((reply.status, reply.body == expected))
+            del data[:end + 4 + length]
+    assert not data, f"{len(data)} bytes after the {count} replies"
+    return replies
+
+
+@pytest.mark.timeout(90)
+def test_an_http_client_that_never_reads_its_replies_is_not_read_on(start_server):
+    """240 keep-alive GETs of a ~256 KiB store (~17 KiB of requests, so one read brings them
+    all), pipelined by a client with a tiny receive window that reads nothing until the end. Past
+    `--max-queued-bytes` the gateway answers no more of them, read or not: it answers what the
+    kernel's buffers take and the one reply that passed the limit, and its RSS barely moves; the
+    rest are answered, in order, as the client reads. Without the limit (or with it checked only
+    between reads) it answers all 240 and queues ~60 MiB of replies, so the count and RSS
+    assertions fail."""
+    server = start_server("--max-queued-bytes", str(QUEUE_LIMIT))
+    port, pid = server.port, server.proc.pid
+    store = big_store(port)
+    reference = api(port, "GET", f"/api/stores/{store}")
+    assert reference.status == 200 and len(reference.body) > 8 * MODEL_BYTES, reference.status
+    request = http_request("GET", f"/api/stores/{store}", {})
+    # Replies the kernel's buffers and the limit take, and the one that passed it, are answered.
+    bound = (kernel_buffer_budget() + QUEUE_LIMIT) // len(reference.body) + 2
+    assert bound < PIPELINED // 2, bound
+
+    answered = RequestsAnswered(port)
+    baseline_rss = rss_bytes(pid)
+    peak = PeakRSS(pid)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TINY_RCVBUF)
+    with sock:
+        sock.connect((HOST, port))
+        sock.setblocking(False)
+        batch = request * PIPELINED
+        pushed, deadline = 0, time.monotonic() + PUSH_SECONDS
+        while pushed < len(batch) and time.monotonic() < deadline:
+            try:
+                pushed += sock.send(batch[pushed:])
+            except BlockingIOError:
+                select.select([], [sock], [], 0.05)
+        sent = -(-pushed // len(request))
+        assert sent >= PIPELINED // 2, f"the kernel took only {sent} requests"
+
+        # Settled: answering stopped (the count has not moved for QUIET_SECONDS), or all were answered.
+        moved = {"count": -1, "at": 0.0}
+
+        def settled():
+            count = answered()
+            if count != moved["count"]:
+                moved.update(count=count, at=time.monotonic())
+            return count >= sent or (count > 0 and time.monotonic() - moved["at"] >= QUIET_SECONDS)
+
+        wait_for(settled, 20, "the gateway kept answering requests", interval=0.02)
+        read = moved["count"]
+        assert read < bound, f"the gateway answered {read} of {sent} requests whose replies were not read"
+
+        # Another client is served promptly meanwhile, and the held connection stays unread.
+        started = time.monotonic()
+        health = http_client_request(port, "GET", "/healthz", timeout=5)
+        took = time.monotonic() - started
+        answered.own += 1  # the probe is counted too
+        assert health.status == 200 and took < HEALTH_PROMPT, (health.status, took)
+        later = answered()
+        grown = peak.finish() - baseline_rss
+        print(f"http: sent {sent} of {PIPELINED} GETs ({pushed} bytes), gateway answered {read} then {later}, "
+              f"bound {bound}, /healthz {took:.3f}s, peak RSS +{grown / 1048576:.1f} MiB")
+        assert later < bound, f"the gateway answered on to {later} requests while its replies waited"
+        assert grown < RSS_BOUND, f"RSS grew by {grown / 1048576:.1f} MiB for a client that never reads"
+
+        # The replies, read at last, are whole and unaltered: one 200 with the store per request.
+        replies = read_replies(sock, sent, batch[pushed:sent * len(request)], reference.body)
+        assert replies == [(200, True)] * sent, [r for r in replies if r != (200, True)][:5]
+
+
+# ---- A client that takes its replies slowly is served to the end -----------
+
+HUGE_MODELS = 20             # ~4 MiB more in the store: one reply far past the kernel's buffers
+IDLE_TIMEOUT = "1"           # seconds; each reply takes the slow client longer than that
+SLOW_READ_BYTES = 64 * 1024
+SLOW_READ_PAUSE = 0.002
+
+
+@pytest.mark.timeout(90)
+def test_a_client_taking_its_replies_slowly_is_not_idle(start_server):
+    """Two pipelined GETs of a ~4 MiB store, read by a client with a tiny receive window, slowly:
+    each reply takes it longer than the gateway's 1 s idle time-out, while the second request
+    waits parked behind the first reply. Both replies arrive whole, and only then does the
+    connection go idle. Were a parked connection idle while its client reads, it would be closed
+    after the first reply (as it was before the sweep saw the queue shrink), and the second
+    never answered."""
+    server = start_server("--max-queued-bytes", str(QUEUE_LIMIT), "--idle-timeout", IDLE_TIMEOUT)
+    port = server.port
+    store = big_store(port)
+    for index in range(HUGE_MODELS):
+        put_model(port, store, f"x{index}", {"blob": "c" * (MODEL_BYTES * 6)})
+    reference = api(port, "GET", f"/api/stores/{store}")
+    assert reference.status == 200 and len(reference.body) > 3 << 20, len(reference.body)
+    request = http_request("GET", f"/api/stores/{store}", {})
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TINY_RCVBUF)
+    with sock:
+        sock.connect((HOST, port))
+        sock.sendall(request * 2)
+        started = time.monotonic()
+        data = bytearray()
+        sock.settimeout(10)
+        while True:
+            time.sleep(SLOW_READ_PAUSE)  # the client's pace, not synchronisation
+            chunk = sock.recv(SLOW_READ_BYTES)
+            if not chunk:
+                break
+            data += chunk
+            assert time.monotonic() - started < 60, f"{len(data)} bytes in 60 s"
+        took = time.monotonic() - started
+    replies = []
+    while (end := data.find(b"\r\n\r\n")) >= 0:
+        status, reason, headers = parse_head(bytes(data[:end]))
+        length = int(dict((k.lower(), v) for k, v in headers)["content-length"])
+        assert len(data) >= end + 4 + length, f"a reply cut short after {len(replies)} whole ones"
+        replies.append((status, bytes(data[end + 4:end + 4 + length]) == reference.body))
+        del data[:end + 4 + length]
+    print(f"slow client: {len(replies)} replies of {len(reference.body)} bytes in {took:.1f} s")
+    assert took > 2 * float(IDLE_TIMEOUT), f"the client read everything in {took:.1f} s: not slower than the time-out"
+    assert replies == [(200, True), (200, True)], replies
+    assert not data
