@@ -40,6 +40,7 @@ from server_process import (  # noqa: F401  (re-exported: the tests import these
     ServerProcess,
     _read_first_line,
     launch_server,
+    room_for_descriptors,
     server_binary,
 )
 

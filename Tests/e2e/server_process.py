@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import select
 import signal
 import subprocess
@@ -27,6 +28,14 @@ DEFAULT_INDEX = b"<!doctype html><title>Receptionist</title><h1>Receptionist</h1
 
 
 # ---- Server process management -----------------------------------------
+
+def room_for_descriptors(count: int) -> None:
+    """Raises this process's soft limit on open files to hold `count` (within the hard limit, at
+    most 20,000): a test's many sockets, and a gateway it starts afterwards, which inherits it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < count:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (20000 if hard == resource.RLIM_INFINITY else min(hard, 20000), hard))
+
 
 def server_binary() -> Path:
     """Locate the server binary, failing the test loudly when it is absent."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import resource
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from websockets.asyncio.client import connect as async_connect
 from websockets.exceptions import ConnectionClosed
 
-from conftest import REPO_ROOT, api, curl, http_client_request
+from conftest import REPO_ROOT, api, curl, http_client_request, room_for_descriptors
 from hooks import API_KEY, Backend, cookie, elapsed
 from wsclient import SUBPROTOCOL, connect, recv_json, send_json, subscribe, unique
 
@@ -114,9 +113,7 @@ def test_a_slow_backend_never_stalls_the_loop(start_server, tmp_path):
 def test_a_connection_storm_keeps_hook_calls_within_the_in_flight_bound(start_server, tmp_path):
     inflight, clients, answer = 16, 5000, 0.005
     # The client's sockets and the gateway's (which inherits the limit) need room.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft != resource.RLIM_INFINITY and soft < 3 * clients:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (20000 if hard == resource.RLIM_INFINITY else min(hard, 20000), hard))
+    room_for_descriptors(3 * clients)
     backend = subprocess.Popen([sys.executable, str(REPO_ROOT / "bench" / "hooks_backend.py"), str(answer)],
                                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
     try:

@@ -12,7 +12,7 @@ import json
 import pytest
 import websockets
 
-from conftest import api, assert_json_error, wait_for
+from conftest import api, assert_json_error, room_for_descriptors, wait_for
 from presence import (  # noqa: F401  (`tokened` and `open_gateway` are fixtures)
     Client,
     INTERVAL,
@@ -168,6 +168,7 @@ def test_the_http_answer_lists_1000_members_unless_asked_for_more(start_server):
     raw WebSocket subscribers (one connection each: a topic's member is a subscription, and a
     connection subscribes to a topic once). Without the default every member would be listed;
     were 10,000 capped at the default, the asked-for answers would be cut at 1,000 too."""
+    room_for_descriptors(4 * 1001)  # the crowd's sockets here, and the gateway's (which inherits the limit)
     port, topic = start_server().port, unique("crowd")
     crowd: list[RawWebSocket] = []
     try:
