@@ -6,6 +6,7 @@ import ReceptionistGateway
 import ReceptionistLoop
 import ReceptionistModel
 import ReceptionistSync
+import ReceptionistTestSupport
 import Synchronization
 import Testing
 
@@ -47,54 +48,12 @@ import Testing
         return try handoff.withLock { $0! }.get()
     }
 
-    /// A blocking client on a loopback socket, each read bounded by 10 s.
-    final class Client {
-        private var fd: Int32
-
-        init(port: Int) {
-            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            #expect(fd >= 0)
-            var timeout = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            #expect(connected == 0)
-        }
-
-        deinit { close() }
-
-        func close() {
-            if fd >= 0 { Glibc.close(fd) }
-            fd = -1
-        }
-
-        func send(_ bytes: [UInt8]) {
-            #expect(Glibc.send(fd, bytes, bytes.count, 0) == bytes.count)
-        }
-
-        /// Reads until `done` holds of everything read, or the peer closes, or a read times out.
-        func read(until done: ([UInt8]) -> Bool = { _ in false }) -> [UInt8] {
-            var answer: [UInt8] = []
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while !done(answer) {
-                let count = recv(fd, &buffer, buffer.count, 0)
-                if count <= 0 { break }
-                answer += buffer[..<count]
-            }
-            return answer
-        }
-    }
-
     /// Sends `request` on a new connection and reads the whole answer (the request closes it).
-    static func exchange(_ request: String, port: Int) -> String {
-        let client = Client(port: port)
+    static func exchange(_ request: String, port: Int) throws -> String {
+        let client = try TestClient(port: port)
+        defer { client.close() }
         client.send(Array(request.utf8))
-        return String(decoding: client.read(), as: UTF8.self)
+        return String(decoding: client.readAll(), as: UTF8.self)
     }
 
     /// A WebSocket client frame: text, final, masked, under 126 bytes.
@@ -104,9 +63,9 @@ import Testing
         return [0x81, 0x80 | UInt8(payload.count)] + mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
     }
 
-    static func createStore(_ name: String, port: Int) -> String {
+    static func createStore(_ name: String, port: Int) throws -> String {
         let body = "{\"name\":\"\(name)\"}"
-        return exchange(
+        return try exchange(
             "POST /api/stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)", port: port)
     }
@@ -120,8 +79,8 @@ import Testing
         config.jobThreads = 1
         config.maxQueuedWork = 1
         let gateway = try Self.start(config)
-        #expect(Self.createStore("queued", port: gateway.port).hasPrefix("HTTP/1.1 201 "))
-        let ws = Client(port: gateway.port)
+        #expect(try Self.createStore("queued", port: gateway.port).hasPrefix("HTTP/1.1 201 "))
+        let ws = try TestClient(port: gateway.port)
         ws.send(Array((
             "GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n"
@@ -141,7 +100,7 @@ import Testing
         #expect(held.wait(timeout: .now() + 10) == .success)
         #expect(gateway.jobs.submit { queuedRan.signal() })
 
-        let refused = Self.createStore("refused", port: gateway.port)
+        let refused = try Self.createStore("refused", port: gateway.port)
         #expect(refused.hasPrefix("HTTP/1.1 503 "))
         #expect(refused.contains("\"error\":\"over_capacity\""))
         #expect(refused.contains("\"detail\":\"the job queue is full; retry later\""))
@@ -152,7 +111,7 @@ import Testing
         // With the queue free again, the same request is served: the refusal was the bound's.
         release.signal()
         #expect(queuedRan.wait(timeout: .now() + 10) == .success)
-        let created = Self.createStore("created", port: gateway.port)
+        let created = try Self.createStore("created", port: gateway.port)
         #expect(created.hasPrefix("HTTP/1.1 201 "))
         let committed = commit("r2")
         #expect(committed.contains(#""type":"committed""#) && committed.contains(#""ref":"r2""#), "\(committed)")

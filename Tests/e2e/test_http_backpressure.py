@@ -42,6 +42,22 @@ class RequestsAnswered:
         return int(self._total() - self.base - self.own)
 
 
+def take_reply(data: bytearray) -> Response | None:
+    """The first whole reply in `data`, taken out of it (with its standard headers checked); None
+    while it is not all there."""
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return None
+    status, reason, headers = parse_head(bytes(data[:end]))
+    length = int(dict((k.lower(), v) for k, v in headers)["content-length"])
+    if len(data) < end + 4 + length:
+        return None
+    reply = Response(status, reason, headers, bytes(data[end + 4:end + 4 + length]))
+    assert_standard_headers(reply)
+    del data[:end + 4 + length]
+    return reply
+
+
 def read_replies(sock: socket.socket, count: int, tail: bytes, expected: bytes) -> list[tuple[int, bool]]:
     """Reads `count` replies, sending `tail` (the rest of the last request) as the gateway takes
     it; returns each reply's status and whether its body is `expected`."""
@@ -56,15 +72,8 @@ def read_replies(sock: socket.socket, count: int, tail: bytes, expected: bytes) 
             chunk = sock.recv(1 << 20)
             assert chunk, f"the gateway closed the connection after {len(replies)} of {count} replies"
             data += chunk
-        while (end := data.find(b"\r\n\r\n")) >= 0:
-            status, reason, headers = parse_head(bytes(data[:end]))
-            length = int(dict((k.lower(), v) for k, v in headers)["content-length"])
-            if len(data) < end + 4 + length:
-                break
-            reply = Response(status, reason, headers, bytes(data[end + 4:end + 4 + length]))
-            assert_standard_headers(reply)
+        while (reply := take_reply(data)) is not None:
             replies.append((reply.status, reply.body == expected))
-            del data[:end + 4 + length]
     assert not data, f"{len(data)} bytes after the {count} replies"
     return replies
 
@@ -179,13 +188,9 @@ def test_a_client_taking_its_replies_slowly_is_not_idle(start_server):
             assert time.monotonic() - started < 60, f"{len(data)} bytes in 60 s"
         took = time.monotonic() - started
     replies = []
-    while (end := data.find(b"\r\n\r\n")) >= 0:
-        status, reason, headers = parse_head(bytes(data[:end]))
-        length = int(dict((k.lower(), v) for k, v in headers)["content-length"])
-        assert len(data) >= end + 4 + length, f"a reply cut short after {len(replies)} whole ones"
-        replies.append((status, bytes(data[end + 4:end + 4 + length]) == reference.body))
-        del data[:end + 4 + length]
+    while (reply := take_reply(data)) is not None:
+        replies.append((reply.status, reply.body == reference.body))
     print(f"slow client: {len(replies)} replies of {len(reference.body)} bytes in {took:.1f} s")
     assert took > 2 * float(IDLE_TIMEOUT), f"the client read everything in {took:.1f} s: not slower than the time-out"
     assert replies == [(200, True), (200, True)], replies
-    assert not data
+    assert not data, f"{len(data)} bytes of a reply cut short"
