@@ -49,7 +49,7 @@ unit-test:
 tsan-test:
 	@scripts/install-deps.sh test
 	RECEPTIONIST_STRESS_SCALE=0.1 timeout $(TEST_TIMEOUT) $(SWIFT) test --sanitize=thread --scratch-path .build-tsan \
-		--filter 'ReceptionistModelTests|ReceptionistPushTests|ReceptionistDiskTests|MailboxTests'
+		--filter 'ReceptionistModelTests|ReceptionistPushTests|ReceptionistDiskTests|MailboxTests|ClusterFollowerQueueTests'
 
 # The codecs' libFuzzer targets (docs/FUZZING.md) under AddressSanitizer with leak detection, in a
 # build folder of their own. A crash, failed invariant, leak or hang fails the run.
