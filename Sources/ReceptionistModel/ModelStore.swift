@@ -37,8 +37,10 @@ public final class ModelStore: Sendable {
         /// drops what it still holds from before (`ModelStore+Journal.swift`).
         var generation: UInt64 = 0
 
-        /// The version readers see: every change set up to it is settled.
-        var settled: UInt64 { version - UInt64(unsettled.count) }
+        /// The version readers see: every change set up to it is settled. The oldest unsettled
+        /// entry always made a version (a commit that changes nothing waits behind one, with its
+        /// version, and settles with it), so it is the one after; entries are not one a version.
+        var settled: UInt64 { unsettled.first.map { $0.changeSet.version - 1 } ?? version }
     }
 
     private struct ObserverTable {

@@ -63,8 +63,15 @@ public final class StoreRegistry: Sendable {
     /// each node drops its replica as it hears of it (`dropReplica`).
     public func delete(_ name: String) throws(StoreError) {
         if let replication { return try replication.deleteStore(name) }
-        guard stores.withLock({ $0.removeValue(forKey: name) }) != nil else { throw .noSuchStore(name) }
-        if let journal { try journal.deleteStore(name) }
+        guard let store = stores.withLock({ $0.removeValue(forKey: name) }) else { throw .noSuchStore(name) }
+        guard let journal else { return }
+        do throws(StoreError) {
+            try journal.deleteStore(name)
+        } catch {
+            // Refused (the disk is full, say): nothing was deleted, so the store stays as it was.
+            stores.withLock { if $0[name] == nil { $0[name] = store } }
+            throw error
+        }
     }
 
     /// Drops this node's replica of `name` if it is of the store deleted in `epoch` (nil: any),

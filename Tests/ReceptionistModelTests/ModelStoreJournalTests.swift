@@ -19,7 +19,24 @@ private final class Answers: Sendable {
     var all: [Result<ChangeSet, StoreError>] { results.withLock { $0 } }
 }
 
+/// A journal whose disk refuses to delete a store.
+private final class RefusingJournal: StoreJournal {
+    func append(_ record: JournalRecord, of store: ModelStore) { store.settle(through: record.changeSet.version, generation: record.generation) }
+    func createStore(_ store: ModelStore) throws(StoreError) {}
+    func deleteStore(_ name: String) throws(StoreError) { throw .storageFailed("the disk is full") }
+}
+
 @Suite struct ModelStoreJournalTests {
+    /// A delete the journal refuses deletes nothing: the store is still there, as it was.
+    @Test func aStoreDeleteTheJournalRefusesLeavesTheStore() throws {
+        let registry = StoreRegistry(historyLimit: 10, journal: RefusingJournal())
+        let store = try registry.create("s")
+        try store.commit([.put(model: "a", value: ["n": 1])])
+        #expect(throws: StoreError.storageFailed("the disk is full")) { try registry.delete("s") }
+        #expect(registry.store("s") === store)
+        #expect(store.version == 1 && store.snapshot().models == ["a": ["n": 1]])
+    }
+
     private func journaled() -> (ModelStore, FakeJournal, Answers, PThreadLock<[UInt64]>, ObservationToken) {
         let journal = FakeJournal()
         let store = ModelStore(name: "s", journal: journal)
@@ -102,6 +119,36 @@ private final class Answers: Sendable {
         store.settle(through: 2, generation: generation + 1)
         #expect(store.model("a")?.value == ["n": 9])
         #expect(seen.withLock { $0 } == [1, 2])
+    }
+
+    /// Commits that change nothing wait behind the unsettled one before them, and make no
+    /// version: readers still see the settled version (counted as versions, the four entries
+    /// behind version 2 read it as below 0, a crash), and a failure undoes to it.
+    @Test func commitsThatChangeNothingBehindAnUnsettledOneMakeNoVersion() throws {
+        let (store, journal, answers, seen, token) = journaled()
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: ["n": 1])], completion: answers.add)
+        store.settle(through: 1, generation: journal.handed[0].generation)
+        store.commit([.set(model: "a", keyPath: "n", value: 2)], completion: answers.add)
+        for _ in 0..<3 { store.commit([.patch(model: "a", patch: ["n": 2])], completion: answers.add) }
+        #expect(journal.handed.map(\.changeSet.version) == [1, 2])
+        #expect(store.version == 1)
+        #expect(store.snapshot().version == 1 && store.snapshot().models == ["a": ["n": 1]])
+        #expect(store.modelCount.version == 1)
+
+        store.settle(through: 2, generation: journal.handed[1].generation)
+        #expect(store.version == 2)
+        #expect(try answers.all.map { try $0.get().version } == [1, 2, 2, 2, 2])
+        #expect(seen.withLock { $0 } == [1, 2])
+
+        // A failure undoes to the settled version, not below it.
+        store.commit([.set(model: "a", keyPath: "n", value: 3)], completion: answers.add)
+        store.commit([.patch(model: "a", patch: ["n": 3])], completion: answers.add)
+        store.unsettle(generation: journal.handed[2].generation, because: .storageFailed("the disk is full"))
+        #expect(store.version == 2)
+        #expect(store.snapshot().models == ["a": ["n": 2]])
+        store.commit([.set(model: "a", keyPath: "n", value: 4)], completion: answers.add)
+        #expect(journal.handed.last?.changeSet.version == 3)
     }
 
     @Test func aReadOfAModelThatIsBeingStoredWaitsForIt() throws {
