@@ -13,6 +13,9 @@ public struct DiskContents: Sendable {
         public let models: [(id: String, value: JSONValue, tag: UInt64)]
         /// The newest change sets kept, oldest first.
         public let history: [ChangeSet]
+        /// The models the change sets after `modelsVersion` deleted, each with the version that
+        /// deleted it: their rows are still stored, until the next snapshot of the models.
+        public var deleted: [(id: String, version: UInt64)] = []
     }
 
     public struct Message: Sendable {

@@ -63,7 +63,7 @@ struct DiskMeta {
         renewed.stores = contents.stores.map {
             .init(
                 name: $0.name, epoch: ModelStore.newEpoch(), version: $0.version, modelsVersion: $0.modelsVersion,
-                models: $0.models, history: [])
+                models: $0.models, history: [], deleted: $0.deleted)
         }
         renewed.topics = contents.topics.map { .init(name: $0.name, epoch: ModelStore.newEpoch(), seq: $0.seq, messages: []) }
         return renewed

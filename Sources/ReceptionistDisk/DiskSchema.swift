@@ -112,7 +112,7 @@ enum DiskSchema {
                 }
                 contents.stores.append(.init(
                     name: name, epoch: epoch, version: version, modelsVersion: modelsVersion, models: models.result,
-                    history: changeSets))
+                    history: changeSets, deleted: models.deleted))
             }
             let topics = try db.prepare("SELECT name, epoch, seq FROM topics ORDER BY name")
             let messages = try db.prepare(

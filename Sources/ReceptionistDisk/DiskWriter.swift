@@ -45,7 +45,10 @@ final class DiskWriter {
         let now = Clock.microsecondsSinceEpoch()
         for store in contents.stores {
             expectedVersions[store.name] = store.version + 1
-            storeModels[store.name] = DiskStoreModels(version: store.modelsVersion, stored: store.version, now: now)
+            var models = DiskStoreModels(version: store.modelsVersion, stored: store.version, now: now)
+            // Deleted by change sets the start replayed: the next snapshot deletes their rows.
+            models.deleted = store.deleted
+            storeModels[store.name] = models
         }
     }
 

@@ -11,6 +11,9 @@ struct StoreReplay {
     /// Positions of the models deleted, left in place until the end so that positions stay valid.
     private var removed: Set<Int> = []
     private(set) var version: UInt64
+    /// The models the replay deleted, each with the version that deleted it: their rows are still
+    /// stored, and the writer's next snapshot must delete them (`DiskStoreModels.deleted`).
+    private(set) var deleted: [(id: String, version: UInt64)] = []
 
     init(_ models: [(id: String, value: JSONValue, tag: UInt64)], at version: UInt64) {
         self.models = models
@@ -42,6 +45,7 @@ struct StoreReplay {
                 case (let position?, nil):
                     removed.insert(position)
                     index?[change.model] = nil
+                    deleted.append((change.model, changeSet.version))
                 case (nil, nil):
                     throw DiskError("store '\(changeSet.store)' is damaged (model '\(change.model)' deleted twice)")
                 }
