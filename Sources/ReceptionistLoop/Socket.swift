@@ -77,6 +77,14 @@ enum Socket {
         shutdown(fd, Int32(SHUT_WR)) == 0 ? 0 : -errno
     }
 
+    /// Bytes the kernel holds to send, not yet acknowledged by the peer (`SIOCOUTQ`); 0 if it
+    /// cannot tell.
+    static func unsentBytes(_ fd: Int32) -> Int {
+        var value: Int32 = 0
+        // SIOCOUTQ is TIOCOUTQ on Linux.
+        return ioctl(fd, UInt(TIOCOUTQ), &value) == 0 ? Int(max(0, value)) : 0
+    }
+
     static func close(_ fd: Int32) {
         // Linux releases the descriptor even when close reports EINTR: never retry.
         _ = Glibc.close(fd)

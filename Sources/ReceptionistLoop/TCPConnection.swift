@@ -97,6 +97,13 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
     /// The peer shut its side down (EOF read): nothing more will come, though it may still read.
     public var peerFinished: Bool { flags.contains(.peerFinished) }
 
+    /// Bytes written and not yet taken by the peer: queued here, and held by the kernel until
+    /// the peer acknowledges them. One system call.
+    public var unsentBytes: Int { pendingBytes + Socket.unsentBytes(fileDescriptor) }
+
+    /// `closeAfterFlush` was asked for, and what is queued has not all gone yet.
+    public var closesWhenFlushed: Bool { flags.contains(.closeWhenFlushed) }
+
     /// Bytes the kernel has already refused: what is queued, less what was written since the last
     /// flush. A slow-client policy looks at this, not `queuedBytes`, so a burst written within one
     /// loop iteration (a replay, a batch) never counts against a client that reads promptly.
@@ -325,7 +332,12 @@ public final class TCPConnection: LoopHandle, LoopFlushable {
         lingeringStart = UInt32(truncatingIfNeeded: loop.nowMilliseconds)
         if Socket.shutDownWrites(fileDescriptor) < 0 {
             close()
+            return
         }
+        // What the peer sends is read out and dropped, even where the owner had stopped reading:
+        // bytes left unread at the close would reset the connection, and the kernel would throw
+        // away the end of the reply still on its way.
+        startReading()
     }
 
     // MARK: Closing

@@ -45,4 +45,25 @@ public struct HTTPRequest: Sendable, Hashable {
         let offset = text.withUTF8 { bytes in bytes.firstIndex(of: UInt8(ascii: "?")) }
         return offset.map { target.utf8.index(target.utf8.startIndex, offsetBy: $0) }
     }
+
+    /// A target in absolute form (`http://host/path?query`, which a server must accept: RFC 9112,
+    /// section 3.2.2) as the path and query it names; any other target as it is.
+    static func originForm(_ target: String) -> String {
+        let utf8 = target.utf8
+        // Most targets are already paths: one byte looked at.
+        guard let first = utf8.first, first != UInt8(ascii: "/") else { return target }
+        let scheme = String(decoding: utf8.prefix(8).map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 }, as: UTF8.self)
+        let schemeLength: Int
+        if scheme.hasPrefix("http://") {
+            schemeLength = 7
+        } else if scheme.hasPrefix("https://") {
+            schemeLength = 8
+        } else {
+            return target
+        }
+        let rest = utf8.dropFirst(schemeLength)
+        guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else { return "/" }
+        let tail = String(target[start...])
+        return utf8[start] == UInt8(ascii: "/") ? tail : "/" + tail
+    }
 }

@@ -24,6 +24,9 @@ public final class HTTPRequestParser {
 
     public let limits: HTTPParserLimits
     public private(set) var phase: Phase = .idle
+    /// The request being read asked for `100 Continue` before it sends its body (`Expect:
+    /// 100-continue`), and its body has not all come; `continueSent` once it is answered.
+    public private(set) var awaitsContinue = false
     private var failure: HTTPParseError?
     private var upgraded = false
 
@@ -239,11 +242,14 @@ public final class HTTPRequestParser {
         var host: String?
         var lengthCount = 0
         var codings: [String] = []
+        var expectsContinue = false
         for field in headers.fields {
             switch field.name.utf8.count {
             case 4 where field.name.asciiCaseInsensitiveEquals("Host"):
                 hostCount += 1
                 if host == nil { host = field.value }
+            case 6 where field.name.asciiCaseInsensitiveEquals("Expect"):
+                expectsContinue = field.value.asciiCaseInsensitiveEquals("100-continue")
             case 14 where field.name.asciiCaseInsensitiveEquals("Content-Length"):
                 lengthCount += 1
             case 17 where field.name.asciiCaseInsensitiveEquals("Transfer-Encoding"):
@@ -266,31 +272,14 @@ public final class HTTPRequestParser {
             return -1
         }
         phase = .body
+        // An HTTP/1.0 client's expectation is ignored (RFC 9110, section 10.1.1).
+        let length = parser.pointee.content_length
+        awaitsContinue = expectsContinue && minor >= 1 && (!codings.isEmpty || (length != UInt64.max && length > 0))
         head = (
             Self.method(chp_method(parser)), major, minor,
             http_should_keep_alive(parser) != 0, chp_upgrade(parser) != 0
         )
         return 0
-    }
-
-    /// Rejects the header combinations that let two parties disagree on where a message ends:
-    /// `lengthCount` Content-Length fields, and the Transfer-Encoding values `codings`.
-    private static func framingProblem(lengthCount: Int, codings: [String]) -> HTTPParseError? {
-        guard lengthCount > 0 || !codings.isEmpty else { return nil }
-        if lengthCount > 1 {
-            return HTTPParseError(status: .badRequest, detail: "more than one Content-Length header")
-        }
-        if lengthCount > 0 && !codings.isEmpty {
-            return HTTPParseError(status: .badRequest, detail: "both Content-Length and Transfer-Encoding are present")
-        }
-        let tokens = codings.flatMap { $0.split(separator: ",") }.map { $0.trimmingSpaces() }
-        if let unknown = tokens.first(where: { !String($0).asciiCaseInsensitiveEquals("chunked") }) {
-            return HTTPParseError(status: .notImplemented, detail: "transfer coding '\(unknown)' is not supported")
-        }
-        if tokens.count > 1 {
-            return HTTPParseError(status: .badRequest, detail: "chunked is applied more than once")
-        }
-        return nil
     }
 
     private func bodyBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
@@ -337,16 +326,22 @@ public final class HTTPRequestParser {
 
     private static let badChunkTerminator = HTTPParseError(status: .badRequest, detail: "chunk data not followed by CRLF")
 
+    /// The `100 Continue` the request being read asked for was sent.
+    public func continueSent() {
+        awaitsContinue = false
+    }
+
     private func messageComplete() -> Int32 {
         guard let head else { return 1 }
         finished.append(
             HTTPRequest(
-                method: head.method, target: url.string,
+                method: head.method, target: HTTPRequest.originForm(url.string),
                 versionMajor: head.major, versionMinor: head.minor, headers: headers, body: body,
                 keepAlive: head.keepAlive, isUpgrade: head.upgrade))
         self.head = nil
         body = []
         phase = .idle
+        awaitsContinue = false
         // Stop here so `parse` learns exactly where the next message starts.
         http_parser_pause(parser, 1)
         return 0

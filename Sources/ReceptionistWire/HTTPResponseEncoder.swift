@@ -32,7 +32,8 @@ public enum HTTPResponseEncoder {
         let length = UInt64(contentLength ?? response.body.count)
         var size = statusPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(UInt64(response.status.code)) + 1
         size += response.status.reason.utf8.count + 2
-        size += datePrefix.utf8CodeUnitCount + date.utf8.count + lengthPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(length)
+        size += datePrefix.utf8CodeUnitCount + date.utf8.count
+        if announcesLength(response.status) { size += lengthPrefix.utf8CodeUnitCount + JSONWriter.decimalCount(length) }
         size += connection(keepAlive).utf8CodeUnitCount + 2 + (inlineBody?.count ?? 0)
         for field in response.headers.fields { size += field.name.utf8.count + field.value.utf8.count + 4 }
         return size
@@ -53,8 +54,10 @@ public enum HTTPResponseEncoder {
         head.write("\r\n")
         head.write(datePrefix)
         head.copy(date)
-        head.write(lengthPrefix)
-        head.writeDecimal(UInt64(contentLength ?? response.body.count))
+        if announcesLength(response.status) {
+            head.write(lengthPrefix)
+            head.writeDecimal(UInt64(contentLength ?? response.body.count))
+        }
         head.write(connection(keepAlive))
         for field in response.headers.fields {
             head.copy(field.name)
@@ -74,6 +77,12 @@ public enum HTTPResponseEncoder {
     private static var statusPrefix: StaticString { "HTTP/1.1 " }
     private static var datePrefix: StaticString { "Date: " }
     private static var lengthPrefix: StaticString { "\r\nContent-Length: " }
+
+    /// Whether a response of `status` carries `Content-Length`: a 204 must not, and a 304 may
+    /// only give the length of the 200 it stands for (RFC 9110, section 8.6), which it need not.
+    private static func announcesLength(_ status: HTTPStatus) -> Bool {
+        status.code != 204 && status.code != 304
+    }
 
     private static func connection(_ keepAlive: Bool) -> StaticString {
         keepAlive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n"

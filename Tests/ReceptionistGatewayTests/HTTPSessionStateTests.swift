@@ -40,6 +40,24 @@ import Testing
         #expect(state.deadline(now: 110_000) == .close)
     }
 
+    /// While the gateway does not read (its replies wait for the client), a head begun before
+    /// is not late: only a client that takes nothing for the idle time-out is closed, and the
+    /// head's time starts again when reading does.
+    @Test func aHeadIsNotLateWhileTheGatewayHoldsReading() {
+        var state = fresh()
+        state.received(phase: .head, now: 1_000)
+        for t in stride(from: UInt64(2_000), through: 50_000, by: 1_000) {
+            state.readingHeld(now: t)
+            state.progressed(now: t)
+            #expect(state.deadline(now: t, readingHeld: true) == .none)
+        }
+        #expect(state.deadline(now: 109_999, readingHeld: true) == .none)
+        #expect(state.deadline(now: 110_000, readingHeld: true) == .close)
+        // Reading again from 50 s: the head has its 10 s from then.
+        #expect(state.deadline(now: 59_999) == .none)
+        #expect(state.deadline(now: 60_000) == .timeOut)
+    }
+
     @Test func completedRequestResetsTheIdleClock() {
         var state = fresh()
         state.received(phase: .head, now: 100)

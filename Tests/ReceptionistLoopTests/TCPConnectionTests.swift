@@ -44,6 +44,21 @@ private final class ReadAfterEOF: TCPConnectionDelegate {
     func connectionDidClose(_ connection: TCPConnection) {}
 }
 
+/// Stops reading at the first bytes, answers, and closes after the answer: the peer's later
+/// bytes come while its owner reads nothing.
+private final class StopsThenCloses: TCPConnectionDelegate {
+    let closed: LoopLog<Bool>
+    init(closed: LoopLog<Bool>) { self.closed = closed }
+    func connection(_ connection: TCPConnection, didRead bytes: UnsafeRawBufferPointer) {
+        connection.stopReading()
+        connection.write(Array("bye".utf8))
+        connection.closeAfterFlush()
+    }
+    func connectionDidReadEOF(_ connection: TCPConnection) {}
+    func connectionDidDrain(_ connection: TCPConnection) {}
+    func connectionDidClose(_ connection: TCPConnection) { closed.append(true) }
+}
+
 /// Runs `body` when the loop flushes it: scheduled after a connection, it runs in the same pass
 /// of the loop's flush, just after that connection has flushed.
 private final class FlushProbe: LoopFlushable {
@@ -239,6 +254,26 @@ private final class RecordingEcho: TCPConnectionDelegate {
         let answer = String(decoding: client.readAll(), as: UTF8.self)
         client.close()
         #expect(answer == "finished=true reading=false")
+        #expect(stop())
+    }
+
+    /// A connection that shut its side down lingers reading out, and dropping, what the peer
+    /// still sends, though its owner had stopped reading: unread bytes at the close would reset
+    /// the connection and cut off a reply still on its way. So the peer's EOF is seen, and the
+    /// connection closes then; with reading left stopped, it would wait for its owner to close it.
+    @Test(.timeLimit(.minutes(10)))
+    func aLingeringConnectionReadsOutThePeerThoughItsOwnerStoppedReading() throws {
+        let closed = LoopLog<Bool>()
+        let (_, port, stop) = serve({ StopsThenCloses(closed: closed) })
+        let client = try TestClient(port: port)
+        client.send(Array("hello".utf8))
+        #expect(String(decoding: client.readAll(), as: UTF8.self) == "bye")
+        client.send([UInt8](repeating: 0x61, count: 4096))
+        client.shutdownWrite()
+        let deadline = Date().addingTimeInterval(5)
+        while closed.all.isEmpty && Date() < deadline { usleep(5_000) }
+        client.close()
+        #expect(closed.all == [true])
         #expect(stop())
     }
 

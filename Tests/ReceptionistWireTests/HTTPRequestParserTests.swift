@@ -278,4 +278,39 @@ private func expectedFields(_ text: String) -> [(name: String, value: String)] {
             }
         }
     }
+
+    /// RFC 9112, section 3.2.2: a target in absolute form is read as the path and query it
+    /// names; any other target stays as it is.
+    @Test(arguments: [
+        ("http://a.example/x/y?q=1", "/x/y?q=1"), ("HTTPS://a.example:8443", "/"), ("http://a.example?q", "/?q"),
+        ("/plain?http://x/", "/plain?http://x/"), ("*", "*"), ("ftp://a/x", "ftp://a/x"), ("http:/x", "http:/x"),
+    ])
+    func aTargetInAbsoluteFormIsReadAsItsPath(target: String, expected: String) throws {
+        let output = parse("GET \(target) HTTP/1.1\r\nHost: a\r\n\r\n")
+        if let request = output.requests.first { #expect(request.target == expected) }
+        #expect(HTTPRequest.originForm(target) == expected)
+    }
+
+    /// `Expect: 100-continue` on an HTTP/1.1 request with a body to come is awaited until its body
+    /// has come, or the gateway has sent the 100; never for HTTP/1.0 or a request without a body.
+    @Test func aRequestExpectingContinueIsAwaitedUntilItsBodyComes() {
+        let parser = HTTPRequestParser(limits: HTTPParserLimits())
+        _ = parser.parse(Array("POST /t HTTP/1.1\r\nHost: a\r\nExpect: 100-Continue\r\nContent-Length: 4\r\n\r\n".utf8))
+        #expect(parser.awaitsContinue)
+        parser.continueSent()
+        #expect(!parser.awaitsContinue)
+        #expect(parser.parse(Array("body".utf8)).requests.count == 1)
+        _ = parser.parse(Array("PUT /t HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n".utf8))
+        #expect(parser.awaitsContinue)
+        #expect(parser.parse(Array("1\r\nx\r\n0\r\n\r\n".utf8)).requests.count == 1)
+        #expect(!parser.awaitsContinue)
+        for head in [
+            "POST /t HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n",
+            "GET /t HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n",
+        ] {
+            let fresh = HTTPRequestParser(limits: HTTPParserLimits())
+            _ = fresh.parse(Array(head.utf8))
+            #expect(!fresh.awaitsContinue, "\(head)")
+        }
+    }
 }

@@ -14,7 +14,8 @@ import Testing
 
     /// Written in one pass into memory sized first, the head is what joining its parts gives:
     /// any status, no header or several (empty values and non-ASCII text among them), lengths of
-    /// every size, and an inline body after it.
+    /// every size, and an inline body after it. A 204 and a 304 carry no Content-Length (RFC
+    /// 9110, section 8.6).
     @Test func theHeadIsItsPartsInOrderWhateverTheirSizes() {
         var headers = HTTPHeaders()
         headers.add("Content-Type", "application/json")
@@ -23,6 +24,7 @@ import Testing
         let cases: [(HTTPStatus, HTTPHeaders, Int, [UInt8])] = [
             (.ok, HTTPHeaders(), 0, []), (.created, headers, 27, Array(#"{"topic":"t","seq":1}"#.utf8)),
             (.payloadTooLarge, headers, 1_234_567_890, []), (.noContent, HTTPHeaders(), 0, Array("x".utf8)),
+            (.notModified, headers, 8701, []),
         ]
         for (status, fields, length, body) in cases {
             for keepAlive in [true, false] {
@@ -32,7 +34,8 @@ import Testing
                         contentLength: length, inlineBody: body.isEmpty ? nil : $0)
                 }
                 var expected = "HTTP/1.1 \(status.code) \(status.reason)\r\nDate: Sat, 28 Nov 2026 00:00:00 GMT\r\n"
-                expected += "Content-Length: \(length)\r\nConnection: \(keepAlive ? "keep-alive" : "close")\r\n"
+                if status.code != 204 && status.code != 304 { expected += "Content-Length: \(length)\r\n" }
+                expected += "Connection: \(keepAlive ? "keep-alive" : "close")\r\n"
                 for field in fields.fields { expected += "\(field.name): \(field.value)\r\n" }
                 expected += "\r\n" + String(decoding: body, as: UTF8.self)
                 #expect(head == Array(expected.utf8), "\(status.code)")

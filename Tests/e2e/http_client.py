@@ -55,12 +55,16 @@ def parse_head(head: bytes) -> tuple[int, str, list[tuple[str, str]]]:
 
 
 def assert_standard_headers(resp: Response) -> None:
-    """Every response carries Date, Content-Length and Connection."""
+    """Every response carries Date, Content-Length and Connection; a 204 and a 304 carry no
+    Content-Length (RFC 9110, section 8.6)."""
     date = resp.header("Date")
     assert date, f"missing Date header in {resp.headers}"
     assert email.utils.parsedate_to_datetime(date) is not None
     length = resp.header("Content-Length")
-    assert length is not None and length.isdigit(), f"bad Content-Length in {resp.headers}"
+    if resp.status in (204, 304):
+        assert length is None, f"a {resp.status} with Content-Length in {resp.headers}"
+    else:
+        assert length is not None and length.isdigit(), f"bad Content-Length in {resp.headers}"
     assert resp.connection() in ("keep-alive", "close"), f"bad Connection in {resp.headers}"
 
 

@@ -154,6 +154,16 @@ SLOW_READ_BYTES = 64 * 1024
 SLOW_READ_PAUSE = 0.002
 
 
+def huge_store(port: int) -> tuple[str, Response]:
+    """A store whose GET answer is over 3 MiB, and that answer."""
+    store = big_store(port)
+    for index in range(HUGE_MODELS):
+        put_model(port, store, f"x{index}", {"blob": "c" * (MODEL_BYTES * 6)})
+    reference = api(port, "GET", f"/api/stores/{store}")
+    assert reference.status == 200 and len(reference.body) > 3 << 20, len(reference.body)
+    return store, reference
+
+
 @pytest.mark.timeout(90)
 def test_a_client_taking_its_replies_slowly_is_not_idle(start_server):
     """Two pipelined GETs of a ~4 MiB store, read by a client with a tiny receive window, slowly:
@@ -164,11 +174,7 @@ def test_a_client_taking_its_replies_slowly_is_not_idle(start_server):
     never answered."""
     server = start_server("--max-queued-bytes", str(QUEUE_LIMIT), "--idle-timeout", IDLE_TIMEOUT)
     port = server.port
-    store = big_store(port)
-    for index in range(HUGE_MODELS):
-        put_model(port, store, f"x{index}", {"blob": "c" * (MODEL_BYTES * 6)})
-    reference = api(port, "GET", f"/api/stores/{store}")
-    assert reference.status == 200 and len(reference.body) > 3 << 20, len(reference.body)
+    store, reference = huge_store(port)
     request = http_request("GET", f"/api/stores/{store}", {})
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -194,3 +200,55 @@ def test_a_client_taking_its_replies_slowly_is_not_idle(start_server):
     assert took > 2 * float(IDLE_TIMEOUT), f"the client read everything in {took:.1f} s: not slower than the time-out"
     assert replies == [(200, True), (200, True)], replies
     assert not data, f"{len(data)} bytes of a reply cut short"
+
+
+# ---- A request sent while a big reply is being taken -----------------------
+
+SLOW_PACE = 0.008            # seconds between reads of at most 16 KiB: ~2 MB/s at most
+NEXT_AFTER = 0.3             # seconds into the first reply the next request is sent
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "head-in-two"])
+def test_a_request_sent_while_a_big_reply_is_taken_slowly_is_answered(start_server, split):
+    """A client GETs a ~4 MiB store and takes the reply slowly, longer than the 1 s idle and
+    head time-outs; 0.3 s in, it sends its next request, whole or with its head in two pieces.
+    The gateway, which stopped reading while the reply waits for the client, answers both, whole.
+    Before, its idle time-out closed the connection in the middle of the first reply (the client
+    took it from the kernel's buffers, not the gateway's queue, so it looked idle), and a head cut
+    in two got a 408: a reset, and the reply cut short."""
+    server = start_server("--max-queued-bytes", str(QUEUE_LIMIT), "--idle-timeout", IDLE_TIMEOUT,
+                          "--head-timeout", IDLE_TIMEOUT)
+    port = server.port
+    store, reference = huge_store(port)
+    second = http_request("GET", "/healthz", {})
+    cut = second.index(b"Host") + 2
+    pieces = [second[:cut], second[cut:]] if split else [second]
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TINY_RCVBUF)
+    with sock:
+        sock.connect((HOST, port))
+        sock.sendall(http_request("GET", f"/api/stores/{store}", {}))
+        started = time.monotonic()
+        data, replies = bytearray(), []
+        sock.settimeout(10)
+        while len(replies) < 2:
+            if pieces and time.monotonic() - started > NEXT_AFTER + 0.1 * (len(pieces) == 1 and split):
+                sock.sendall(pieces.pop(0))
+            time.sleep(SLOW_PACE)  # the client's pace, not synchronisation
+            try:
+                chunk = sock.recv(16384)
+            except ConnectionResetError:
+                raise AssertionError(f"reset after {len(data)} bytes and {len(replies)} replies") from None
+            assert chunk, f"closed after {len(data)} bytes and {len(replies)} replies"
+            data += chunk
+            while (reply := take_reply(data)) is not None:
+                replies.append(reply)
+            assert time.monotonic() - started < 60, f"{len(data)} bytes in 60 s"
+        took = time.monotonic() - started
+    print(f"slow client, next request {'split' if split else 'whole'}: 2 replies in {took:.1f} s")
+    assert took > 1.5 * float(IDLE_TIMEOUT), f"the client took the reply in {took:.1f} s: not slower than the time-outs"
+    assert (replies[0].status, replies[0].body == reference.body) == (200, True), replies[0].status
+    assert (replies[1].status, replies[1].body) == (200, b'{"status":"ok"}'), (replies[1].status, replies[1].body[:100])
+    assert not data

@@ -32,9 +32,13 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     private var readingHeld = false
     /// Requests read but not yet answered while the replies before them are past
     /// `--max-queued-bytes`: answered once the client has taken those (`connectionDidDrain`), so
-    /// one read of small pipelined requests cannot queue a large reply for each. `queued` is what
-    /// the last sweep saw queued: a client whose queue shrinks between sweeps is not idle.
-    private var parked: (requests: ArraySlice<HTTPRequest>, output: HTTPRequestParser.Output, queued: Int)?
+    /// one read of small pipelined requests cannot queue a large reply for each.
+    private var parked: (requests: ArraySlice<HTTPRequest>, output: HTTPRequestParser.Output)?
+    /// Bytes of replies handed to the connection, and how many of them the client had taken when
+    /// a deadline last came: a client that has taken more since is taking its replies, and is
+    /// not idle however long one takes it.
+    private var written = 0
+    private var takenAtDeadline = 0
 
     init(connection: TCPConnection, services: HTTPServices) {
         self.connection = connection
@@ -69,6 +73,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         let output = parser.parse(bytes)
         state.received(phase: parser.phase, now: connection.loop.nowMilliseconds)
         process(output.requests[...], output)
+        continueIfAsked()
     }
 
     /// Answers `requests` in order, then acts on the rest of `output`. A request whose work runs
@@ -79,7 +84,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         var rest = requests
         while !rest.isEmpty {
             if connection.isOverHighWater {
-                parked = (rest, output, connection.queuedBytes)
+                parked = (rest, output)
                 holdReading()
                 return
             }
@@ -102,10 +107,13 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         }
         if let error = output.error {
             // Answered after the replies already owed; nothing after it on this stream is trusted.
-            services.logger.debug("rejected request", metadata: ["status": "\(error.status.code)", "detail": "\(error.detail)"])
-            let slot = ResponseSlot(method: .get, target: "-", keepAlive: false)
-            slot.fill(Reply(.error(error)))
-            slots.append(slot)
+            // After a request that closes the stream, nothing more is answered at all.
+            if !state.closing {
+                services.logger.debug("rejected request", metadata: ["status": "\(error.status.code)", "detail": "\(error.detail)"])
+                let slot = ResponseSlot(method: .get, target: "-", keepAlive: false)
+                slot.fill(Reply(.error(error)))
+                slots.append(slot)
+            }
             state.failed()
             writeReadyReplies()
         } else if output.upgradeRemainder != nil {
@@ -154,7 +162,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        if let (rest, output, _) = parked {
+        if let (rest, output) = parked {
             // The client took the replies queued before them: the parked requests go on, and the
             // idle time-out counts from now (one that never reads is closed by it).
             parked = nil
@@ -272,19 +280,23 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             let keepAlive = slot.keepAlive && !reply.closesConnection
             if !keepAlive { state.failed() }
             services.logger.debug(
-                "\(slot.method.name) \(Self.redacted(slot.target)) \(reply.response.status.code)",
+                "\(slot.method.name) \(slot.redactedTarget) \(reply.response.status.code)",
                 metadata: ["peer": "\(connection.peerAddress ?? "?")"])
             send(reply, headOnly: slot.method == .head, keepAlive: keepAlive && !(state.closing && slots.isEmpty))
         }
+        if parser.awaitsContinue { continueIfAsked() }
     }
 
-    /// The target with a `token=` value hidden: subscription tokens are credentials, and logs
-    /// travel further than the gateway.
-    static func redacted(_ target: String) -> String {
-        guard let query = target.firstIndex(of: "?") else { return target }
-        let pairs = target[target.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
-        return String(target[...query]) + pairs.map { $0.hasPrefix("token=") ? "token=…" : String($0) }.joined(separator: "&")
+    /// A request that waits for `100 Continue` before it sends its body (RFC 9110, section
+    /// 10.1.1) gets it once it is the one being answered: no reply owed before it, and the
+    /// gateway reading.
+    private func continueIfAsked() {
+        guard parser.awaitsContinue, slots.isEmpty, !readingHeld, !state.closing, connection.state == .open else { return }
+        parser.continueSent()
+        write(SharedBytes(Self.continueLine))
     }
+
+    private static let continueLine: [UInt8] = Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)
 
     /// Closes once every reply owed is queued and nothing read waits behind a held request, if the
     /// stream is ending: a closing request answered, or the client's side shut down.
@@ -300,13 +312,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         let length = reply.contentLength
         let result: TCPConnection.WriteResult
         if headOnly || length == 0 {
-            result = connection.write(
-                HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length))
+            result = write(
+                SharedBytes(HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length)))
         } else if let shared = reply.sharedBody, length > HTTPResponseEncoder.inlineBodyLimit {
             // A large shared body goes out as its own buffer in the same writev, never copied.
-            connection.write(
-                HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length))
-            result = connection.write(shared)
+            write(SharedBytes(HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length)))
+            result = write(shared)
         } else {
             // Head and body written straight into the buffer that is sent.
             func whole(_ body: UnsafeRawBufferPointer) -> SharedBytes {
@@ -318,12 +329,19 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 }
             }
             let bytes = reply.sharedBody.map { $0.withUnsafeBytes(whole) } ?? reply.response.body.withUnsafeBytes(whole)
-            result = connection.write(bytes)
+            result = write(bytes)
         }
         // Policy for a full outbound queue: stop reading requests until the client catches up.
         if result == .backpressure {
             connection.stopReading()
         }
+    }
+
+    /// Hands `bytes` to the connection, counted (`written`).
+    @discardableResult
+    private func write(_ bytes: SharedBytes) -> TCPConnection.WriteResult {
+        written &+= bytes.count
+        return connection.write(bytes)
     }
 
     /// The gateway is draining.
@@ -337,16 +355,29 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     func sweep(now: UInt64) {
         // A request waiting on a job thread is not idle.
         guard slots.isEmpty else { return }
-        // Nor is a client taking the replies that parked requests wait behind, however slowly.
-        if let queued = parked?.queued {
-            if connection.queuedBytes < queued { state.progressed(now: now) }
-            parked?.queued = connection.queuedBytes
+        // Nor is a request late that the gateway itself does not read, its replies waiting for the
+        // client: only a client that takes nothing for the idle time-out is closed then.
+        let held = readingHeld || connection.isOverHighWater
+        if held { state.readingHeld(now: now) }
+        let action = state.deadline(now: now, readingHeld: held)
+        guard action != .none else { return }
+        // Nor is a client that has taken some of its replies since the last deadline, however
+        // slowly it reads (asked of the kernel only now, once a time-out).
+        let taken = written - connection.unsentBytes
+        if taken > takenAtDeadline {
+            takenAtDeadline = taken
+            state.progressed(now: now)
+            return
         }
-        switch state.deadline(now: now) {
+        switch action {
         case .none:
             break
         case .close:
+            // Asked to close a time-out ago, and the client has taken nothing since: it would hold
+            // its replies, and the connection, for good.
+            if connection.closesWhenFlushed { return connection.close() }
             connection.closeAfterFlush()
+            state.progressed(now: now)
         case .timeOut:
             state.failed()
             send(Reply(.error(.requestTimeout, "the request did not arrive in time")), headOnly: false, keepAlive: false)

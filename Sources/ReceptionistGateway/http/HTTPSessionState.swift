@@ -37,9 +37,16 @@ struct HTTPSessionState {
         lastActivity = now
     }
 
-    /// The client took the replies queued for it: a connection that reads slowly is not idle.
+    /// The client took replies queued for it: a connection that reads slowly is not idle.
     mutating func progressed(now: UInt64) {
         lastActivity = now
+    }
+
+    /// The gateway is not reading the connection (its replies wait for the client, or a request's
+    /// work holds back what follows): the request being read cannot be late meanwhile, and its
+    /// time starts again when reading does.
+    mutating func readingHeld(now: UInt64) {
+        phaseSince = now
     }
 
     /// A request is complete. Returns whether its response may keep the connection open.
@@ -65,8 +72,10 @@ struct HTTPSessionState {
         closing && phase == .idle ? .close : .none
     }
 
-    /// Called periodically by the gateway's sweep.
-    func deadline(now: UInt64) -> Action {
+    /// Called periodically by the gateway's sweep; `readingHeld` while the gateway does not read
+    /// the connection, when only a client that takes nothing for the idle time-out is closed.
+    func deadline(now: UInt64, readingHeld: Bool = false) -> Action {
+        if readingHeld { return now &- lastActivity >= idleTimeoutMilliseconds ? .close : .none }
         switch phase {
         case .idle:
             return now &- lastActivity >= idleTimeoutMilliseconds ? .close : .none

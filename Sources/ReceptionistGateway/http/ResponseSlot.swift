@@ -13,6 +13,14 @@ final class ResponseSlot {
         self.keepAlive = keepAlive
     }
 
+    /// The target with a `token=` value hidden, for the log: subscription tokens are credentials,
+    /// and logs travel further than the gateway.
+    var redactedTarget: String {
+        guard let query = target.firstIndex(of: "?") else { return target }
+        let pairs = target[target.index(after: query)...].split(separator: "&", omittingEmptySubsequences: false)
+        return String(target[...query]) + pairs.map { $0.hasPrefix("token=") ? "token=…" : String($0) }.joined(separator: "&")
+    }
+
     /// Told when a reply comes later (`answer`). Weak: a reply may come after the connection is gone.
     weak var session: HTTPSession?
 
