@@ -81,6 +81,11 @@ def http_seeds():
         "host-ipv6-port": b"GET / HTTP/1.1\r\nHost: [2001:db8::1]:8080\r\n\r\n",
         "host-empty": b"GET / HTTP/1.1\r\nHost:\r\n\r\n",
         "host-port-range": b"GET / HTTP/1.1\r\nHost: a:65536\r\n\r\n",
+        # RFC 9112 3.2.2: a target in absolute form is read as its path; RFC 9110 10.1.1: a body
+        # that waits for 100 Continue.
+        "absolute-form": b"GET http://a:8080/api/topics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n",
+        "expect-continue": b"POST /api/topics/t/messages HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
+                           b"Content-Length: 7\r\n\r\n{\"n\":1}",
     }
     splits = [BYTEWISE, PAIRS, RANDOM, HALVES]
     for index, (name, stream) in enumerate(requests.items()):
