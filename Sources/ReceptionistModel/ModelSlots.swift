@@ -106,6 +106,24 @@ struct ModelSlots: Sendable {
         place(value, forKey: id).replaced
     }
 
+    /// Puts `value` as the model `id`: the id the model goes by, and the model it replaced. Swift
+    /// compares strings by canonical equivalence, so an id written another way ("é" as one scalar
+    /// or two) names the same model, which keeps the id it was made with.
+    mutating func put(_ value: JSONValue, forKey id: String) -> (id: String, replaced: JSONValue?) {
+        let (slot, replaced) = place(value, forKey: id)
+        return (ids[slot], replaced)
+    }
+
+    /// The id the model `id` goes by (see `put`): `id` itself unless it has a byte past ASCII and
+    /// a model goes by another way of writing it.
+    func storedID(_ id: String) -> String {
+        if id.utf8.allSatisfy({ $0 < 0x80 }) { return id }
+        return slot(of: id).map { ids[$0] } ?? id
+    }
+
+    /// The id of the model in `slot`.
+    func id(at slot: Int) -> String { ids[slot] }
+
     /// Puts `value` as the model `id`, last changed at `version` (a store restored from disk).
     mutating func updateValue(_ value: JSONValue, forKey id: String, version: UInt64) {
         versions[place(value, forKey: id).slot] = version

@@ -42,12 +42,14 @@ extension ModelStore {
         _ operation: UnsafePointer<StoreOperation>, at located: Int?,
         to models: inout ModelSlots, changes: inout [ModelChange]
     ) {
-        let id = operation.pointee.model
+        // The id the model goes by: a change names it as the snapshot does, however the
+        // operation wrote it ("é" as one scalar or two are one id to the store).
+        let id = located.map { models.id(at: $0) } ?? models.storedID(operation.pointee.model)
         switch operation.pointee.kind {
         case .put:
             // `validate` passed it: a put's value is an object.
             guard let value = operation.pointee.value else { return }
-            let old = models.updateValue(value, forKey: id)
+            let (id, old) = models.put(value, forKey: id)
             changes.append(ModelChange(
                 model: id, keyPath: .whole, kind: ModelChange.kind(old: old, new: value), oldValue: old, newValue: value))
         case .patch:

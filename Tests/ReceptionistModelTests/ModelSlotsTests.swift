@@ -45,4 +45,27 @@ import Testing
         #expect(slots.slot(of: "c") == freed && slots.values.count == 2)
         #expect(slots.dictionary == ["b": ["b": 2], "c": ["c": 3]])
     }
+
+    /// Ids written two ways that Swift takes as one ("é" as one scalar, or "e" and a combining
+    /// accent) name one model, which keeps the id it was made with: every change a commit reports
+    /// names it so, whichever way the operation wrote it, as the snapshot does. (The change named
+    /// the operation's bytes, and a client that keeps models by their bytes made a second one.)
+    @Test func anIdWrittenAnotherWayNamesTheModelAsItWasMade() throws {
+        let composed = "caf\u{E9}", decomposed = "cafe\u{301}"
+        #expect(Array(composed.utf8) != Array(decomposed.utf8))
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: composed, value: ["n": 1])])
+        let changeSets = try [
+            store.commit([.put(model: decomposed, value: ["n": 2])]),
+            store.commit([.set(model: decomposed, keyPath: "n", value: 3)]),
+            store.commit([.patch(model: decomposed, patch: ["n": 4]), .put(model: "b", value: [:])]),
+            store.commit([.delete(model: decomposed)]),
+        ]
+        for changeSet in changeSets {
+            let named = changeSet.changes.filter { $0.model != "b" }.map { Array($0.model.utf8) }
+            #expect(named == [Array(composed.utf8)], "version \(changeSet.version)")
+        }
+        try store.commit([.put(model: decomposed, value: ["n": 5])])
+        #expect(store.snapshot().models.keys.map { Array($0.utf8) }.sorted { $0.count < $1.count } == [Array("b".utf8), Array(decomposed.utf8)])
+    }
 }
