@@ -47,7 +47,15 @@ extension ModelStore {
                     }
                     changes = try Self.apply(operations, to: &state.models, located: &state.located)
                 } catch {
-                    return .failure(error)
+                    // A condition that no longer holds names the head's version: the refusal
+                    // waits behind the change sets still being stored, as a commit that changes
+                    // nothing does, so it never names a version that a failed write then undoes.
+                    guard case .preconditionFailed = error, !state.unsettled.isEmpty else { return .failure(error) }
+                    let current = ChangeSet(store: name, version: state.version, committedAtMicroseconds: 0, changes: [])
+                    state.unsettled.append(Unsettled(changeSet: current, priorTags: []) { result in
+                        completion(result.flatMap { _ in .failure(error) })
+                    })
+                    return .success(nil)
                 }
                 // A commit that changes nothing makes no version and stores nothing. It is
                 // answered with the current version once that is stored: at once, or when the

@@ -86,11 +86,30 @@ private final class RefusingJournal: StoreJournal {
         store.commit([.set(model: "a", keyPath: "n", value: 2)], if: CommitCondition(storeVersion: 1), completion: answers.add)
         store.commit([.set(model: "a", keyPath: "n", value: 3)], if: CommitCondition(storeVersion: 1), completion: answers.add)
         #expect(journal.handed.count == 2)
-        guard case .failure(.preconditionFailed(_, let version)) = answers.all.first else {
-            Issue.record("expected the third commit refused at once")
+        // The refusal names version 2, so it waits until version 2 is stored.
+        #expect(answers.all.isEmpty)
+        store.settle(through: 2, generation: journal.handed[1].generation)
+        guard answers.all.count == 3, case .failure(.preconditionFailed(_, let version)) = answers.all[2] else {
+            Issue.record("expected the third commit refused once the first two were stored: \(answers.all)")
             return
         }
         #expect(version == 2)
+        #expect(try answers.all.prefix(2).map { try $0.get().version } == [1, 2])
+    }
+
+    /// A refusal that would name a version still being stored waits for it: if storing it fails,
+    /// the refusal is the failure, and the version it would have named is never seen (the next
+    /// commit takes it).
+    @Test func aRefusalNamingAVersionThatFailsToBeStoredIsTheFailure() throws {
+        let (store, journal, answers, _, token) = journaled()
+        defer { token.cancel() }
+        store.commit([.put(model: "a", value: ["n": 1])], completion: answers.add)
+        store.commit([.put(model: "a", value: ["n": 2])], if: CommitCondition(storeVersion: 0), completion: answers.add)
+        #expect(answers.all.isEmpty)
+        store.unsettle(generation: journal.handed[0].generation, because: .storageFailed("the disk is full"))
+        #expect(answers.all == [.failure(.storageFailed("the disk is full")), .failure(.storageFailed("the disk is full"))])
+        store.commit([.put(model: "b", value: [:])], completion: answers.add)
+        #expect(journal.handed.last?.changeSet.version == 1)
     }
 
     @Test func whenTheJournalFailsEveryUnsettledCommitIsUndoneAndAnswered() throws {
