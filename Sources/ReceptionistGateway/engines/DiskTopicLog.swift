@@ -10,18 +10,17 @@ import ReceptionistPush
 /// Invariants: numbers are handed out in order per topic, and the topic takes a message only
 /// once the disk has it, in number order (the writer stores them in the order they were handed
 /// out, and its answers come back through the mailbox in that order). If the disk refuses one,
-/// it and every later one of the topic are refused, and numbering starts again after the last
-/// message stored (the writer refuses any message that does not follow on).
+/// it and every later one numbered before the refusal came are refused, and numbering starts
+/// again after the last message stored (`DiskTopicNumbers`).
 ///
 /// Loop thread only.
 final class DiskTopicLog: TopicLog {
     private let hub: PushHub
     private let engine: DiskEngine
     private let loop: EventLoop
-    /// The last number handed out per topic while some of its messages wait for the disk.
-    private var handedOut: [String: UInt64] = [:]
-    /// Messages of each topic waiting for the disk.
-    private var waiting: [String: Int] = [:]
+    /// How each topic with messages waiting for the disk numbers them; a topic leaves once none
+    /// waits.
+    private var numbers: [String: DiskTopicNumbers] = [:]
 
     init(hub: PushHub, engine: DiskEngine, loop: EventLoop) {
         self.hub = hub
@@ -36,7 +35,8 @@ final class DiskTopicLog: TopicLog {
     func publish(_ name: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
         if let problem = hub.check(.topic(name)) { return done(.failure(.unavailable(problem.message))) }
         let topic = hub.topic(name)
-        let seq = (handedOut[name] ?? topic.seq) + 1
+        var numbering = numbers[name] ?? DiskTopicNumbers()
+        let (seq, run) = numbering.next(after: topic.seq)
         let publishedAt = Clock.microsecondsSinceEpoch()
         let answer = LoopBound((self, topic, done), loop: loop)
         let mailbox = loop.mailbox
@@ -45,29 +45,25 @@ final class DiskTopicLog: TopicLog {
             // On the writer's thread: the answer goes to the loop (posts keep their order).
             _ = mailbox.post {
                 let (log, topic, done) = answer.value
-                log.stored(topic, seq: seq, publishedAt: publishedAt, data: data, error: error, done: done)
+                log.stored(topic, seq: seq, run: run, publishedAt: publishedAt, data: data, error: error, done: done)
             }
         }
         guard accepted else {
             return done(.failure(.unavailable("the disk's write queue is full (\(engine.options.maxQueued) writes); retry")))
         }
-        handedOut[name] = seq
-        waiting[name, default: 0] += 1
+        numbers[name] = numbering
     }
 
     private func stored(
-        _ topic: Topic, seq: UInt64, publishedAt: UInt64, data: [UInt8], error: StoreError?,
+        _ topic: Topic, seq: UInt64, run: UInt64, publishedAt: UInt64, data: [UInt8], error: StoreError?,
         done: (Result<UInt64, StoreError>) -> Void
     ) {
         let name = topic.name
-        waiting[name, default: 1] -= 1
-        if waiting[name] == 0 { waiting[name] = nil }
-        if let error {
-            // Number again after the last message stored; later ones in flight are refused too.
-            handedOut[name] = waiting[name] == nil ? nil : topic.seq
-            return done(.failure(error))
+        if var numbering = numbers[name] {
+            numbering.answered(run: run, failed: error != nil, stored: topic.seq)
+            numbers[name] = numbering.isIdle ? nil : numbering
         }
-        if waiting[name] == nil { handedOut[name] = nil }
+        if let error { return done(.failure(error)) }
         topic.mirror(seq: seq, publishedAt: publishedAt, data: data)
         done(.success(seq))
     }
