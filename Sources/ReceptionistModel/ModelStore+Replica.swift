@@ -77,7 +77,7 @@ extension ModelStore {
         var attempt = pending
         attempt.attempts += 1
         let pending = attempt
-        let computed: Result<(UInt64, [ModelChange], [String: JSONValue?]), StoreError> = state.withLock { state in
+        let computed: Result<(UInt64, String, [ModelChange], [String: JSONValue?]), StoreError> = state.withLock { state in
             // Only the touched models are copied and edited; the replica is unchanged.
             var touched = ModelSlots()
             for operation in pending.operations {
@@ -94,14 +94,14 @@ extension ModelStore {
                 let changes = try Self.apply(pending.operations, to: &touched, located: &state.located)
                 var after: [String: JSONValue?] = [:]
                 for operation in pending.operations { after[operation.model] = .some(touched[operation.model]) }
-                return .success((state.version, changes, after))
+                return .success((state.version, state.epoch, changes, after))
             } catch {
                 return .failure(error)
             }
         }
-        let base: UInt64, changes: [ModelChange], models: [String: JSONValue?]
+        let base: UInt64, epoch: String, changes: [ModelChange], models: [String: JSONValue?]
         switch computed {
-        case .success(let value): (base, changes, models) = value
+        case .success(let value): (base, epoch, changes, models) = value
         case .failure(let error): return finish(pending, .failure(error))
         }
         let candidate = ChangeSet(
@@ -109,7 +109,7 @@ extension ModelStore {
         // The answer may come on this thread before `commit` returns (then it is handled by the
         // loop in `run`) or on another thread later (then it is handled there).
         let answer = PThreadLock<(returned: Bool, outcome: ReplicationOutcome?)>((false, nil))
-        replication.commit(candidate, models: models, expectedVersion: base) { [self] outcome in
+        replication.commit(candidate, models: models, expectedVersion: base, epoch: epoch) { [self] outcome in
             let later = answer.withLock { answer -> Bool in
                 if answer.returned { return true }
                 answer.outcome = outcome

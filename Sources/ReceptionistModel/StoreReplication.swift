@@ -7,15 +7,17 @@ import ReceptionistJSON
 /// Any thread. `commit` never waits; `createStore` and `deleteStore` block the calling job thread until the log
 /// answers (stores are made and deleted rarely).
 public protocol StoreReplication: Sendable {
-    /// Appends `changeSet` (computed against `expectedVersion`) to the store's log if the log is
-    /// still at `expectedVersion`. `models` holds the touched models' new values (nil: deleted).
+    /// Appends `changeSet` (computed against `expectedVersion` of the store in `epoch`) to the
+    /// store's log if the log is still at `expectedVersion`, in that epoch: a store deleted and
+    /// made again under the name meanwhile is another store. `models` holds the touched models'
+    /// new values (nil: deleted).
     ///
     /// `completion` runs once, on any thread, and never inside a lock of this store:
     /// `.committed(v)` only once this node's replica has applied `v`, `.conflict(c)` only once it
     /// has reached `c` (or when `c` is behind it: the log was lost), so the caller can recompute at
     /// once. The log's wait is bounded: past it, `.failed`.
     func commit(
-        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64, epoch: String,
         completion: @escaping @Sendable (ReplicationOutcome) -> Void)
 
     /// Registers a new store in the log; throws `storeExists` or `unavailable`.

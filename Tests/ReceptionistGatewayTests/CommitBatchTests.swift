@@ -5,7 +5,7 @@ import Testing
 @Suite struct CommitBatchTests {
     private func commit(_ store: String, at version: UInt64, _ entry: String, _ models: [(String, String)] = []) -> CommitBatch.Commit {
         CommitBatch.Commit(
-            store: store, expectedVersion: version, entry: Array(entry.utf8),
+            store: store, expectedVersion: version, epoch: "e-\(store)", entry: Array(entry.utf8),
             models: models.map { (id: $0.0, json: Array($0.1.utf8)) })
     }
 
@@ -17,14 +17,14 @@ import Testing
         let keys = ClusterKeys(database: 0)
         let arguments = batch.arguments(keys: keys, history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2))
         #expect(arguments == RedisArguments([
-            "9",
-            keys.storeVersion("b"), keys.storeModels("b"), keys.storeLog("b"),
-            keys.storeVersion("a"), keys.storeModels("a"), keys.storeLog("a"),
-            keys.storeVersion("b"), keys.storeModels("b"), keys.storeLog("b"),
+            "12",
+            keys.storeVersion("b"), keys.storeModels("b"), keys.storeLog("b"), keys.storeEpoch("b"),
+            keys.storeVersion("a"), keys.storeModels("a"), keys.storeLog("a"), keys.storeEpoch("a"),
+            keys.storeVersion("b"), keys.storeModels("b"), keys.storeLog("b"), keys.storeEpoch("b"),
             "500", keys.channel, "2000",
-            "7", "{\"v\":8}", "s:b", "2", "m1", "{\"n\":1}", "m2", "",
-            "0", "{\"v\":1}", "s:a", "0",
-            "7", "{\"v\":8,\"again\":true}", "s:b", "1", "m3", "3",
+            "7", "e-b", "{\"v\":8}", "s:b", "2", "m1", "{\"n\":1}", "m2", "",
+            "0", "e-a", "{\"v\":1}", "s:a", "0",
+            "7", "e-b", "{\"v\":8,\"again\":true}", "s:b", "1", "m3", "3",
         ].map { Array($0.utf8) }))
     }
 
@@ -58,6 +58,9 @@ import Testing
         batch.append(commit("c", at: 0, "{}"))
         let answer = RedisReply.array([.integer(1), .integer(5), .integer(0), .integer(9), .integer(-1), .integer(0)])
         #expect(batch.outcomes(answer) == [.committed(5), .moved(9), .noSuchStore])
+        var one = CommitBatch()
+        one.append(commit("d", at: 3, "{}"))
+        #expect(one.outcomes(.array([.integer(-2), .integer(1)])) == [.otherEpoch(1)], "a store made again since")
         #expect(batch.outcomes(.array(Array(answer.elements![0..<4]))) == nil, "one commit short")
         #expect(batch.outcomes(.array(Array(answer.elements![0..<5]))) == nil, "one number short")
         #expect(batch.outcomes(.array([.integer(2), .integer(5), .integer(0), .integer(9), .integer(-1), .integer(0)])) == nil,

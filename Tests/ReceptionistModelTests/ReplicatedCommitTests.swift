@@ -21,7 +21,7 @@ import Testing
         let immediate = PThreadLock<ReplicationOutcome?>(nil)
 
         func commit(
-            _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+            _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64, epoch: String,
             completion: @escaping @Sendable (ReplicationOutcome) -> Void
         ) {
             if let now = immediate.withLock({ $0 }) { return completion(now) }

@@ -49,7 +49,7 @@ extension ModelStore {
 /// tests then drive with `applyReplicated` and `resetReplica` as the cluster engine would.
 final class FakeReplication: StoreReplication {
     func commit(
-        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64, epoch: String,
         completion: @escaping @Sendable (ReplicationOutcome) -> Void
     ) {
         completion(.failed(.unavailable("no log in this test")))

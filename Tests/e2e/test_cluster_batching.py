@@ -179,18 +179,18 @@ class Monitor:
 
 
 def commit_calls(commands: list[list[bytes]]) -> list[list[str]]:
-    """The commit script's calls (`EVALSHA <sha> <3n> <version, models and log keys of n
+    """The commit script's calls (`EVALSHA <sha> <4n> <version, models, log and epoch keys of n
     stores> …`): for each, the stores it commits to, in order."""
     calls = []
     for words in commands:
         if len(words) < 3 or words[0].lower() not in (b"evalsha", b"eval") or not words[2].isdigit():
             continue
         keys = [key.decode() for key in words[3:3 + int(words[2])]]
-        if not keys or len(keys) % 3 or not all(key.startswith("rcpt:s:{") for key in keys):
+        if not keys or len(keys) % 4 or not all(key.startswith("rcpt:s:{") for key in keys):
             continue
-        if [key.rsplit(":", 1)[1] for key in keys] != ["version", "models", "log"] * (len(keys) // 3):
+        if [key.rsplit(":", 1)[1] for key in keys] != ["version", "models", "log", "epoch"] * (len(keys) // 4):
             continue
-        calls.append([key[len("rcpt:s:{"):key.index("}")] for key in keys[::3]])
+        calls.append([key[len("rcpt:s:{"):key.index("}")] for key in keys[::4]])
     return calls
 
 

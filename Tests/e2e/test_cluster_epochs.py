@@ -4,7 +4,10 @@ with the old epoch is reset. Real nodes on one real redis-server.
 """
 
 import json
+import os
+import signal
 import threading
+import time
 
 from cluster_redis import redis, redis_call, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import api, json_ok, wait_for
@@ -156,3 +159,65 @@ def test_a_store_redis_lost_comes_back_in_a_new_epoch_with_every_subscriber_rese
     answer = recv_json(again)
     assert answer["type"] == "snapshot" and answer["reset"] is True and answer["epoch"] == resets[-1]["epoch"], answer
     again.close()
+
+
+# ---- A node away while a store is deleted and made again ---------------------------------
+
+AWAY_TTL = "1"               # --redis-history-ttl: the new store's first versions are trimmed
+TRIM_WAIT = 1.5              # seconds past the TTL
+
+
+def local_ports_to(pid: int, remote_port: int) -> set[int]:
+    """The local ports of process `pid`'s TCP connections to `remote_port` on IPv4."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = set()
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            fields = line.split()
+            if fields[9] in inodes and int(fields[2].split(":")[1], 16) == remote_port:
+                ports.add(int(fields[1].split(":")[1], 16))
+    return ports
+
+
+def test_a_node_away_while_a_store_was_made_again_reads_the_new_store_whole(start_server, redis):  # noqa: F811
+    """Node B follows store `s` at version 3. B is stopped and its Redis connections closed; node
+    A deletes `s`, makes it again, commits three versions, waits past the log's age limit and
+    commits a fourth: the log holds only version 4. B comes back: each log entry names its
+    store's epoch, so B sees version 4 is another store's and reads the store whole, in the new
+    epoch. Before, entries named no epoch: B took version 4 as the next after its 3 and applied
+    it onto the deleted store's models, for good (and its commits then spread them)."""
+    a = start_node(start_server, redis, "--redis-history-ttl", AWAY_TTL)
+    b = start_node(start_server, redis, "--redis-history-ttl", AWAY_TTL)
+    store = unique("away")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(3):
+        json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/old{n}", {"n": n}), 201)
+    wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"] == 3, 10, "B never reached version 3")
+    old_epoch = json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"]
+
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        ports = local_ports_to(b.proc.pid, redis.port)
+        assert len(ports) >= 2, ports  # its commands and its events
+        for port in ports:
+            redis_call(redis, "CLIENT", "KILL", "ADDR", f"127.0.0.1:{port}")
+        json_ok(api(a.port, "DELETE", f"/api/stores/{store}"), 200)
+        json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+        for n in range(3):
+            json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/new{n}", {"n": n}), 201)
+        time.sleep(TRIM_WAIT)  # the log's age limit, not synchronisation
+        json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/last", {"n": 4}), 201)
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+    expected = json_ok(api(a.port, "GET", f"/api/stores/{store}"))
+    assert expected["version"] == 4 and expected["epoch"] != old_epoch
+    wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"] == expected["epoch"], 15,
+             f"B kept the deleted store: {json_ok(api(b.port, 'GET', f'/api/stores/{store}'))}")
+    assert json_ok(api(b.port, "GET", f"/api/stores/{store}")) == expected

@@ -8,7 +8,7 @@ extension ClusterEngine {
     /// a conflict once the replica has caught up with the version that won, each within
     /// `--redis-timeout`, so the committer never waits on a thread for either.
     func commit(
-        store name: String, expectedVersion: UInt64, entry: [UInt8], models: [(String, [UInt8])],
+        store name: String, expectedVersion: UInt64, epoch: String, entry: [UInt8], models: [(String, [UInt8])],
         completion: @escaping (ReplicationOutcome) -> Void
     ) {
         let index = ShardMap.index(of: name, shards: shards.count)
@@ -16,7 +16,8 @@ extension ClusterEngine {
         guard link.isUp else { return completion(.failed(.unavailable("Redis \(link.endpoint) is unreachable"))) }
         // Followed from now on, as every store this node writes is.
         _ = storeFollowing(name)
-        let commit = CommitBatch.Commit(store: name, expectedVersion: expectedVersion, entry: entry, models: models.map { (id: $0.0, json: $0.1) })
+        let commit = CommitBatch.Commit(
+            store: name, expectedVersion: expectedVersion, epoch: epoch, entry: entry, models: models.map { (id: $0.0, json: $0.1) })
         committers[index].add(commit, CommitBatch.Waiter(answer: completion))
     }
 
@@ -62,6 +63,11 @@ extension ClusterEngine {
             reader.read()
         case .noSuchStore:
             completion(.failed(.noSuchStore(name)))
+            resyncStore(name)
+        case .otherEpoch(let version):
+            // Computed on a replica of a store deleted since, and made again under the name: read
+            // the new one whole, and compute again on it.
+            completion(.conflict(version))
             resyncStore(name)
         }
     }

@@ -21,22 +21,29 @@ enum ClusterScripts {
         """
 
     /// Commits to stores (`CommitBatch`), each run in turn exactly as it would run alone. KEYS: for
-    /// each commit its store's version, models and log. ARGV: max log length, channel, max log age
-    /// in ms (0: none), then for each commit its expected version, entry JSON, notice and count of
-    /// model pairs, then those pairs of model id and JSON ("" deletes). Returns, for each commit,
-    /// two numbers: 1 and the version when appended, 0 and the current version when the store has
-    /// moved on, -1 and 0 when there is no such store.
+    /// each commit its store's version, models, log and epoch. ARGV: max log length, channel, max
+    /// log age in ms (0: none), then for each commit its expected version and epoch, entry JSON,
+    /// notice and count of model pairs, then those pairs of model id and JSON ("" deletes).
+    /// Returns, for each commit, two numbers: 1 and the version when appended, 0 and the current
+    /// version when the store has moved on, -1 and 0 when there is no such store, -2 and the
+    /// current version when the store is in another epoch (deleted and made again since the
+    /// commit's replica knew it). Each entry carries the store's epoch, so a node that missed the
+    /// delete sees the store it follows is gone.
     static let commit = RedisScript(trimByAge + """
         local out = {}
         local a = 4
-        for k = 1, #KEYS, 3 do
-          local expected, entry, notice, n = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
-          local first = a + 4
-          a = first + 2 * n
+        for k = 1, #KEYS, 4 do
+          local expected, epoch, entry, notice = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
+          local first = a + 5
+          a = first + 2 * tonumber(ARGV[a + 4])
           local current = redis.call('GET', KEYS[k])
+          local stored = redis.call('GET', KEYS[k + 3])
           if not current then
             out[#out + 1] = -1
             out[#out + 1] = 0
+          elseif stored and epoch ~= '' and stored ~= epoch then
+            out[#out + 1] = -2
+            out[#out + 1] = tonumber(current)
           elseif tonumber(current) ~= tonumber(expected) then
             out[#out + 1] = 0
             out[#out + 1] = tonumber(current)
@@ -47,7 +54,11 @@ enum ClusterScripts {
               if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[k + 1], ARGV[i])
               else redis.call('HSET', KEYS[k + 1], ARGV[i], ARGV[i + 1]) end
             end
-            redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[1], '*', 'v', version, 'c', entry)
+            if stored then
+              redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[1], '*', 'v', version, 'e', stored, 'c', entry)
+            else
+              redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[1], '*', 'v', version, 'c', entry)
+            end
             trimByAge(KEYS[k + 2], ARGV[3])
             redis.call('PUBLISH', ARGV[2], notice)
             out[#out + 1] = 1

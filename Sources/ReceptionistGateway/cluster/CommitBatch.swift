@@ -22,6 +22,9 @@ struct CommitBatch: ScriptBatch {
         let store: String
         /// The version the change set was computed against.
         let expectedVersion: UInt64
+        /// The epoch of the replica it was computed on: a store deleted and made again under the
+        /// name is another store.
+        let epoch: String
         /// The change set as the log carries it (`ReplicatedChangeSet`).
         let entry: [UInt8]
         /// Each changed model's id and its whole JSON after the change; empty when deleted.
@@ -44,6 +47,9 @@ struct CommitBatch: ScriptBatch {
         case moved(UInt64)
         /// Redis holds no such store.
         case noSuchStore
+        /// The store is another of the same name (a new epoch), at this version: the one the
+        /// commit was computed on was deleted.
+        case otherEpoch(UInt64)
     }
 
     /// Every commit, in the order added; an index here is how each is answered.
@@ -65,21 +71,23 @@ struct CommitBatch: ScriptBatch {
     }
 
     /// What follows the script's digest in `EVALSHA`: the number of keys, each commit's version,
-    /// models and log keys, the log's bounds and the cluster's channel, then for each commit its
-    /// expected version, entry, notice, count of models and the models.
+    /// models, log and epoch keys, the log's bounds and the cluster's channel, then for each
+    /// commit its expected version and epoch, entry, notice, count of models and the models.
     func arguments(keys: ClusterKeys, history: RedisHistory) -> RedisArguments {
         var arguments = RedisArguments(capacity: 256 + commits.count * 256 + bytes)
-        arguments.append(commits.count * 3)
+        arguments.append(commits.count * 4)
         for commit in commits {
             arguments.append(keys.storeVersion(commit.store))
             arguments.append(keys.storeModels(commit.store))
             arguments.append(keys.storeLog(commit.store))
+            arguments.append(keys.storeEpoch(commit.store))
         }
         arguments.append(history.maxEntries)
         arguments.append(keys.channel)
         arguments.append(history.maxAgeMilliseconds)
         for commit in commits {
             arguments.append(commit.expectedVersion)
+            arguments.append(commit.epoch)
             arguments.append(commit.entry)
             arguments.append(ClusterKeys.encode(.storeChanged(commit.store)))
             arguments.append(commit.models.count)
@@ -104,6 +112,7 @@ struct CommitBatch: ScriptBatch {
             case 1: outcomes.append(.committed(UInt64(version)))
             case 0: outcomes.append(.moved(UInt64(version)))
             case -1: outcomes.append(.noSuchStore)
+            case -2: outcomes.append(.otherEpoch(UInt64(version)))
             default: return nil
             }
             index += 2

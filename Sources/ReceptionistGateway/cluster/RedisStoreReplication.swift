@@ -26,7 +26,7 @@ final class RedisStoreReplication: StoreReplication {
     }
 
     func commit(
-        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64,
+        _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64, epoch: String,
         completion: @escaping @Sendable (ReplicationOutcome) -> Void
     ) {
         guard let engine = engine.withLock({ $0 }) else { return completion(.failed(.unavailable("the cluster is starting"))) }
@@ -39,7 +39,7 @@ final class RedisStoreReplication: StoreReplication {
             LoopDeadline.run(engine.loop, seconds: engine.timeoutSeconds, timedOut: {
                 ReplicationOutcome.failed(.outcomeUnknown("Redis did not answer in time; the commit may or may not be applied"))
             }, { done in
-                engine.commit(store: store, expectedVersion: expectedVersion, entry: entry, models: pairs, completion: done)
+                engine.commit(store: store, expectedVersion: expectedVersion, epoch: epoch, entry: entry, models: pairs, completion: done)
             }, done: { outcome in
                 // Off the loop: what the committer does next (compute again, or the next commit)
                 // is a job's work. A full replica thread answers from here rather than never.

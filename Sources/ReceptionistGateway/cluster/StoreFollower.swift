@@ -75,9 +75,17 @@ final class StoreFollower: StreamFollower {
     func follow(_ entries: [StreamEntry], reader: StreamReader) {
         guard !stopped else { return }
         var batch: [(UInt64, [UInt8])] = []
+        let epoch = Array(stores.replica(name).epoch.utf8)
         for entry in entries {
             guard let version = entry.number("v"), let json = entry.field("c") else { continue }
             guard var cursor = reader.cursor else { break }
+            if let written = entry.field("e"), written != epoch {
+                // The store was deleted and made again under the name while this node was not
+                // listening: the entry is the new store's. Read it whole (its subscribers reset).
+                logger.warning("the store was made again under its name; re-reading it", metadata: ["store": "\(name)"])
+                reader.cursor = nil
+                break
+            }
             let verdict = cursor.accept(id: entry.id, number: version)
             reader.cursor = cursor
             switch verdict {
