@@ -138,6 +138,25 @@ import Testing
         #expect(frame["leaves"] == [] && frame["clients"] == 2)
     }
 
+    /// A member the followers know leaves, joins again and leaves again within one interval: the
+    /// followers hear it left. (The second leave undid the join as if it were new, and the leave
+    /// it had replaced was lost: the member stayed in every follower's list.)
+    @Test func aLeaveAJoinAndALeaveOfAKnownMemberIsALeave() throws {
+        let push = fixture()
+        let follower = FakeSink(), client = FakeSink()
+        try join(push, follower, follows: true)
+        let first = try join(push, client, at: 1)
+        tick(push)
+        push.hub.unsubscribe(first)
+        let second = try join(push, client, at: 2)
+        push.hub.unsubscribe(second)
+        tick(push)
+        let frame = try #require(try frames(follower).last)
+        #expect(frame["joins"] == [])
+        #expect(frame["leaves"] == [["client": .string(id(client)), "user": ""]])
+        #expect(frame["clients"] == 1)
+    }
+
     @Test func nothingIsCollectedWhileNobodyFollows() throws {
         let push = fixture()
         for _ in 0..<5 { try join(push, FakeSink()) }

@@ -56,7 +56,8 @@ public final class Presence {
     var shareDue = false
 
     enum Change {
-        case joined(Subscription)
+        /// `afterLeave`: the join replaced a leave still pending, of a member the followers know.
+        case joined(Subscription, afterLeave: Bool)
         case joinedElsewhere(RemotePresence.Member)
         case left(user: String)
     }
@@ -118,7 +119,10 @@ public final class Presence {
         scheduleShare()
         if !followers.isEmpty {
             // A leave then a join of one client is a join: the list gets its new `joinedAt`.
-            pending[subscription.sink.clientID] = .joined(subscription)
+            let client = subscription.sink.clientID
+            var afterLeave = false
+            if case .left? = pending[client] { afterLeave = true }
+            pending[client] = .joined(subscription, afterLeave: afterLeave)
             scheduleFlush()
         }
         if let watch = subscription.presenceWatch {
@@ -146,10 +150,11 @@ public final class Presence {
             return
         }
         let client = subscription.sink.clientID
-        if case .joined(let joined) = pending[client], joined === subscription {
+        if case .joined(let joined, let afterLeave) = pending[client], joined === subscription, !afterLeave {
             // Joined and left within one interval: nobody needs to hear of it.
             pending.removeValue(forKey: client)
         } else {
+            // Left, or left again after a join that replaced its leave: followers know the member.
             pending[client] = .left(user: user)
         }
         scheduleFlush()
@@ -273,7 +278,7 @@ public final class Presence {
         var first = true
         for change in changes.values {
             switch change {
-            case .joined(let subscription):
+            case .joined(let subscription, _):
                 if !first { out.append(UInt8(ascii: ",")) }
                 first = false
                 PushEncoder.presenceMember(subscription, &out)
