@@ -55,6 +55,19 @@ def test_curl_gets_snapshot_then_changes(server):
         assert models == store_snapshot(port, store)["models"]
 
 
+def test_a_store_stream_ends_when_its_store_is_deleted(server):
+    """The stream hears `unsubscribed` (`deleted`), then ends: nothing more can come on it.
+    Before, it stayed open with heartbeats until the client gave up."""
+    port = server.port
+    store = new_store(port, {"a": {"n": 1}})
+    with CurlEvents(port, store_events(store)) as stream:
+        assert_snapshot_event(stream.reader.next_event(), port, store)
+        assert http_client_request(port, "DELETE", f"/api/stores/{store}").status == 200
+        event = stream.reader.next_event()
+        assert (event.event, event.json()) == ("unsubscribed", {"type": "unsubscribed", "store": store, "reason": "deleted"})
+        stream.reader.wait_end(HEARTBEAT_WAIT)
+
+
 def test_http_client_gets_one_event_per_change_set(server):
     port = server.port
     store = new_store(port, {"a": {"n": 1}, "b": {"name": "b"}})

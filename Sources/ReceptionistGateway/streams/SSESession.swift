@@ -24,6 +24,14 @@ final class SSESession: StreamSession {
         connection.delaysWrites = true
     }
 
+    /// The stream's one subscription was ended by the gateway (its store deleted): nothing more
+    /// will come on it, so the stream ends once what it was told is sent, and the client's
+    /// `EventSource` hears the end rather than heartbeats for good.
+    func subscriptionEnded(_ subscription: Subscription) {
+        _ = core.subscriptions.remove(where: { $0 === subscription })
+        if core.subscriptions.isEmpty { connection.closeAfterFlush() }
+    }
+
     /// Takes the connection over from HTTP and starts the stream. The target was checked already
     /// (the token covers it, and the hub can serve it), unless the connect hook must admit the
     /// connection first: then its answer is awaited, and a refusal is still an HTTP status.
