@@ -70,7 +70,7 @@ public final class Gateway {
         let router = Router(
             staticFiles: Self.staticFiles(config, logger), stores: stores, jobs: jobs, hub: hub,
             publisher: publisher, idempotency: Idempotency(store: started.idempotency), config: config, access: access, counters: counters,
-            operations: operations, storeDeleted: { name in _ = mailbox.post { boundHub.value.storeDeleted(name) } },
+            operations: operations, storeDeleted: { name, store in _ = mailbox.post { boundHub.value.storeDeleted(name, store: store) } },
             storeLog: engine.cluster.map { LoopBound($0 as any StoreSource, loop: loop) }, hooks: hooks)
         let streams = StreamServices(
             config: config, hub: hub, publisher: publisher, access: access, counters: counters, logger: logger, table: table,

@@ -129,11 +129,18 @@ public final class PushHub {
         }
     }
 
-    /// The store `name` was deleted: every subscriber is told (`unsubscribed`, reason `deleted`)
-    /// and its feed closed. A store made again under the name is a new feed, in a new epoch.
-    public func storeDeleted(_ name: String) {
-        guard let feed = feeds.removeValue(forKey: name) else { return }
-        let event = PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(.store(name), reason: "deleted"))
+    /// The store `name` was deleted (`store`, when known: a feed of a store made again under the
+    /// name since is left alone): every subscriber is told (`unsubscribed`, reason `deleted`) and
+    /// its feed closed. A store made again under the name is a new feed, in a new epoch.
+    public func storeDeleted(_ name: String, store: ModelStore? = nil) {
+        guard let feed = feeds[name], store.map({ feed.store === $0 }) ?? true else { return }
+        feeds[name] = nil
+        end(feed)
+    }
+
+    /// Tells every subscriber of `feed` that its store was deleted, and closes the feed.
+    private func end(_ feed: StoreFeed) {
+        let event = PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(.store(feed.store.name), reason: "deleted"))
         var members: [Subscription] = []
         feed.forEachMember { members.append($0) }
         feed.closeAll()
@@ -176,7 +183,12 @@ public final class PushHub {
     }
 
     private func feed(_ store: ModelStore) -> StoreFeed {
-        if let feed = feeds[store.name], feed.store === store { return feed }
+        if let feed = feeds[store.name] {
+            if feed.store === store { return feed }
+            // The store under the name is another, deleted and made again before the delete
+            // reached the loop: the old one's subscribers are told now.
+            end(feed)
+        }
         let feed = StoreFeed(
             store: store, context: context, historyLimit: historyOf?(store.name) ?? historyLimit, counters: counters,
             presence: presenceSettings,

@@ -37,6 +37,29 @@ import Testing
         #expect(whole.trace.last == "unsubscribed s")
     }
 
+    /// A store deleted and made again before the delete reaches the loop: the first subscriber of
+    /// the new store ends the old feed, whose subscribers are told, and the late delete, of the old
+    /// store, leaves the new feed alone. (The old subscriber heard nothing and could not subscribe
+    /// again; the delete then ended the new store's subscribers.)
+    @Test func aStoreMadeAgainBeforeItsDeleteReachesTheLoopEndsTheOldFeedOnly() throws {
+        let push = PushFixture()
+        let old = try push.createStore("s")
+        let before = FakeSink()
+        let first = try push.subscribe(before, .store("s"))
+        try push.stores.delete("s")
+        let again = try push.createStore("s")
+        let after = FakeSink()
+        try push.subscribe(after, .store("s"))
+        #expect(try before.json(before.events.count - 1) == ["type": "unsubscribed", "store": "s", "reason": "deleted"])
+        #expect(before.ended.map(ObjectIdentifier.init) == [ObjectIdentifier(first)])
+
+        push.hub.storeDeleted("s", store: old)
+        #expect(after.ended.isEmpty && push.hub.feeds["s"]?.store === again)
+        try again.put("b", 2)
+        push.drain()
+        #expect(after.trace == ["snapshot s 0", "changes s 1"])
+    }
+
     /// A node hears of a cluster store's deletion with the epoch it had: its replica goes only if
     /// it is that store, never one made again under the name since.
     @Test func aReplicaIsDroppedOnlyForTheEpochDeleted() {

@@ -11,8 +11,9 @@ import ReceptionistWire
 struct StoreAPI {
     let stores: StoreRegistry
     let idempotency: Idempotency
-    /// Tells the hub on the loop that a store was deleted (its subscribers are told).
-    let deleted: @Sendable (String) -> Void
+    /// Tells the hub on the loop that a store was deleted (its subscribers are told): its name,
+    /// and the store object deleted, when this node had it.
+    let deleted: @Sendable (String, ModelStore?) -> Void
     /// The cluster's log in Redis, which reads of the past fall back on when a replica's history
     /// does not reach back; nil on one node.
     let log: LoopBound<any StoreSource>?
@@ -102,12 +103,13 @@ struct StoreAPI {
     }
 
     private func delete(_ name: String) -> Reply {
+        let store = stores.store(name)
         do {
             try stores.delete(name)
         } catch {
             return .error(error)
         }
-        deleted(name)
+        deleted(name, store)
         return .json(.ok, ["store": .string(name), "deleted": true])
     }
 

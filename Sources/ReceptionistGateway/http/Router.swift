@@ -30,7 +30,7 @@ final class Router {
     init(
         staticFiles: StaticFiles, stores: StoreRegistry, jobs: JobRunner, hub: PushHub,
         publisher: TopicPublisher, idempotency: Idempotency, config: GatewayConfig, access: AccessControl,
-        counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String) -> Void,
+        counters: GatewayCounters, operations: OperationsEndpoints, storeDeleted: @escaping @Sendable (String, ModelStore?) -> Void,
         storeLog: LoopBound<any StoreSource>?, hooks: HookClient? = nil
     ) {
         self.staticFiles = staticFiles
