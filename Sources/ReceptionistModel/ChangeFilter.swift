@@ -99,6 +99,19 @@ public struct ChangeFilter: Sendable, Hashable {
         return kept
     }
 
+    /// Coalesced changes with each whole-model value projected again: a model created within a
+    /// frame absorbs the later changes beneath it, and a removal among them can leave objects that
+    /// lead nowhere (`{"style":{}}` for `paths: ["style.border"]`), which the projection has not.
+    public func projectingRoots(_ changes: [ModelChange]) -> [ModelChange] {
+        guard paths != nil else { return changes }
+        return changes.map { change in
+            guard change.keyPath == .whole else { return change }
+            return ModelChange(
+                model: change.model, keyPath: .whole, oldValue: change.oldValue.map(project(model:)),
+                newValue: change.newValue.map(project(model:)))
+        }
+    }
+
     /// The part of one model this filter follows: the values at the listed paths, with the
     /// objects that lead to them.
     public func project(model value: JSONValue) -> JSONValue {

@@ -178,7 +178,11 @@ public final class Subscription {
     public func flushConflated() -> Int {
         guard let pending = conflation else { return 0 }
         conflation = nil
-        let changes = pending.buffer.take()
+        var changes = pending.buffer.take()
+        // Folded as a `maxRate` frame is, so projected again as one is.
+        if let paths = options.paths {
+            changes = ChangeFilter(models: nil, paths: paths.map(ModelKeyPath.init)).projectingRoots(changes)
+        }
         let json = PushEncoder.conflated(
             store: target.name, version: position, from: pending.from, changes: changes, old: options.old)
         sink.sendOwed(PushEvent(name: "changes", id: position, json: json))

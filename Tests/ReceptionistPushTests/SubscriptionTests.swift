@@ -50,6 +50,21 @@ import Testing
 
     // MARK: A slow store subscriber conflates (invariant 20)
 
+    /// A slow subscriber with `paths` gets its catch-up projected as a `maxRate` frame is: a model
+    /// made and then cut back within it holds only the listed paths. (It got `{"style":{}}`,
+    /// which applied to its copy differs from the projected store's `{}`.)
+    @Test func aSlowSubscribersCatchUpIsProjectedOntoItsPaths() throws {
+        let sink = FakeSink()
+        let subscription = Subscription(
+            target: .store("s"), sink: sink, position: 1, options: SubscriptionOptions(paths: [["style", "border"]]))
+        sink.limitReached = true
+        #expect(subscription.deliver(changes(2, [ModelChange(model: "m", keyPath: .whole, oldValue: nil, newValue: ["style": ["border": 1]])])))
+        #expect(subscription.deliver(changes(3, [ModelChange(model: "m", keyPath: "style.border", oldValue: 1, newValue: nil)])))
+        sink.limitReached = false
+        #expect(subscription.flushConflated() == 2)
+        #expect(try sink.json(0)["changes"] == [["model": "m", "path": "", "kind": "created", "value": [:]]])
+    }
+
     @Test func aSlowStoreSubscriberConflatesThenCatchesUpWithOneMessage() throws {
         let sink = FakeSink()
         let subscription = Subscription(target: .store("s"), sink: sink, position: 2)

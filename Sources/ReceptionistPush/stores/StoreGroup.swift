@@ -118,7 +118,7 @@ final class StoreGroup {
                 let first = buffer.firstCommittedAtMicroseconds, committedAt = buffer.committedAtMicroseconds
                 subscription.deliver(frame(
                     version: last.version, from: subscription.position, firstCommittedAt: first,
-                    committedAt: committedAt, changes: projectingRoots(buffer.take())))
+                    committedAt: committedAt, changes: filter.projectingRoots(buffer.take())))
             }
         } else {
             for changeSet in missed {
@@ -142,19 +142,6 @@ final class StoreGroup {
         kept.changes = filter.apply(changeSet.changes)
         guard !kept.changes.isEmpty else { return nil }
         return PushEvent.changes(kept, old: options.old)
-    }
-
-    /// Coalesced changes with each whole-model value projected again: a model created within a
-    /// frame absorbs the later changes beneath it, and a removal among them can leave objects that
-    /// lead nowhere (`{"style":{}}` for `paths: ["style.border"]`), which the projection has not.
-    private func projectingRoots(_ changes: [ModelChange]) -> [ModelChange] {
-        guard filter.paths != nil else { return changes }
-        return changes.map { change in
-            guard change.keyPath == .whole else { return change }
-            return ModelChange(
-                model: change.model, keyPath: .whole, oldValue: change.oldValue.map(filter.project(model:)),
-                newValue: change.newValue.map(filter.project(model:)))
-        }
     }
 
     private func frame(
@@ -198,7 +185,7 @@ final class StoreGroup {
             guard !members.isEmpty, !delivery.changes.isEmpty else { return }
             let event = frame(
                 version: delivery.version, from: from, firstCommittedAt: delivery.firstCommittedAtMicroseconds,
-                committedAt: delivery.committedAtMicroseconds, changes: projectingRoots(delivery.changes))
+                committedAt: delivery.committedAtMicroseconds, changes: filter.projectingRoots(delivery.changes))
             for subscription in members where subscription.deliver(event) {
                 delivered += 1
             }
