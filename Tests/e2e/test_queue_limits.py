@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 
 import pytest
 
@@ -21,6 +22,7 @@ from conftest import wait_for
 from procstat import rss_bytes
 from test_metrics import scrape, value
 from wsclient import (
+    OP_CLOSE,
     OP_TEXT,
     RawWebSocket,
     assert_changes_frame,
@@ -248,3 +250,42 @@ def test_error_replies_to_a_client_that_never_reads_close_it(start_server):
             # What was queued before the close is bounded: the kernel's buffers and the limit,
             # not all 12 MiB of replies.
             assert len(frames) * ERROR_NAME_BYTES < kernel_max + QUEUE_LIMIT + (1 << 20), len(frames)
+
+
+# ---- Catch-ups of several stores after one drain ----------------------------------------
+
+SMALL_LIMIT = 16384          # --max-queued-bytes: four catch-ups of 40 KB are past 4 times it
+CATCH_UP_BYTES = 40_000
+BEHIND_STORES = 4
+
+
+def test_store_subscriptions_that_fell_behind_each_get_their_catch_up_never_a_close(start_server):
+    """One connection follows five stores with a tiny receive window and stops reading; the
+    first store's changes fill its socket, and one 40 KB change to each of the others is
+    conflated while it is behind. When it reads again, every store's catch-up arrives and each
+    store's view is the store's; the connection is not closed. Before, the socket's drain sent
+    every catch-up at once, and their sum past four times `--max-queued-bytes` closed the
+    connection 1008 `slow consumer`, which store subscribers never are (they conflate)."""
+    port = start_server("--max-queued-bytes", str(SMALL_LIMIT)).port
+    filler = new_store(port, {})
+    behind = [new_store(port, {}) for _ in range(BEHIND_STORES)]
+    with RawWebSocket(port, rcvbuf=TINY_RCVBUF) as ws:
+        ws.open()
+        for store in [filler, *behind]:
+            ws.send_json({"type": "subscribe", "store": store})
+            assert ws.recv_json()["type"] == "snapshot"
+        for n in range(20):
+            put_model(port, filler, "big", {"v": "z" * 200_000, "n": n})
+        for store in behind:
+            put_model(port, store, "m", {"v": "y" * CATCH_UP_BYTES})
+        versions = {store: 0 for store in behind}
+        deadline = time.monotonic() + 20
+        while any(version < 1 for version in versions.values()):
+            assert time.monotonic() < deadline, f"catch-ups missing: {versions}"
+            opcode, payload = ws.read_message(max(0.1, deadline - time.monotonic()))
+            assert opcode != OP_CLOSE, f"closed {payload[:2].hex()} {payload[2:]!r} with catch-ups owed: {versions}"
+            frame = json.loads(payload)
+            if frame.get("store") in versions and frame["type"] == "changes":
+                assert frame["changes"] == [{"model": "m", "path": "", "kind": "created", "value": {"v": "y" * CATCH_UP_BYTES}}]
+                versions[frame["store"]] = frame["version"]
+        assert versions == {store: 1 for store in behind}

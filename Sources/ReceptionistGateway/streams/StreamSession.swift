@@ -146,9 +146,12 @@ extension StreamSession {
     }
 
     /// The socket caught up: conflated subscriptions send their catch-up now, and a presence
-    /// follower that missed a frame the whole presence.
+    /// follower that missed a frame the whole presence; one after another while the socket
+    /// takes them. Past `--max-queued-bytes` the rest wait for the next drain, still conflating,
+    /// so catch-ups never add up to a slow-consumer close, which a store subscriber never gets.
     func connectionDidDrain(_ connection: TCPConnection) {
         for subscription in core.subscriptions {
+            if connection.isOverHighWater { break }
             services.hub.counters.conflatedChangeSets += subscription.flushConflated()
             subscription.flushPresence()
         }
