@@ -78,6 +78,19 @@ public final class PushHub {
         }
     }
 
+    /// Why `subscribe` would refuse `target` with `options` now, if it would: for a stream that
+    /// must answer before it starts (SSE's head is a `200`).
+    public func refusal(_ target: StreamTarget, options: SubscriptionOptions) -> Problem? {
+        if let problem = check(target) { return problem }
+        switch target {
+        case .store(let name):
+            guard let store = stores.store(name), !feed(store).accepts(options) else { return nil }
+            return Problem(.tooManySubscriptions, "store '\(name)' already serves \(StoreFeed.maxGroups) distinct sets of subscription options")
+        case .topic:
+            return options.isNone ? nil : Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions")
+        }
+    }
+
     /// Starts a subscription: sends its first messages through `sink`, then joins the live stream.
     /// `epoch`, when given, is the store's or topic's epoch `since` belongs to; another cannot be resumed.
     /// `options` narrow a store subscription; subscriptions with equal options share their work.
@@ -87,23 +100,15 @@ public final class PushHub {
         _ sink: any PushSink, to target: StreamTarget, since: UInt64?, epoch: String? = nil,
         options: SubscriptionOptions = .none, presence: Bool = false, joinedAt: UInt64 = 0
     ) -> Result<Subscription, Problem> {
-        if let problem = check(target) { return .failure(problem) }
+        if let problem = refusal(target, options: options) { return .failure(problem) }
         switch target {
         case .store(let name):
             let store = stores.store(name)!
-            guard feed(store).accepts(options) else {
-                return .failure(Problem(
-                    .tooManySubscriptions,
-                    "store '\(name)' already serves \(StoreFeed.maxGroups) distinct sets of subscription options"))
-            }
             let subscription = Subscription(target: target, sink: sink, options: options, joinedAt: joinedAt)
             if presence { subscription.presenceWatch = PresenceWatch() }
             subscribeStore(subscription, store, since: since, epoch: epoch)
             return .success(subscription)
         case .topic(let name):
-            guard options.isNone else {
-                return .failure(Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions"))
-            }
             let subscription = Subscription(target: target, sink: sink, joinedAt: joinedAt)
             if presence { subscription.presenceWatch = PresenceWatch() }
             subscribeTopic(subscription, topic(name), since: since, epoch: epoch)

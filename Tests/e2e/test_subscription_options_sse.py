@@ -7,6 +7,7 @@ the protocol's rule for a projected copy.
 """
 
 from urllib.parse import quote
+import contextlib
 import time
 
 import pytest
@@ -128,3 +129,23 @@ def test_sse_bad_option_is_400_naming_the_field(server, query, field):
                                headers={"Accept": "text/event-stream"})
     assert_json_error(resp, 400, "bad_request")
     assert field in resp.json()["detail"], f"the detail does not name {field!r}: {resp.json()}"
+
+
+def test_a_stream_whose_options_the_store_cannot_serve_is_answered_429(start_server):
+    """A store serves at most 256 distinct sets of subscription options. With 256 in use, an
+    event stream asking for another is answered `429` before its head, as a WebSocket subscribe
+    is `too_many_subscriptions`. Before, it got `200` and an empty stream, which an EventSource
+    reopens for good."""
+    port = start_server().port
+    store = new_store(port, {"m": {"n": 1}})
+    with contextlib.ExitStack() as stack:
+        # The unfiltered group is always there: 255 more fill the store.
+        for rate in range(1, 257):
+            ws = stack.enter_context(connect(port))
+            ws.send(f'{{"type":"subscribe","store":"{store}","maxRate":{rate}}}')
+            frame = recv_text(ws)
+            expected = '"snapshot"' if rate < 256 else '"too_many_subscriptions"'
+            assert expected in frame, (rate, frame)
+        resp = http_client_request(port, "GET", events_path(store, {"maxRate": 998}), {"Accept": "text/event-stream"})
+        assert_json_error(resp, 429, "too_many_requests")
+        assert b"256 distinct sets" in resp.body

@@ -41,6 +41,15 @@ final class SSESession: StreamSession {
     ) {
         connection.delegate = self
         let stream = { [unowned self] (options: SubscriptionOptions, granted: Bool) in
+            // A refusal known now is a status, not a `200` and an empty stream.
+            if let problem = services.hub.refusal(target, options: options) {
+                let status: HTTPStatus = switch problem.code {
+                case .tooManySubscriptions: .tooManyRequests
+                case .noSuchStore: .notFound
+                default: .badRequest
+                }
+                return refuse(status, problem.message, date: date)
+            }
             connection.write(Self.head(date: date, corsOrigin: grant.corsOrigin))
             if subscribe(target, since: since, epoch: epoch, options: options, presence: presence, granted: granted) != nil {
                 connection.closeAfterFlush()
