@@ -130,8 +130,22 @@ public final class PushHub {
     public func unsubscribe(_ subscription: Subscription) {
         switch subscription.target {
         case .store(let name): feeds[name]?.remove(subscription)
-        case .topic(let name): topics[name]?.remove(subscription)
+        case .topic(let name):
+            guard let topic = topics[name] else { return }
+            topic.remove(subscription)
+            forgetIfUnused(topic)
         }
+    }
+
+    /// A topic that subscribing made, never published to, and followed by nobody now is
+    /// forgotten, so that names a client only subscribes to hold no memory for good. (A
+    /// cluster's topics are mirrored from Redis, and its presences still share the last leave:
+    /// kept.)
+    private func forgetIfUnused(_ topic: Topic) {
+        guard topicSource == nil, presenceRelay.source == nil, topic.seq == 0, topic.subscriberCount == 0, topic.pending.isEmpty,
+              topic.publishesInFlight == 0, topics[topic.name] === topic
+        else { return }
+        topics[topic.name] = nil
     }
 
     /// The store `name` was deleted (`store`, when known: a feed of a store made again under the

@@ -52,6 +52,7 @@ final class DiskTopicLog: TopicLog {
             return done(.failure(.unavailable("the disk's write queue is full (\(engine.options.maxQueued) writes); retry")))
         }
         numbers[name] = numbering
+        topic.publishesInFlight += 1
     }
 
     private func stored(
@@ -59,6 +60,7 @@ final class DiskTopicLog: TopicLog {
         done: (Result<UInt64, StoreError>) -> Void
     ) {
         let name = topic.name
+        topic.publishesInFlight -= 1
         if var numbering = numbers[name] {
             numbering.answered(run: run, failed: error != nil, stored: topic.seq)
             numbers[name] = numbering.isIdle ? nil : numbering

@@ -26,6 +26,10 @@ public final class Topic: PresenceMembers {
     /// Where the topic waits for its deferred fan-out (the end of the loop's iteration), or nil
     /// to hand each message to the subscribers as it is published.
     var fanOutQueue: FanOutQueue?
+    /// Publishes an engine was handed and has not answered yet (the disk's): a topic with any is
+    /// never forgotten (`PushHub.forgetIfUnused`), or the message would land in a topic no
+    /// subscriber finds.
+    public var publishesInFlight = 0
     /// Messages numbered and kept in the history but not yet handed to the subscribers: at most
     /// what one turn of the loop published, since the queue runs at the end of every turn.
     private var unsent: [PushEvent] = []
