@@ -337,11 +337,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         }
     }
 
-    /// Hands `bytes` to the connection, counted (`written`).
+    /// Hands `bytes` to the connection, counted (`written`) if it took them.
     @discardableResult
     private func write(_ bytes: SharedBytes) -> TCPConnection.WriteResult {
-        written &+= bytes.count
-        return connection.write(bytes)
+        let result = connection.write(bytes)
+        if result != .dropped { written &+= bytes.count }
+        return result
     }
 
     /// The gateway is draining.
