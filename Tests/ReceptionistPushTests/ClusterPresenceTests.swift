@@ -38,9 +38,9 @@ final class FakePresenceSource: PresenceSource {
     }
 
     @discardableResult
-    private func join(_ push: PushFixture, _ sink: FakeSink, follows: Bool = false) throws -> Subscription {
+    private func join(_ push: PushFixture, _ sink: FakeSink, _ target: StreamTarget = .topic("chat"), follows: Bool = false) throws -> Subscription {
         alive.sinks.append(sink)
-        return try push.hub.subscribe(sink, to: .topic("chat"), since: nil, presence: follows, joinedAt: 7).get()
+        return try push.hub.subscribe(sink, to: target, since: nil, presence: follows, joinedAt: 7).get()
     }
 
     private func tick(_ push: PushFixture) {
@@ -119,6 +119,25 @@ final class FakePresenceSource: PresenceSource {
         let lateFrames = try frames(late)
         let whole = try #require(lateFrames.first)
         #expect(clients(whole["members"]).count == 6 && whole["clients"]?.uint64Value == 6)
+    }
+
+    /// A node named dead by one server leaves only the presences that server keeps: cut off
+    /// from one server, it still beats on the others, and its members there stay. (They left every
+    /// presence, and never came back.)
+    @Test func aNodeLostOnOneServerLeavesOnlyThePresencesThatServerKeeps() throws {
+        let (push, source) = fixture()
+        let here = FakeSink(), there = FakeSink()
+        try join(push, here, .topic("chat"), follows: true)
+        try join(push, there, .topic("other"), follows: true)
+        source.answerRead(["n2": entry([101])])
+        source.answerRead(["n2": entry([201])])
+        tick(push)
+        push.hub.presenceRelay.nodesLost(["n2"], where: { $0 == "chat" })
+        tick(push)
+        let chat = try JSONParser.parse(push.hub.topic("chat").presence.reply(limit: 100))
+        let other = try JSONParser.parse(push.hub.topic("other").presence.reply(limit: 100))
+        #expect(clients(chat["members"]) == Set([here.clientID].map(PushEncoder.clientID)))
+        #expect(clients(other["members"]) == Set([there.clientID, 201].map(PushEncoder.clientID)))
     }
 
     /// Without the heartbeat a dead node's members would stay in presence for ever.

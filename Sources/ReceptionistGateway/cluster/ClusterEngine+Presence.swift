@@ -52,18 +52,11 @@ extension ClusterEngine: PresenceSource {
                 [weak self, weak link] reply in
                 guard let self, let link, let parts = reply?.elements, let stale = parts.first?.integer else { return }
                 let dead = Set(parts.dropFirst().compactMap(\.text))
-                hub.presenceRelay.nodesLost(dead)
+                hub.presenceRelay.nodesLost(dead, where: { self.shard($0) === link })
                 if stale == 1 { hub.presenceRelay.reshare(where: { self.shard($0) === link }) }
             }
         }
     }
 }
 
-extension StreamTarget {
-    /// The topic's or store's name.
-    var name: String {
-        switch self {
-        case .topic(let name), .store(let name): name
-        }
-    }
-}
+

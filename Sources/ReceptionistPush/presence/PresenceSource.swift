@@ -40,10 +40,12 @@ public final class PresenceRelay {
         presences[target]?.presence?.refreshIfFollowed()
     }
 
-    /// These nodes stopped beating: their members leave every presence here.
-    public func nodesLost(_ nodes: Set<String>) {
+    /// These nodes stopped beating on the server that keeps the presences of the targets
+    /// `belongs` names: their members leave those presences here. (A node cut off from one server
+    /// still beats on the others, and its members there stay.)
+    public func nodesLost(_ nodes: Set<String>, where belongs: (String) -> Bool = { _ in true }) {
         guard !nodes.isEmpty else { return }
-        for entry in presences.values { entry.presence?.dropNodes(nodes) }
+        for (target, entry) in presences where belongs(target.name) { entry.presence?.dropNodes(nodes) }
     }
 
     /// Every presence shares its entry now (nil where it has no members left): at shutdown,
@@ -57,12 +59,7 @@ public final class PresenceRelay {
     /// narrows it to the names that live on one server.
     public func reshare(where belongs: (String) -> Bool = { _ in true }) {
         for (target, entry) in presences {
-            let name: String
-            switch target {
-            case .store(let store): name = store
-            case .topic(let topic): name = topic
-            }
-            guard belongs(name), let presence = entry.presence else { continue }
+            guard belongs(target.name), let presence = entry.presence else { continue }
             presence.share()
             presence.refreshIfFollowed()
         }
