@@ -27,6 +27,9 @@ public final class HTTPRequestParser {
     /// The request being read asked for `100 Continue` before it sends its body (`Expect:
     /// 100-continue`), and its body has not all come; `continueSent` once it is answered.
     public private(set) var awaitsContinue = false
+    /// The request whose head is being read (or was refused) is a `HEAD`: an error refusing it
+    /// has no body.
+    public private(set) var headRequest = false
     private var failure: HTTPParseError?
     private var upgraded = false
 
@@ -229,6 +232,7 @@ public final class HTTPRequestParser {
         if lastWasValue || !fieldName.isEmpty {
             commitField()
         }
+        headRequest = chp_method(parser) == HTTP_HEAD.rawValue
         let major = Int(parser.pointee.http_major)
         let minor = Int(parser.pointee.http_minor)
         guard major == 1 else {
@@ -342,6 +346,7 @@ public final class HTTPRequestParser {
         body = []
         phase = .idle
         awaitsContinue = false
+        headRequest = false
         // Stop here so `parse` learns exactly where the next message starts.
         http_parser_pause(parser, 1)
         return 0

@@ -95,3 +95,16 @@ def test_a_target_in_absolute_form_is_served_as_its_path(server, target, expecte
         resp = conn.read_response()
         assert resp.status == 200, (resp.status, resp.body)
         assert resp.json() == expected
+
+
+# ---- An error answering a HEAD ---------------------------------------------
+
+def test_a_head_request_refused_for_its_head_gets_no_body(server):
+    """A `HEAD` without `Host` is refused `400`: the answer has a Content-Length and no body, as
+    every answer to a HEAD (RFC 9110, section 9.3.2), and the connection closes after it. Before,
+    the error's JSON body followed."""
+    with RawConnection(server.port) as conn:
+        conn.send(b"HEAD /healthz HTTP/1.1\r\n\r\n")
+        resp = conn.read_response("HEAD")
+        assert resp.status == 400 and int(resp.header("Content-Length")) > 0, resp.headers
+        conn.expect_closed()

@@ -110,7 +110,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             // After a request that closes the stream, nothing more is answered at all.
             if !state.closing {
                 services.logger.debug("rejected request", metadata: ["status": "\(error.status.code)", "detail": "\(error.detail)"])
-                let slot = ResponseSlot(method: .get, target: "-", keepAlive: false)
+                let slot = ResponseSlot(method: parser.headRequest ? .head : .get, target: "-", keepAlive: false)
                 slot.fill(Reply(.error(error)))
                 slots.append(slot)
             }
