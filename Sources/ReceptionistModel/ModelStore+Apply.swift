@@ -43,9 +43,11 @@ extension ModelStore {
         to models: inout ModelSlots, changes: inout [ModelChange]
     ) {
         // The id the model goes by: a change names it as the snapshot does, however the
-        // operation wrote it ("é" as one scalar or two are one id to the store).
-        let id = located.map { models.id(at: $0) } ?? models.storedID(operation.pointee.model)
-        switch operation.pointee.kind {
+        // operation wrote it ("é" as one scalar or two are one id to the store). A put finds it
+        // as it places the model.
+        let kind = operation.pointee.kind
+        let id = kind == .put ? operation.pointee.model : located.map { models.id(at: $0) } ?? models.storedID(operation.pointee.model)
+        switch kind {
         case .put:
             // `validate` passed it: a put's value is an object.
             guard let value = operation.pointee.value else { return }

@@ -51,23 +51,19 @@ extension ModelStore {
                     // waits behind the change sets still being stored, as a commit that changes
                     // nothing does, so it never names a version that a failed write then undoes.
                     guard case .preconditionFailed = error, !state.unsettled.isEmpty else { return .failure(error) }
-                    let current = ChangeSet(store: name, version: state.version, committedAtMicroseconds: 0, changes: [])
-                    state.unsettled.append(Unsettled(changeSet: current, priorTags: []) { result in
-                        completion(result.flatMap { _ in .failure(error) })
-                    })
+                    state.waitBehindUnsettled(store: name) { result in completion(result.flatMap { _ in .failure(error) }) }
                     return .success(nil)
                 }
                 // A commit that changes nothing makes no version and stores nothing. It is
                 // answered with the current version once that is stored: at once, or when the
                 // change sets before it settle.
                 if changes.isEmpty {
-                    let current = ChangeSet(store: name, version: state.version, committedAtMicroseconds: 0, changes: [])
                     if state.unsettled.isEmpty {
-                        answerNow = current
-                        return .success(nil)
+                        answerNow = ChangeSet(store: name, version: state.version, committedAtMicroseconds: 0, changes: [])
+                    } else {
+                        state.waitBehindUnsettled(store: name, completion)
                     }
-                    state.unsettled.append(Unsettled(changeSet: current, priorTags: [], completion: completion))
-                    return .success(JournalRecord?.none)
+                    return .success(nil)
                 }
                 state.version += 1
                 let priorTags = state.models.stamp(changes, version: state.version, deleted: deleted)
@@ -189,5 +185,16 @@ extension ModelStore {
                 _ = change.keyPath.withComponents { models[change.model]!.replaceValue(change.oldValue, along: $0) }
             }
         }
+    }
+}
+
+extension ModelStore.State {
+    /// Answers `completion` with the current version, which makes none of its own, once the
+    /// change sets before it settle (with them: undone, it gets their error).
+    mutating func waitBehindUnsettled(
+        store name: String, _ completion: @escaping @Sendable (Result<ChangeSet, StoreError>) -> Void
+    ) {
+        let current = ChangeSet(store: name, version: version, committedAtMicroseconds: 0, changes: [])
+        unsettled.append(Unsettled(changeSet: current, priorTags: [], completion: completion))
     }
 }
