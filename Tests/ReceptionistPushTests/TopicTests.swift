@@ -125,7 +125,8 @@ import Testing
         let old = topic.epoch
         let current = FakeSink(), ahead = FakeSink()
         let subscriptions = [subscribe(topic, current, at: 5), subscribe(topic, ahead, at: 9)]
-        topic.restart(seq: 1, publishedAt: 4, data: Array("{\"k\":1}".utf8), epoch: "e2")
+        topic.restart(after: 0, epoch: "e2")
+        topic.mirror(seq: 1, publishedAt: 4, data: Array("{\"k\":1}".utf8))
         #expect(topic.seq == 1 && topic.epoch == "e2" && old != "e2")
         // Never moved back silently: a reset first, then the new numbering.
         #expect(current.trace == ["reset t", "message t 1"] && ahead.trace == ["reset t", "message t 1"])

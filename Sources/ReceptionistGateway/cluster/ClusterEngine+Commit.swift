@@ -55,9 +55,10 @@ extension ClusterEngine {
             follower.whenApplied(version, seconds: timeoutSeconds) { completion(.committed(version)) }
             reader.read()
         case .moved(let version) where version < replica:
-            // A version behind this replica: the log was lost; read it whole.
+            // A version behind this replica in its epoch: Redis came back with older data; read
+            // the store whole, in a new epoch.
             completion(.conflict(version))
-            resyncStore(name)
+            follower.storeWentBack(reader)
         case .moved(let version):
             follower.whenApplied(version, seconds: timeoutSeconds) { completion(.conflict(version)) }
             reader.read()

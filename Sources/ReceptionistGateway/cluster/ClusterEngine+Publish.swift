@@ -21,7 +21,11 @@ extension ClusterEngine {
     func send(_ batch: PublishBatch, _ waiters: [PublishBatch.Waiter], to link: RedisLink) {
         let answers = PublishAnswers(loop: loop, seconds: timeoutSeconds, waiters: waiters)
         let following = batch.topics.map { topicReader($0.name) }
-        let arguments = batch.arguments(keys: link.keys, nodeChannel: link.nodeChannel, history: redisHistory, freshEpoch: ModelStore.newEpoch)
+        // What this node has read of each topic: Redis behind it in that epoch came back with
+        // older data, and the script starts a new epoch rather than hand its numbers out again.
+        let arguments = batch.arguments(
+            keys: link.keys, nodeChannel: link.nodeChannel, history: redisHistory, known: { following[$0].follower.known(following[$0].reader) },
+            freshEpoch: ModelStore.newEpoch)
         let sent = link.commands.eval(ClusterScripts.publish, arguments) { reply in
             defer { for (reader, follower) in following { follower.ownAnswered(reader: reader) } }
             switch reply {

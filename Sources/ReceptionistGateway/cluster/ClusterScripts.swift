@@ -68,9 +68,12 @@ enum ClusterScripts {
         return out
         """)
 
-    /// KEYS: version, models, log, epoch. ARGV: a fresh epoch for a store that has none (made
-    /// before epochs were kept). Returns {version, {id, json, ...}, last log ID, epoch}, read
-    /// together; {-1, {}, '0-0', ''} when there is no such store.
+    /// KEYS: version, models, log, epoch. ARGV: a fresh epoch, the epoch this node saw the store
+    /// go back in ("" if none). The fresh epoch is taken by a store that has none (made before
+    /// epochs were kept), and in place of the one that went back (Redis came back with older data;
+    /// unless another node renewed it first), so no version is had twice in one epoch. Returns
+    /// {version, {id, json, ...}, last log ID, epoch}, read together; {-1, {}, '0-0', ''} when
+    /// there is no such store.
     static let snapshot = RedisScript("""
         local version = redis.call('GET', KEYS[1])
         if not version then return {-1, {}, '0-0', ''} end
@@ -78,7 +81,7 @@ enum ClusterScripts {
         local id = '0-0'
         if #last > 0 then id = last[1][1] end
         local epoch = redis.call('GET', KEYS[4])
-        if not epoch then
+        if not epoch or epoch == ARGV[2] then
           epoch = ARGV[1]
           redis.call('SET', KEYS[4], epoch)
         end
@@ -121,8 +124,12 @@ enum ClusterScripts {
 
     /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log and epoch.
     /// ARGV: max log length, max log age in ms (0: none), the cluster's channel, the publishing
-    /// node's channel, then for each topic: its notice, a fresh epoch for a topic that has none, its
-    /// count n, and n pairs of data JSON and publishedAt. Each topic's messages take the next n
+    /// node's channel, then for each topic: its notice, a fresh epoch, the epoch the publishing node
+    /// follows and the last number it has read in it ("" and 0: none), its count n, and n pairs of
+    /// data JSON and publishedAt. The fresh epoch is taken by a topic that has none (new, or Redis
+    /// lost it) and by one whose number is behind what the node has read in the epoch Redis still
+    /// names: Redis came back with older data (a restart from a lagging snapshot, a failover to a
+    /// lagging replica), and its numbers would otherwise be handed out a second time in one epoch. Each topic's messages take the next n
     /// numbers, in order; the topic's notice, with its last number and epoch, is published once to
     /// each other node's channel (to a channel marked `m:`, `ClusterKeys.carryingMark`, with the
     /// messages themselves, numbered, up to 64 KiB of data: that node then mirrors them without
@@ -141,9 +148,9 @@ enum ClusterScripts {
     ///
     /// Each entry carries its epoch, so a follower sees the log start over even where the numbers
     /// alone could not tell (one message before the loss, one after). The first entry of a new
-    /// epoch is given an ID past this millisecond, so it sorts after every entry of the lost log
-    /// that a node may still be reading after (a log recreated within the same millisecond would
-    /// otherwise start below them).
+    /// epoch is given an ID past this millisecond (when the log's newest is not already past it),
+    /// so it sorts after every entry of the lost log that a node may still be reading after (a log
+    /// recreated within the same millisecond would otherwise start below them).
     ///
     /// It runs for every publish, so it makes no table, closure or string it can do without (no
     /// listener list for a lone node, the topic's epoch read in line, one flat answer): each costs
@@ -166,21 +173,21 @@ enum ClusterScripts {
         local a = 5
         for k = 1, #KEYS, 3 do
           local seqKey, logKey, epochKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
-          local notice, n = ARGV[a], tonumber(ARGV[a + 2])
-          local epoch = redis.call('GET', epochKey)
-          local id = '*'
-          if not epoch then
-            epoch = ARGV[a + 1]
-            redis.call('SET', epochKey, epoch)
-            if redis.call('XLEN', logKey) == 0 then
-              local now = redis.call('TIME')
-              id = (tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1) .. '-0'
-            end
-          end
-          a = a + 3
-          local from = a
+          local notice, n = ARGV[a], tonumber(ARGV[a + 4])
           local last = redis.call('INCRBY', seqKey, n)
           local first = last - n + 1
+          local epoch = redis.call('GET', epochKey)
+          local id = '*'
+          if not epoch or (epoch == ARGV[a + 2] and first <= tonumber(ARGV[a + 3])) then
+            epoch = ARGV[a + 1]
+            redis.call('SET', epochKey, epoch)
+            local now = redis.call('TIME')
+            local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1
+            local top = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)
+            if #top == 0 or tonumber(string.match(top[1][1], '^%d+')) < ms then id = ms .. '-0' end
+          end
+          a = a + 5
+          local from = a
           for i = 0, n - 2 do
             redis.call('XADD', logKey, id, 's', format('%d', first + i), 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
             id = '*'
@@ -221,11 +228,17 @@ enum ClusterScripts {
         return out
         """)
 
-    /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch for a topic that has none.
-    /// Returns {seq, the newest entries, newest first, epoch}, read together: where a node starts
-    /// mirroring a topic it has just heard of.
+    /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch, the epoch this node saw the log
+    /// go back in ("" if none). The fresh epoch is taken by a topic that has none, and in place of
+    /// the one that went back (unless another node renewed it first). Returns {seq, the newest
+    /// entries, newest first, epoch}, read together: where a node starts mirroring a topic it has
+    /// just heard of, or starts again on one whose log went back.
     static let topicTail = RedisScript(topicEpoch + """
         local epoch = topicEpoch(KEYS[3], ARGV[2])
+        if epoch == ARGV[3] then
+          epoch = ARGV[2]
+          redis.call('SET', KEYS[3], epoch)
+        end
         local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
         return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), epoch}
         """)

@@ -85,21 +85,35 @@ struct PublishBatch: ScriptBatch {
         }
     }
 
+    /// What this node has read of a topic's log: the epoch it follows and the last number in it.
+    struct Known: Equatable {
+        let epoch: String
+        let number: UInt64
+    }
+
     /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log and
-    /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's (`nodeChannel`), and for
-    /// each topic its notice, a fresh epoch (for a topic that has none), its count, and its messages
-    /// as data and `publishedAt` pairs.
-    func arguments(keys: ClusterKeys, nodeChannel: String, history: RedisHistory, freshEpoch: () -> String) -> RedisArguments {
-        var arguments = RedisArguments(capacity: 256 + topics.count * 192 + messages.count * 48 + bytes)
+    /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's
+    /// (`nodeChannel`), and for each topic its notice, a fresh epoch (for a topic that has none, or
+    /// whose log Redis holds less of than this node has read), what this node has read of it
+    /// (`known`, by the topic's slot; "" and 0 for nothing), its count, and its messages as data
+    /// and `publishedAt` pairs.
+    func arguments(
+        keys: ClusterKeys, nodeChannel: String, history: RedisHistory, known: (Int) -> Known? = { _ in nil },
+        freshEpoch: () -> String
+    ) -> RedisArguments {
+        var arguments = RedisArguments(capacity: 256 + topics.count * 224 + messages.count * 48 + bytes)
         arguments.append(topics.count * 3)
         for topic in topics { keys.appendTopicKeys(topic.name, to: &arguments) }
         arguments.append(history.maxEntries)
         arguments.append(history.maxAgeMilliseconds)
         arguments.append(keys.channel)
         arguments.append(nodeChannel)
-        for topic in topics {
+        for (slot, topic) in topics.enumerated() {
             arguments.append(ClusterKeys.topicNoticePrefix, topic.name)
             arguments.append(freshEpoch())
+            let read = known(slot)
+            arguments.append(read?.epoch ?? "")
+            arguments.append(read?.number ?? 0)
             arguments.append(topic.indexes.count)
             for index in topic.indexes {
                 arguments.append(messages[index].data)

@@ -30,6 +30,9 @@ final class StoreFollower: StreamFollower {
     /// Set when the store is deleted: a read or a batch still on its way is dropped, so nothing
     /// makes the replica again under the name.
     private var stopped = false
+    /// The epoch in which the store was seen going back (a version behind the replica): Redis came
+    /// back with older data. The next snapshot renews it in Redis, once for every node.
+    private var wentBack: String?
 
     init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
         self.name = name
@@ -99,11 +102,20 @@ final class StoreFollower: StreamFollower {
                 ])
                 reader.cursor = nil
             case .regressed:
-                logger.error("store version went back: did Redis lose its data? Re-reading the store", metadata: ["store": "\(name)"])
+                logger.error("store version went back: did Redis come back with older data? Re-reading the store", metadata: ["store": "\(name)"])
+                wentBack = stores.replica(name).epoch
                 reader.cursor = nil
             }
         }
         if !batch.isEmpty { apply(batch, reader: reader) }
+    }
+
+    /// Redis answered a commit with a version behind the replica's, in its epoch: it came back
+    /// with older data. Read the store whole in a new epoch.
+    func storeWentBack(_ reader: StreamReader) {
+        wentBack = stores.replica(name).epoch
+        reader.cursor = nil
+        reader.read()
     }
 
     func caughtUp(_ reader: StreamReader) {}
@@ -144,14 +156,17 @@ final class StoreFollower: StreamFollower {
         }
     }
 
-    /// Reads the store whole and resets the replica to it.
+    /// Reads the store whole and resets the replica to it; after the store went back, in the epoch
+    /// that replaces the one that went back, so no version means two states in one epoch.
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         guard !stopped else { return done(nil) }
         let store = stores.replica(name)
         let applier = self.applier
         let sent = commands.eval(ClusterScripts.snapshot, [
             "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), ModelStore.newEpoch(),
-        ]) { reply in
+            wentBack ?? "",
+        ]) { [self] reply in
+            if let renewed = reply?.elements?.last?.text, renewed != wentBack { wentBack = nil }
             guard let parts = reply?.elements, parts.count == 4, let versionNumber = parts[0].integer,
                   let flat = parts[1].elements, let lastID = parts[2].text, let logEpoch = parts[3].text
             else { return done(nil) }

@@ -30,6 +30,9 @@ final class TopicFollower: StreamFollower {
     /// them in `noticed`, since the answers may bring its messages without a read.
     private var ownInFlight = 0
     private var noticed: (seq: UInt64, epoch: String)?
+    /// The epoch whose log was seen going back (a number after one this node had read): Redis came
+    /// back with older data. The next read of the tail renews it in Redis, once for every node.
+    private var wentBack: String?
 
     init(
         name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
@@ -105,6 +108,14 @@ final class TopicFollower: StreamFollower {
         return epoch == hub.topic(name).epoch && seq <= cursor.lastNumber
     }
 
+    /// What this node has read of the topic's log, once it follows it: for a publish to check that
+    /// Redis is not behind it.
+    func known(_ reader: StreamReader) -> PublishBatch.Known? {
+        let topic = hub.topic(name)
+        guard topic.isSynced, let cursor = reader.cursor else { return nil }
+        return PublishBatch.Known(epoch: topic.epoch, number: cursor.lastNumber)
+    }
+
     /// A topic is mirrored on the loop as it is read: it is never behind.
     var acceptsMore: Bool { true }
 
@@ -131,8 +142,15 @@ final class TopicFollower: StreamFollower {
             case .duplicate:
                 break
             case .regressed:
-                // An entry without an epoch whose number went back: Redis lost its data all the same.
-                startOver(topic, seq: seq, publishedAt: publishedAt, data: data, epoch: ModelStore.newEpoch())
+                // A number after one already read, in the same epoch: Redis came back with older
+                // data and numbered on from it. The tail is read again, renewing the epoch in Redis
+                // (once for every node), and the topic starts over in it.
+                logger.error("topic log went back: did Redis come back with older data?", metadata: [
+                    "topic": "\(name)", "seq": "\(seq)", "after": "\(cursor.lastNumber)",
+                ])
+                wentBack = topic.epoch
+                reader.cursor = nil
+                return
             }
         }
         reader.cursor = cursor
@@ -150,9 +168,15 @@ final class TopicFollower: StreamFollower {
     /// Redis lost the topic's log: a new epoch. Publishes of the old epoch still waiting for their
     /// message cannot be told whether it was lost with it.
     private func startOver(_ topic: Topic, seq: UInt64, publishedAt: UInt64, data: [UInt8], epoch: String) {
+        startOver(topic, after: max(seq, 1) - 1, epoch: epoch)
+        topic.mirror(seq: seq, publishedAt: publishedAt, data: data)
+    }
+
+    /// The topic starts over in `epoch` after number `base`; see `startOver(_:seq:...)`.
+    private func startOver(_ topic: Topic, after base: UInt64, epoch: String) {
         logger.error(
-            "topic log started over: did Redis lose its data?", metadata: ["topic": "\(name)", "seq": "\(seq)", "epoch": "\(epoch)"])
-        topic.restart(seq: seq, publishedAt: publishedAt, data: data, epoch: epoch)
+            "topic log started over: did Redis lose its data?", metadata: ["topic": "\(name)", "after": "\(base)", "epoch": "\(epoch)"])
+        topic.restart(after: base, epoch: epoch)
         let lost = waiters.filter { $0.epoch != epoch }
         waiters.removeAll { $0.epoch != epoch }
         for waiter in lost {
@@ -172,27 +196,38 @@ final class TopicFollower: StreamFollower {
 
     /// On first hearing of the topic: its number and its newest messages, read together, so the
     /// mirror starts with this node's history full and goes on from the newest entry; older
-    /// messages stay in Redis for resumes that need them (`ClusterEngine.history`).
+    /// messages stay in Redis for resumes that need them (`ClusterEngine.history`). After the log
+    /// went back: the same, in the epoch that replaces the one that went back, after a `reset`.
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let arguments = [
             "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
-            ModelStore.newEpoch(),
+            ModelStore.newEpoch(), wentBack ?? "",
         ]
         let sent = commands.eval(ClusterScripts.topicTail, arguments) { [self] reply in
             guard let parts = reply?.elements, parts.count == 3, let seq = parts[0].integer, seq >= 0, let epoch = parts[2].text else {
                 unreachable(reader)
                 return done(nil)
             }
-            let entries = Array(StreamEntry.parse(range: parts[1]).reversed())
+            // Entries of another epoch are the life that went back, or were numbered on what
+            // Redis went back to before the epoch was renewed: not this epoch's history.
+            let entries = StreamEntry.parse(range: parts[1]).reversed().filter { entry in
+                entry.field("e").map { $0.elementsEqual(epoch.utf8) } ?? true
+            }
             let topic = hub.topic(name)
-            // Nobody has subscribed yet (the topic is not synced): its epoch is the log's.
-            topic.adopt(epoch: epoch)
             // The mirror starts just before the oldest entry read (or at the number, if the log
             // is empty): what came before is not in this node's history, as on a node that trims.
             let first = entries.first?.number("s") ?? UInt64(seq) + 1
+            if !topic.isSynced {
+                // Nobody has subscribed yet: its epoch is the log's.
+                topic.adopt(epoch: epoch)
+            } else if epoch != topic.epoch {
+                wentBack = nil
+                startOver(topic, after: max(first, 1) - 1, epoch: epoch)
+            }
             if first > topic.seq + 1 { topic.skip(from: topic.seq + 1, to: first - 1) }
-            reader.cursor = StreamCursor(lastID: "0-0", lastNumber: first - 1)
-            follow(entries, reader: reader)
+            let from = topic.seq
+            reader.cursor = StreamCursor(lastID: "0-0", lastNumber: from)
+            follow(entries.filter { ($0.number("s") ?? 0) > from }, reader: reader)
             done(reader.cursor)
         }
         if !sent {

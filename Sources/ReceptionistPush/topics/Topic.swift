@@ -122,21 +122,21 @@ public final class Topic: PresenceMembers {
         self.epoch = epoch
     }
 
-    /// Cluster: the log was lost and started again (Redis lost its data) in `epoch`, at `seq`.
-    /// The history is dropped, and every subscriber is told with a `reset` that the numbering
-    /// starts over, never moved back silently; then the message follows.
-    public func restart(seq: UInt64, publishedAt: UInt64, data: [UInt8], epoch: String) {
+    /// Cluster: the log was lost and started again (Redis lost its data, or came back with older
+    /// data) in `epoch`, after number `base`. The history is dropped, and every subscriber is told
+    /// with a `reset` that the numbering starts over, never moved back silently; the messages of
+    /// the new epoch follow.
+    public func restart(after base: UInt64, epoch: String) {
         fanOutUnsent()
         history.removeAll()
         self.epoch = epoch
-        let base = max(seq, 1) - 1
+        seq = base
         let reset = PushEvent(name: "reset", id: nil, json: PushEncoder.topicReset(name, seq: base, epoch: epoch))
         for subscription in subscriptions {
             subscription.sink.sendOwed(reset)
             subscription.reset(to: base)
         }
         counters.resets += subscriptions.count
-        mirror(seq: seq, publishedAt: publishedAt, data: data)
     }
 
     private func record(_ event: PushEvent) {
