@@ -9,6 +9,7 @@ import json
 
 from cluster_redis import redis, redis_call, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import api, json_ok, wait_for
+from test_cluster import readiness
 from test_cluster_epochs import Frames
 from wsclient import connect, recv_json, unique
 
@@ -118,3 +119,32 @@ def test_a_store_redis_rolled_back_moves_to_a_new_epoch_every_subscriber_is_rese
     answer = recv_json(again)
     assert answer["type"] == "snapshot" and answer["reset"] is True and answer["epoch"] == expected["epoch"], answer
     again.close()
+
+
+def test_a_topic_first_followed_while_redis_is_down_takes_its_epoch_with_a_reset(start_server, redis):
+    """A subscriber to a topic the node first hears of while Redis is down gets an epoch of the
+    node's own; when Redis is back the topic takes the epoch Redis keeps, and the subscriber is
+    told with a `reset` before the first message, not switched silently (a resume with the first
+    epoch would then be refused)."""
+    a = start_node(start_server, redis)
+    topic = unique("downfirst")
+    redis.stop()
+    wait_for(lambda: readiness(a.port).get("redis") == "down", 10, "the node did not notice Redis went away")
+    ws = connect(a.port)
+    ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 0}))
+    first = recv_json(ws)
+    assert first["type"] == "subscribed" and first["seq"] == 0, first
+    frames = Frames(ws)
+    redis.start()
+    wait_for(lambda: readiness(a.port).get("redis") == "up", 15, "the node did not reconnect to Redis")
+    wait_for(lambda: api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": 1}).status == 201, 10,
+             "no publish landed after Redis came back")
+    wait_for(lambda: _messages(frames.snapshot()), 10, "the subscriber never got the message")
+    seen = frames.snapshot()
+    resets = [f for f in seen if f["type"] == "reset"]
+    epoch = json_ok(api(a.port, "GET", f"/api/topics/{topic}/messages?after=0"))["epoch"]
+    assert epoch != first["epoch"]  # the node's own, made while Redis was away
+    assert [f["type"] for f in seen] == ["reset", "message"], seen
+    assert resets[0]["epoch"] == epoch and resets[0]["seq"] == 0, seen
+    assert _messages(seen)[0]["seq"] == 1, seen
+    ws.close()
