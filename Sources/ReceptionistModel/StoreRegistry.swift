@@ -22,13 +22,58 @@ public final class StoreRegistry: Sendable {
         self.journal = journal
     }
 
+    /// Creates the store `name`. With a shared log, the calling thread waits for the log's answer:
+    /// for work that may wait (the demo's seeding); a request uses `create(_:completion:)`.
     @discardableResult
     public func create(_ name: String) throws(StoreError) -> ModelStore {
         guard Self.isValidName(name) else { throw .invalidStoreName(name) }
         if let replication {
-            try replication.createStore(name)
+            try Self.waitFor { replication.createStore(name, completion: $0) }
             return replica(name)
         }
+        return try createHere(name)
+    }
+
+    /// Creates the store `name`; `completion` runs once, on any thread. With a shared log it runs
+    /// when the log answers, and no thread waits meanwhile; otherwise before this returns.
+    public func create(_ name: String, completion: @escaping @Sendable (Result<ModelStore, StoreError>) -> Void) {
+        guard Self.isValidName(name) else { return completion(.failure(.invalidStoreName(name))) }
+        guard let replication else {
+            return completion(Result { () throws(StoreError) in try createHere(name) })
+        }
+        replication.createStore(name) { [self] error in
+            completion(error.map { .failure($0) } ?? .success(replica(name)))
+        }
+    }
+
+    /// Deletes the store `name`; `completion` runs once, on any thread, with nil when deleted.
+    /// With a shared log it runs when the log answers, and no thread waits meanwhile; otherwise
+    /// before this returns.
+    public func delete(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+        guard let replication else {
+            do throws(StoreError) {
+                try delete(name)
+                return completion(nil)
+            } catch {
+                return completion(error)
+            }
+        }
+        replication.deleteStore(name, completion: completion)
+    }
+
+    /// Calls `start` with a completion and waits for it (a shared log answers every call, within
+    /// its own time-out).
+    private static func waitFor(_ start: (@escaping @Sendable (StoreError?) -> Void) -> Void) throws(StoreError) {
+        let answer = ConditionLock<StoreError??>(nil)
+        start { error in
+            answer.withLock { $0 = .some(error) }
+            answer.broadcast()
+        }
+        let error: StoreError? = answer.wait(until: { $0 != nil }, then: { $0 ?? nil })
+        if let error { throw error }
+    }
+
+    private func createHere(_ name: String) throws(StoreError) -> ModelStore {
         let store = ModelStore(name: name, historyLimit: historyOf(name), journal: journal)
         let created = stores.withLock { stores in
             guard stores[name] == nil else { return false }
@@ -62,7 +107,7 @@ public final class StoreRegistry: Sendable {
     /// the name starts at version 0 in a new epoch. With a shared log, the log deletes it, and
     /// each node drops its replica as it hears of it (`dropReplica`).
     public func delete(_ name: String) throws(StoreError) {
-        if let replication { return try replication.deleteStore(name) }
+        if let replication { return try Self.waitFor { replication.deleteStore(name, completion: $0) } }
         guard let store = stores.withLock({ $0.removeValue(forKey: name) }) else { throw .noSuchStore(name) }
         guard let journal else { return }
         do throws(StoreError) {

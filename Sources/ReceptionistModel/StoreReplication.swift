@@ -20,13 +20,15 @@ public protocol StoreReplication: Sendable {
         _ changeSet: ChangeSet, models: [String: JSONValue?], expectedVersion: UInt64, epoch: String,
         completion: @escaping @Sendable (ReplicationOutcome) -> Void)
 
-    /// Registers a new store in the log; throws `storeExists` or `unavailable`.
-    func createStore(_ name: String) throws(StoreError)
+    /// Registers a new store in the log. `completion` runs once, on any thread, with nil when
+    /// created, else `storeExists` or `unavailable`; no thread waits for the log meanwhile.
+    func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void)
 
-    /// Deletes the store and its log; throws `noSuchStore` or `unavailable`. Blocks the calling
-    /// job thread until the log answers. Every node's replica of it is dropped, and its
-    /// subscribers told, as each node hears of it.
-    func deleteStore(_ name: String) throws(StoreError)
+    /// Deletes the store and its log. `completion` runs once, on any thread, with nil when
+    /// deleted, else `noSuchStore`, `unavailable` or `outcomeUnknown`; no thread waits for the log
+    /// meanwhile. Every node's replica of it is dropped, and its subscribers told, as each node
+    /// hears of it.
+    func deleteStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void)
 }
 
 /// What the log said to a commit.

@@ -28,8 +28,8 @@ import Testing
             held.withLock { $0.append(Sent(changeSet: changeSet, expectedVersion: expectedVersion, completion: completion)) }
         }
 
-        func createStore(_ name: String) throws(StoreError) {}
-        func deleteStore(_ name: String) throws(StoreError) {}
+        func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) { completion(nil) }
+        func deleteStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) { completion(nil) }
 
         var sent: [Sent] { held.withLock { $0 } }
 

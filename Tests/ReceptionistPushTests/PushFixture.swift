@@ -55,8 +55,8 @@ final class FakeReplication: StoreReplication {
         completion(.failed(.unavailable("no log in this test")))
     }
 
-    func createStore(_ name: String) throws(StoreError) {}
-    func deleteStore(_ name: String) throws(StoreError) {}
+    func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) { completion(nil) }
+    func deleteStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) { completion(nil) }
 }
 
 /// The shared log of stores as the hub sees it: holds each lookup until the test answers it.

@@ -4,10 +4,13 @@ the loop, not on a job thread, so a slow Redis delays only the replies that need
 Redis is slowed for real with `DEBUG SLEEP`, which blocks the server for that many seconds.
 """
 
+import json
+import re
+import socket
 import threading
 
 from cluster_redis import redis, redis_sleep, start_node  # noqa: F401  (`redis` is a fixture)
-from conftest import api, json_ok, wait_for
+from conftest import HOST, api, json_ok, wait_for
 from test_metrics import scrape, value
 from wsclient import connect, recv_json, subscribe, unique
 
@@ -213,3 +216,57 @@ def test_a_cluster_batch_goes_to_redis_in_order_and_answers_every_number(start_s
         assert [m["seq"] for m in received] == list(range(1, 101))
         assert [m["data"]["n"] for m in received] == list(range(index, 200, 2))
         clients[index].close()
+
+
+def test_slow_redis_creating_or_deleting_a_store_parks_no_job_thread(start_server, redis):
+    # One job thread: were a store's creation or deletion to wait on it for Redis, the read
+    # below would wait behind it (before, both did, for up to `--redis-timeout`).
+    node = start_node(start_server, redis, "--job-threads", "1")
+    kept, doomed, made = unique("async"), unique("async"), unique("async")
+    for name in (kept, doomed):
+        json_ok(api(node.port, "POST", "/api/stores", {"name": name}), 201)
+
+    before = requests_seen(node.port)
+    sleeper = redis_sleep(redis, 3)
+    try:
+        sent = Requests(node.port, [("POST", "/api/stores", {"name": made}), ("DELETE", f"/api/stores/{doomed}", None)])
+        scrapes = [0]
+
+        def all_routed() -> bool:
+            scrapes[0] += 1
+            return requests_seen(node.port) >= before + 2 + scrapes[0]
+
+        wait_for(all_routed, 10, "the requests never reached the node")
+        snapshot = json_ok(api(node.port, "GET", f"/api/stores/{kept}", timeout=10))
+        assert snapshot["version"] == 0
+        assert sent.count() == 0, sent.answers
+        assert sent.count() == 0, "Redis woke before the checks ended; the test proves nothing"
+    finally:
+        sleeper.close()
+
+    wait_for(lambda: sent.count() == 2, 15, "the creation and deletion were never answered")
+    assert sorted(status for status, _ in sent.answers) == [200, 201], sent.answers
+    assert api(node.port, "GET", f"/api/stores/{made}").status == 200
+    assert api(node.port, "GET", f"/api/stores/{doomed}").status == 404
+
+
+def test_a_store_created_and_written_in_one_pipelined_write_takes_the_write(start_server, redis):
+    """The next request on a connection waits for the store's creation to be answered, though no
+    job thread waits for Redis: a write pipelined after it finds the store."""
+    node = start_node(start_server, redis)
+    store = unique("pipelined")
+    create = json.dumps({"name": store}).encode()
+    put = b'{"n":1}'
+    wire = (f"POST /api/stores HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(create)}\r\n\r\n").encode() + create
+    wire += (f"PUT /api/stores/{store}/models/m HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             f"Content-Length: {len(put)}\r\n\r\n").encode() + put
+    wire += (f"DELETE /api/stores/{store} HTTP/1.1\r\nHost: x\r\n\r\n"
+             f"GET /api/stores/{store} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection((HOST, node.port), timeout=10) as sock:
+        sock.sendall(wire)
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    statuses = [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]
+    assert statuses == [201, 201, 200, 404], received

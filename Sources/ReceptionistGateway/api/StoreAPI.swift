@@ -31,7 +31,7 @@ struct StoreAPI {
         case 0:
             switch method {
             case .get, .head: return .reply(list())
-            case .post: return .work { create(request) }
+            case .post: return untilAnswered { create(request, $0) }
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
             }
         case 1:
@@ -39,7 +39,7 @@ struct StoreAPI {
             case .get, .head:
                 guard let text = StreamRequest.query(request, "at") else { return .work { snapshot(path[0], request, limit: limit) } }
                 return past(path[0], after: UInt64(text)) { older in snapshot(path[0], request, older: older, limit: limit) }
-            case .delete: return .work { delete(path[0]) }
+            case .delete: return untilAnswered { delete(path[0], $0) }
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, DELETE"))
             }
         case 2 where path[1] == "changes":
@@ -79,6 +79,13 @@ struct StoreAPI {
         .job { handoff, done in handoff.run(work, answer: done) }
     }
 
+    /// A store's creation or deletion: `work` runs on a job thread and replies once, when the
+    /// engine has answered (in a cluster, Redis: no thread waits for it); the connection's next
+    /// request waits for the reply.
+    func untilAnswered(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void) -> RouteResult {
+        .job { handoff, done in handoff.runUntilAnswered(work, answer: done) }
+    }
+
     private func list() -> Reply {
         let entries: [JSONValue] = stores.all.map { store in
             let (models, version) = store.modelCount
@@ -87,30 +94,29 @@ struct StoreAPI {
         return .json(.ok, ["stores": .array(entries)])
     }
 
-    private func create(_ request: HTTPRequest) -> Reply {
+    private func create(_ request: HTTPRequest, _ reply: @escaping @Sendable (Reply) -> Void) {
         let body: JSONValue
         switch Reply.parseJSONBody(request) {
         case .success(let value): body = value
-        case .failure(let failure): return failure.reply
+        case .failure(let failure): return reply(failure.reply)
         }
-        guard let name = body["name"]?.stringValue else { return .error(.badRequest, "expected {\"name\": \"...\"}") }
-        do {
-            let store = try stores.create(name)
-            return .json(.created, ["name": .string(store.name), "version": 0])
-        } catch {
-            return .error(error)
+        guard let name = body["name"]?.stringValue else { return reply(.error(.badRequest, "expected {\"name\": \"...\"}")) }
+        stores.create(name) { result in
+            switch result {
+            case .success(let store): reply(.json(.created, ["name": .string(store.name), "version": 0]))
+            case .failure(let error): reply(.error(error))
+            }
         }
     }
 
-    private func delete(_ name: String) -> Reply {
+    private func delete(_ name: String, _ reply: @escaping @Sendable (Reply) -> Void) {
         let store = stores.store(name)
-        do {
-            try stores.delete(name)
-        } catch {
-            return .error(error)
+        let deleted = self.deleted
+        stores.delete(name) { error in
+            if let error { return reply(.error(error)) }
+            deleted(name, store)
+            reply(.json(.ok, ["store": .string(name), "deleted": true]))
         }
-        deleted(name, store)
-        return .json(.ok, ["store": .string(name), "deleted": true])
     }
 
     /// A read of the past, on a job thread. In a cluster, when the replica's history does not

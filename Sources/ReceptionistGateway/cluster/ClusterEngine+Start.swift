@@ -13,7 +13,7 @@ extension GatewayConfig {
 extension ClusterEngine {
     /// The stores' commit path: through Redis with the `redis` engine, local otherwise.
     static func replication(for config: GatewayConfig, loop: EventLoop) -> RedisStoreReplication? {
-        config.redisURLs.isEmpty ? nil : RedisStoreReplication(mailbox: loop.mailbox, timeoutSeconds: config.redisTimeoutSeconds)
+        config.redisURLs.isEmpty ? nil : RedisStoreReplication(mailbox: loop.mailbox)
     }
 
     /// Starts the `redis` engine on the loop, sharing the hub's topics and the registry's stores;

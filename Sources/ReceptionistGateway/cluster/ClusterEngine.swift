@@ -226,10 +226,12 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     }
 
     /// Registers a store in Redis; `completion` gets nil when created.
-    func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+    func createStore(_ name: String, completion: @escaping (StoreError?) -> Void) {
         let link = shard(name), keys = link.keys
         guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
         let epoch = ModelStore.newEpoch()
+        // Commits made before run before it, as a connection sent them (invariant 58).
+        committers[ShardMap.index(of: name, shards: shards.count)].sendPending()
         let sent = link.commands.eval(ClusterScripts.createStore, [
             "3", keys.storeVersion(name), keys.stores, keys.storeEpoch(name), name, keys.channel,
             ClusterKeys.encode(.storeCreated(name)), epoch,
@@ -254,9 +256,10 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// Deletes a store in Redis; `completion` gets nil when deleted. This node's replica is
     /// dropped before the answer (its subscribers are told by the caller), so a store made again
     /// at once is a new replica; the other nodes drop theirs when the notice reaches them.
-    func deleteStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+    func deleteStore(_ name: String, completion: @escaping (StoreError?) -> Void) {
         let link = shard(name), keys = link.keys
         guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
+        committers[ShardMap.index(of: name, shards: shards.count)].sendPending()
         let sent = link.commands.eval(ClusterScripts.deleteStore, [
             "5", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), keys.stores,
             name, keys.channel, ClusterKeys.encode(.storeDeleted(name, epoch: "")),

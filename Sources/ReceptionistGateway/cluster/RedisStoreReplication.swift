@@ -11,13 +11,10 @@ import ReceptionistSync
 /// there and never on the loop.
 final class RedisStoreReplication: StoreReplication {
     private let mailbox: Mailbox
-    /// How long a store's creation waits for Redis (`--redis-timeout`).
-    private let timeoutSeconds: Double
     private let engine = PThreadLock<LoopBound<ClusterEngine>?>(nil)
 
-    init(mailbox: Mailbox, timeoutSeconds: Double) {
+    init(mailbox: Mailbox) {
         self.mailbox = mailbox
-        self.timeoutSeconds = timeoutSeconds
     }
 
     /// Loop thread, once, before anything commits.
@@ -49,27 +46,31 @@ final class RedisStoreReplication: StoreReplication {
         if posted != .accepted { completion(.failed(.unavailable("the gateway is shutting down"))) }
     }
 
-    func createStore(_ name: String) throws(StoreError) {
-        try onLoop(timedOut: .unavailable("Redis did not answer in time")) { engine, done in
+    func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+        onLoop(timedOut: .unavailable("Redis did not answer in time"), completion) { engine, done in
             engine.createStore(name, completion: done)
         }
     }
 
-    func deleteStore(_ name: String) throws(StoreError) {
-        try onLoop(timedOut: .outcomeUnknown("Redis did not answer in time; the store may or may not be deleted")) { engine, done in
-            engine.deleteStore(name, completion: done)
+    func deleteStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
+        onLoop(timedOut: .outcomeUnknown("Redis did not answer in time; the store may or may not be deleted"), completion) {
+            engine, done in engine.deleteStore(name, completion: done)
         }
     }
 
-    /// Runs `start` on the loop and waits for its answer (nil: done) within `--redis-timeout`.
+    /// Runs `start` on the loop and gives its answer (nil: done) to `completion`, on the loop,
+    /// within `--redis-timeout`; no thread waits meanwhile.
     private func onLoop(
-        timedOut: StoreError,
-        _ start: @escaping @Sendable (ClusterEngine, @escaping @Sendable (StoreError?) -> Void) -> Void
-    ) throws(StoreError) {
-        guard let engine = engine.withLock({ $0 }) else { throw .unavailable("the cluster is starting") }
-        let outcome: StoreError? = LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: timedOut) { done in
-            start(engine.value, done)
+        timedOut: StoreError, _ completion: @escaping @Sendable (StoreError?) -> Void,
+        _ start: @escaping @Sendable (ClusterEngine, @escaping (StoreError?) -> Void) -> Void
+    ) {
+        guard let engine = engine.withLock({ $0 }) else { return completion(.unavailable("the cluster is starting")) }
+        let posted = mailbox.post {
+            let engine = engine.value
+            LoopDeadline.run(engine.loop, seconds: engine.timeoutSeconds, timedOut: { timedOut }, { done in
+                start(engine, done)
+            }, done: completion)
         }
-        if let outcome { throw outcome }
+        if posted != .accepted { completion(.unavailable("the gateway is shutting down")) }
     }
 }

@@ -36,6 +36,12 @@ final class ScriptBatcher<Batch: ScriptBatch> {
         if batch.isFull { sendNow() } else { task?.schedule() }
     }
 
+    /// Sends the batch being gathered now, so that a command sent next on the connection runs
+    /// after it (a store's deletion after the commits made to it before).
+    func sendPending() {
+        sendBatch()
+    }
+
     private func sendNow() {
         sendBatch()
         flushNow()

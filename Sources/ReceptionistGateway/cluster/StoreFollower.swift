@@ -44,10 +44,13 @@ final class StoreFollower: StreamFollower {
         self.logger = logger
     }
 
-    /// The store was deleted: its commits still waiting are answered by their deadline.
+    /// The store was deleted. Its commits still waiting for the replica were taken by Redis before
+    /// the deletion (one connection, in order): each is answered now, as the log answered it.
     func stop() {
         stopped = true
+        let waiting = waiters
         waiters.removeAll()
+        for waiter in waiting { waiter.answer() }
     }
 
     /// Calls `answer` once the replica has applied `version` (at once if it has). Entries older

@@ -40,6 +40,18 @@ struct JobHandoff: Sendable {
         run(work, answer: answer, whenFull: .error(.overCapacity, "the job queue is full; retry later"))
     }
 
+    /// Loop thread: as `run`, for work that answers after it has returned (it started a call to
+    /// Redis, say): what follows on the connection waits for the answer, not for the return, and
+    /// no job thread waits for the answer.
+    func runUntilAnswered(_ work: @escaping @Sendable (_ reply: @escaping @Sendable (Reply) -> Void) -> Void, answer: @escaping (Reply) -> Void) {
+        let back = ThreadBound(answer)
+        let mailbox = self.mailbox
+        let accepted = jobs.submit {
+            work { reply in _ = mailbox.post { back.value(reply) } }
+        }
+        if !accepted { answer(.error(.overCapacity, "the job queue is full; retry later")) }
+    }
+
     /// As `run`, for any answer: `whenFull` is given at once if the job queue is full.
     func run<Answer: Sendable>(
         _ work: @escaping @Sendable (_ reply: @escaping @Sendable (Answer) -> Void) -> Void, answer: @escaping (Answer) -> Void,
