@@ -8,6 +8,7 @@ import json
 import socket
 import time
 
+import jwt
 import pytest
 from websockets.exceptions import ConnectionClosed
 
@@ -116,6 +117,31 @@ def test_the_refresh_hook_extends_a_grant_or_ends_the_connection(start_server, t
             message = recv_json(carol)
             assert message["type"] == "message" and message["data"] == {"n": 1}, message
         assert backend.stats()["calls"]["refresh"] == 2
+    finally:
+        backend.stop()
+
+
+def test_a_token_presented_after_the_connect_hooks_grant_runs_out_at_its_own_exp(start_server, tmp_path):
+    """The refresh hook extends the connect hook's grant only: once the client presents a token
+    (`auth`), the token's `exp` holds. Before, the refresh hook was asked about the token and its
+    answer kept the connection open long past `exp`."""
+    secret = "refresh-secret-of-thirty-two-bytes"
+    backend = Backend(tmp_path / "backend")
+    gateway = start_server("--api-key", API_KEY, "--token-secret", secret, *backend.hook_args("connect", "refresh"))
+    try:
+        with connect(gateway.port, additional_headers=cookie("carol")) as carol:
+            assert subscribe(carol, topic="chat")["type"] == "subscribed"
+            exp = int(time.time()) + 3
+            token = jwt.encode({"sub": "carol", "exp": exp, "topics": ["chat"]}, secret, algorithm="HS256")
+            send_json(carol, {"type": "auth", "token": token})
+            assert recv_json(carol)["type"] == "authenticated"
+            frames = []
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    frames.append(recv_json(carol, timeout=8))
+            assert time.time() < exp + 2, f"open {time.time() - exp:.1f} s past the token's exp"
+            assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "token expired"), closed.value
+            assert frames and frames[-1]["code"] == "token_expired", frames
     finally:
         backend.stop()
 

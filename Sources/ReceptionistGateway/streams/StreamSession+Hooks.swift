@@ -73,7 +73,8 @@ extension StreamSession {
         core.refreshing = true
         let (user, info) = hookIdentity
         hooks.call(.refresh, HookRequests.refresh(client: clientName, user: user, info: info, expiresAt: claims.expiresAt)) { [weak self] answer in
-            guard let self, connection.state == .open else { return }
+            // A token presented meanwhile (`auth`) replaced the grant asked about.
+            guard let self, connection.state == .open, core.grantFromHook, core.refreshing else { return }
             switch HookDecision.refresh(answer, nowSeconds: AccessControl.nowSeconds()) {
             case .extend(let until):
                 var extended = core.claims

@@ -204,6 +204,10 @@ final class WebSocketSession: StreamSession {
         switch services.access.checkToken(token) {
         case .success(let verified):
             core.claims = verified
+            // A token's claims are its own: the refresh hook extends only the connect hook's grant,
+            // and an answer to a refresh asked for that grant no longer applies.
+            core.grantFromHook = false
+            core.refreshing = false
             writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticated(expiresAt: verified.expiresAt)))
         case .failure(.expired):
             services.counters.refused(.tokenExpired)
