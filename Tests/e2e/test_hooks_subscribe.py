@@ -28,7 +28,7 @@ def gateway(module_servers, tmp_path_factory):
 def keyed(port: int, method: str, path: str, payload) -> dict:
     resp = http_client_request(port, method, path, body=json.dumps(payload).encode(),
                                headers={"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
-    return json_ok(resp, 201 if path == "/api/stores" or path.endswith("/messages") else 200)
+    return json_ok(resp, 201 if path == "/api/stores" or path.endswith("/messages") or method == "PUT" else 200)
 
 
 def narrow_store(port: int) -> str:
@@ -142,6 +142,34 @@ def test_a_token_presented_after_the_connect_hooks_grant_runs_out_at_its_own_exp
             assert time.time() < exp + 2, f"open {time.time() - exp:.1f} s past the token's exp"
             assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (1008, "token expired"), closed.value
             assert frames and frames[-1]["code"] == "token_expired", frames
+    finally:
+        backend.stop()
+
+
+def test_a_namespace_that_asks_no_subscribe_hook_refuses_reads_the_grant_does_not_cover(start_server, tmp_path):
+    """A namespace whose `hooks` leave out the subscribe hook is decided by the grant alone, for a
+    read over HTTP as for a subscription. Before, the read asked the hook anyway, and a hook that
+    allows what it is asked (relying on the namespace) let the store out whole."""
+    backend = Backend(tmp_path / "backend")
+    config = tmp_path / "namespaces.json"
+    config.write_text(json.dumps({"namespaces": [{"pattern": "narrow-private*", "hooks": []}]}))
+    gateway = start_server("--api-key", API_KEY, "--config", str(config), *backend.hook_args("connect", "subscribe"))
+    try:
+        private, board = unique("narrow-private"), unique("narrow-board")
+        for store in (private, board):
+            keyed(gateway.port, "POST", "/api/stores", {"name": store})
+            keyed(gateway.port, "PUT", f"/api/stores/{store}/models/a", {"color": "red", "secret": 1})
+        with connect(gateway.port, additional_headers=cookie("bob")) as bob:
+            refused = subscribe(bob, store=private)
+            assert refused["type"] == "error" and refused["code"] == "forbidden", refused
+        resp = http_client_request(gateway.port, "GET", f"/api/stores/{private}", headers=cookie("bob"))
+        assert resp.status == 403 and resp.json()["error"] == "forbidden", resp.body
+        resp = http_client_request(gateway.port, "GET", f"/api/stores/{private}/models/a", headers=cookie("bob"))
+        assert resp.status == 403, resp.body
+        # Outside the namespace the hook decides, as before: narrowed to what it allows.
+        assert json_ok(http_client_request(gateway.port, "GET", f"/api/stores/{board}", headers=cookie("bob")))["models"] == {
+            "a": {"color": "red"}}
+        assert backend.stats()["calls"].get("subscribe") == 1
     finally:
         backend.stop()
 

@@ -13,6 +13,8 @@ struct ClientReads {
     let hooks: HookClient
     let forwardHeaders: [String]
     let counters: GatewayCounters
+    /// Which names the subscribe hook is asked about; a grant alone decides the others.
+    let namespaces: Namespaces
 
     /// What `request` reads, if it is such a read: a GET or HEAD of a store's data or a topic's
     /// messages, without an API key.
@@ -49,6 +51,10 @@ struct ClientReads {
                     done(refusal.reply)
                 case .success(let claims) where claims.allows(target):
                     perform(route(nil), handoff, done)
+                case .success where !namespaces.calls(.subscribe, for: target.name):
+                    // The name's namespace leaves the subscribe hook out: as a subscription is.
+                    counters.refused(.tokenScope)
+                    done(.error(.forbidden, "the grant does not cover '\(target.name)', and its namespace asks no subscribe hook"))
                 case .success(let claims):
                     let (user, info) = HookRequests.identity(claims)
                     // What the read asks for, as the hook is told of a subscription's options (a

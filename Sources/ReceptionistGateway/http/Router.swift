@@ -47,7 +47,9 @@ final class Router {
         namespaces = config.namespaces
         clientReads = hooks.flatMap { hooks in
             hooks.isSet(.subscribe)
-                ? ClientReads(access: access, hooks: hooks, forwardHeaders: config.hooks.forwardHeaders, counters: counters) : nil
+                ? ClientReads(
+                    access: access, hooks: hooks, forwardHeaders: config.hooks.forwardHeaders, counters: counters,
+                    namespaces: config.namespaces) : nil
         }
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
