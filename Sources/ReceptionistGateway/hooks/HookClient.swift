@@ -74,20 +74,38 @@ final class HookClient {
         while let next = queue.finished() { next.completion(.unavailable("the gateway is stopping")) }
     }
 
+    /// Makes `call`, and the calls queued after it that its slot passes to, until one is made: a
+    /// call whose time ran out while it waited is answered here. A loop, so that a long queue that
+    /// ran out at once (a backend that hung the one call in flight) is answered at one depth.
     private func start(_ call: Pending) {
-        let now = loop.nowMilliseconds
-        guard now < call.deadline, let url = settings.url(call.kind) else {
-            return ended(call, .unavailable("the \(call.kind.rawValue) hook did not answer in time"))
+        var next: Pending? = call
+        while let call = next {
+            if launch(call) { return }
+            answer(call, .unavailable("the \(call.kind.rawValue) hook did not answer in time"))
+            next = closed ? nil : queue.finished()
         }
+    }
+
+    /// Sends `call`; false, sending nothing, if its time ran out while it waited.
+    private func launch(_ call: Pending) -> Bool {
+        let now = loop.nowMilliseconds
+        guard now < call.deadline, let url = settings.url(call.kind) else { return false }
         let request = OutboundRequest(
             url: url, headers: ["Content-Type: application/json", "X-Receptionist-Hook: \(call.kind.rawValue)"], body: call.body,
             timeoutMilliseconds: call.deadline - now)
         http.post(request) { [weak self] response in
             self?.ended(call, Self.answer(call.kind, response))
         }
+        return true
     }
 
     private func ended(_ call: Pending, _ answer: HookAnswer) {
+        self.answer(call, answer)
+        guard !closed, let next = queue.finished() else { return }
+        start(next)
+    }
+
+    private func answer(_ call: Pending, _ answer: HookAnswer) {
         if case .unavailable(let why) = answer {
             stats.failures[call.kind, default: 0] += 1
             logger.debug("hook call failed", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
@@ -95,8 +113,6 @@ final class HookClient {
             observeLatency?(call.kind, Double(loop.nowMilliseconds - call.asked) / 1000)
         }
         call.completion(answer)
-        guard !closed, let next = queue.finished() else { return }
-        start(next)
     }
 
     /// A response as the hook's answer: 5xx, a failure, or a 200 that is not JSON is `unavailable`.

@@ -70,6 +70,10 @@ public final class HTTPClient {
         receptionist_curl_easy_string(easy, CURLOPT_URL, request.url)
         receptionist_curl_easy_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         receptionist_curl_easy_long(easy, CURLOPT_NOSIGNAL, 1)
+        // A transfer that times out while its host name is still being looked up leaves the
+        // resolver's thread to finish on its own, rather than join it here, on the loop: with slow
+        // DNS the join held every client for seconds.
+        receptionist_curl_easy_long(easy, CURLOPT_QUICK_EXIT, 1)
         receptionist_curl_easy_long(easy, CURLOPT_TIMEOUT_MS, Int(clamping: request.timeoutMilliseconds))
         receptionist_curl_easy_long(easy, CURLOPT_POSTFIELDSIZE, request.body.count)
         request.body.withUnsafeBytes { bytes in
