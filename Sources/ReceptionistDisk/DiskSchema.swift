@@ -198,7 +198,7 @@ enum DiskSchema {
 
     private static func parse(_ bytes: UnsafeRawBufferPointer, what: String) throws(DiskError) -> JSONValue {
         do {
-            return try JSONParser.parse(Array(bytes))
+            return try JSONParser.parseStored(Array(bytes))
         } catch {
             throw DiskError("\(what) is damaged: \(error)")
         }

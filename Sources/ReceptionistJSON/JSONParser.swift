@@ -16,6 +16,13 @@ public struct JSONParser {
         try run(bytes, building: true).value
     }
 
+    /// `parse`, for what the gateway itself stored around values it took (a log entry wraps a
+    /// model of `maxDepth` levels in a few more), read back: a value the gateway took is never
+    /// refused on its way back.
+    public static func parseStored(_ bytes: [UInt8]) throws(Error) -> JSONValue {
+        try run(bytes, building: true, maxDepth: maxDepth + 16).value
+    }
+
     /// Checks `bytes` as `parse` does, with the same errors, but builds no value: no member,
     /// element or plain string is made, only walked over.
     public static func validate(_ bytes: [UInt8]) throws(Error) {
@@ -23,9 +30,9 @@ public struct JSONParser {
     }
 
     /// The value (`null` unless `building`), and whether any whitespace lay outside strings.
-    private static func run(_ bytes: [UInt8], building: Bool) throws(Error) -> (value: JSONValue, spaced: Bool) {
+    private static func run(_ bytes: [UInt8], building: Bool, maxDepth: Int = maxDepth) throws(Error) -> (value: JSONValue, spaced: Bool) {
         try bytes.withUnsafeBufferPointer { buffer throws(Error) in
-            var parser = JSONParser(buffer, building: building)
+            var parser = JSONParser(buffer, building: building, depthLimit: maxDepth)
             parser.skipWhitespace()
             let value = try parser.parseValue(depth: 0)
             parser.skipWhitespace()
@@ -75,10 +82,12 @@ public struct JSONParser {
     private let building: Bool
     /// Whether whitespace outside strings was skipped anywhere.
     private var spaced = false
+    private let depthLimit: Int
 
-    private init(_ bytes: UnsafeBufferPointer<UInt8>, building: Bool) {
+    private init(_ bytes: UnsafeBufferPointer<UInt8>, building: Bool, depthLimit: Int) {
         self.bytes = bytes
         self.building = building
+        self.depthLimit = depthLimit
     }
 
     private func error(_ reason: String) -> Error {
@@ -93,7 +102,7 @@ public struct JSONParser {
     }
 
     private mutating func parseValue(depth: Int) throws(Error) -> JSONValue {
-        guard depth < Self.maxDepth else { throw error("nesting deeper than \(Self.maxDepth)") }
+        guard depth < depthLimit else { throw error("nesting deeper than \(depthLimit)") }
         guard index < bytes.count else { throw error("unexpected end of input") }
         switch bytes[index] {
         case UInt8(ascii: "{"): return try parseObject(depth: depth)

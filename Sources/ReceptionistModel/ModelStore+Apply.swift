@@ -160,16 +160,21 @@ extension ModelStore {
     ) throws(StoreError) {
         switch operation.pointee.kind {
         case .put:
-            guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a model") }
+            guard let value = operation.pointee.value, value.objectValue != nil else { throw StoreError.notAnObject("a model") }
+            if let problem = ModelValueRules.problem(in: value) { throw StoreError.invalidValue(problem) }
             existsNow[operation.pointee.model] = true
             inPlace = false
         case .patch:
-            guard operation.pointee.value?.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
+            guard let patch = operation.pointee.value, patch.objectValue != nil else { throw StoreError.notAnObject("a merge patch") }
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
+            if let problem = ModelValueRules.problem(in: patch) { throw StoreError.invalidValue(problem) }
         case .set:
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }
             if operation.pointee.keyPath.count == 0, operation.pointee.value?.objectValue == nil {
                 throw StoreError.notAnObject("a model")
+            }
+            if let problem = ModelValueRules.problem(at: operation.pointee.keyPath, value: operation.pointee.value) {
+                throw StoreError.invalidValue(problem)
             }
         case .delete:
             guard exists else { throw StoreError.noSuchModel(operation.pointee.model) }

@@ -6,6 +6,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case noSuchModel(String)
     case invalidModelID(String)
     case notAnObject(String)
+    /// A value a model may not hold (`ModelValueRules`).
+    case invalidValue(String)
     case emptyCommit
     /// A commit from inside an observer of the same store would notify out of version order.
     case reentrantCommit
@@ -33,6 +35,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .noSuchModel(let id): "no model '\(id)'"
         case .invalidModelID(let id): "'\(id)' is not a valid model id: use 1 to 128 bytes of UTF-8 without '/' or control characters"
         case .notAnObject(let what): "\(what) must be a JSON object"
+        case .invalidValue(let why): why
         case .emptyCommit: "a change set needs at least one change"
         case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"
         case .unavailable(let reason): "the cluster's store is unavailable: \(reason)"

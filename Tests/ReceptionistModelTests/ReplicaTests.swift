@@ -9,12 +9,12 @@ import Testing
         let origin = ModelStore(name: "s")
         let replica = ModelStore(name: "s")
         let commits: [[StoreOperation]] = [
-            [.put(model: "a", value: ["style": ["border": ["width": 1]], "x.y": 1])],
-            [.patch(model: "a", patch: ["style": ["border": ["width": 3]], "label": "A", "x.y": .null])],
+            [.put(model: "a", value: ["style": ["border": ["width": 1]], "x_y": 1])],
+            [.patch(model: "a", patch: ["style": ["border": ["width": 3]], "label": "A", "x_y": .null])],
             [.set(model: "a", keyPath: "style.color", value: "red"), .put(model: "b", value: [:])],
             [.delete(model: "b")],
             [.put(model: "q\"\\é", value: ["é": "😀 \u{1}", "n": -9_223_372_036_854_775_807, "f": 1.5])],
-            [.set(model: "q\"\\é", keyPath: ModelKeyPath(["a.b", "c\""]), value: [1, [true, .null]])],
+            [.set(model: "q\"\\é", keyPath: ModelKeyPath(["a-b", "c\""]), value: [1, [true, .null]])],
         ]
         for operations in commits {
             let changeSet = try origin.commit(operations)

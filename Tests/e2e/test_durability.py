@@ -218,3 +218,40 @@ def test_a_model_deleted_after_the_snapshot_stays_deleted_past_a_crash_and_the_n
     snapshot = store_snapshot(server.port, "s")
     assert snapshot["models"] == {"y": {"v": "y"}, "z": {"v": "z"}}, snapshot
     assert snapshot["version"] == 4
+
+
+def _nested(levels: int):
+    """`levels` objects, one inside the next, around a number: a value `levels + 1` deep."""
+    value: object = 1
+    for _ in range(levels):
+        value = {"k": value}
+    return value
+
+
+def test_a_model_as_deep_as_a_write_may_make_it_is_read_back_at_the_next_start(start_server, tmp_path):
+    """The deepest model a write may make (256 levels, a `set`'s key path counted) is stored and
+    read back at the next start, and one level more is refused `400`. Before, a `PUT` of 252
+    levels was taken, then stored wrapped in a log entry past the parser's limit, and every later
+    start failed ("damaged"): one write stopped the gateway for good; a `set` with a long key path
+    made a model of any depth."""
+    data = tmp_path / "data"
+    server = start_on(start_server, data)
+    port = server.port
+    json_ok(api(port, "POST", "/api/stores", {"name": "s"}), 201)
+    assert api(port, "PUT", "/api/stores/s/models/deep", _nested(255)).status == 201
+    assert api(port, "PUT", "/api/stores/s/models/long", {"n": 0}).status == 201
+    path = ".".join(["k"] * 100)
+
+    def set_at_path(levels: int):
+        return api(port, "POST", "/api/stores/s/changes",
+                   {"changes": [{"op": "set", "model": "long", "path": path, "value": _nested(levels)}]})
+
+    refused = set_at_path(156)  # 100 + 157 levels
+    assert refused.status == 400 and refused.json()["error"] == "bad_request", refused.body
+    assert "256" in refused.json()["detail"], refused.body
+    assert set_at_path(155).status == 200
+    before = store_snapshot(port, "s")
+    stop_with(server, "SIGKILL")
+
+    server = start_on(start_server, data)
+    assert store_snapshot(server.port, "s") == before

@@ -117,6 +117,28 @@ def test_patch_with_curl_merges_nested_objects_and_deletes_nulls(server):
 
 
 # RFC 7386 appendix A, restricted to the cases where target and patch are objects.
+@pytest.mark.parametrize("method, value", [
+    ("PUT", {"a.b": 5}), ("PUT", {"x": {"": 1}}), ("PUT", {"x": [{"q": {"k.": 1}}]}),
+    ("PATCH", {"a.b": 5}), ("PATCH", {"q": {"": 1}}), ("PATCH", {"": 7}),
+    ("set", {"ok": {"a.b": 1}}),
+], ids=["put-dot", "put-empty", "put-in-array", "patch-dot", "patch-nested-empty", "patch-empty", "set-dot"])
+def test_a_member_name_a_key_path_cannot_name_is_400(server, method, value):
+    """A change names what it changed by a dotted key path: a member named `a.b`, or ``, would
+    reach subscribers as a path they apply elsewhere (`a` → `b`, or the whole model). Before, the
+    write was taken and a subscriber applying `{"path":"a.b"}` nested it, and one applying
+    `{"path":""}` replaced the whole model."""
+    store = fresh_store(server.port)
+    put_model(server.port, store, "m", {"x": 1}, 201)
+    if method == "set":
+        resp = api(server.port, "POST", f"/api/stores/{store}/changes",
+                   {"changes": [{"op": "set", "model": "m", "path": "y", "value": value}]})
+    else:
+        resp = api(server.port, method, model_path(store, "m"), value)
+    assert_json_error(resp, 400, "bad_request")
+    assert "member name" in resp.json()["detail"], resp.body
+    assert plain_snapshot(server.port, store) == {"store": store, "version": 1, "models": {"m": {"x": 1}}}
+
+
 RFC7386_CASES = [
     ({"a": "b"}, {"a": "c"}, {"a": "c"}),
     ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),

@@ -59,7 +59,7 @@ extension Reply {
         switch storeError {
         case .noSuchStore, .noSuchModel: status = .notFound
         case .storeExists: status = .conflict
-        case .invalidStoreName, .invalidModelID, .notAnObject, .emptyCommit: status = .badRequest
+        case .invalidStoreName, .invalidModelID, .notAnObject, .invalidValue, .emptyCommit: status = .badRequest
         case .reentrantCommit: status = .internalServerError
         case .unavailable, .outcomeUnknown: status = .serviceUnavailable
         case .invalidRead: status = .badRequest
