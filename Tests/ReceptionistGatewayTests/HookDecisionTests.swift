@@ -68,6 +68,17 @@ import Testing
         }
     }
 
+    /// `"models": null` or `[]` (and the same of `paths`) allows nothing. Before, `null` allowed
+    /// the whole store, and `[]` was taken for a failed hook (`unavailable`, try again).
+    @Test(arguments: [#""models":null"#, #""models":[]"#, #""paths":null"#, #""paths":[]"#])
+    func aSubscribeAnswerAllowingAnEmptyOrNullListAllowsNothing(field: String) {
+        let answer = HookAnswer.answered(status: 200, body: parsed("{\"allow\":true,\(field)}"))
+        guard case .failure(let problem) = HookDecision.subscribe(answer, asked: .none), problem.code == .forbidden else {
+            Issue.record("\(field) was not a refusal")
+            return
+        }
+    }
+
     @Test func refreshAnswers() {
         #expect(HookDecision.refresh(.answered(status: 200, body: parsed(#"{"expiresAt":200}"#)), nowSeconds: 100) == .extend(until: 200))
         #expect(HookDecision.refresh(.answered(status: 200, body: parsed(#"{"expiresAt":null}"#)), nowSeconds: 100) == .extend(until: .infinity))

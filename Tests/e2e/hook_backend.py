@@ -79,6 +79,9 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
     if hook == "publish":
         data = body.get("data")
         text = data.get("text") if isinstance(data, dict) else None
+        # A message carrying "hookDelay" is answered that many seconds late.
+        if isinstance(data, dict) and isinstance(data.get("hookDelay"), (int, float)):
+            time.sleep(data["hookDelay"])
         if text == "forbidden":
             return 200, {"allow": False, "reason": "that word is not allowed"}
         if text == "rewrite":

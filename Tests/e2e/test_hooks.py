@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import socket
 import time
 
@@ -104,6 +105,52 @@ def test_the_publish_hook_refuses_and_rewrites_for_every_subscriber(gateway):
         alice.send('{"type":"publish","topic":"chat","data":{"text":"fine","n":1.50},"ref":"p3"}')
         raw = bob.recv(timeout=5)
         assert raw.endswith(',"data":{"text":"fine","n":1.50}}'), raw
+
+
+def test_a_connections_publishes_through_the_hook_are_numbered_in_the_order_sent(gateway):
+    """The first publish is answered by the hook 0.3 s late, the second at once: both are
+    numbered in the order sent, and subscribers get them so. Before, the second took the first's
+    number."""
+    topic = "chat"
+    with connect(gateway.port, additional_headers=cookie("alice")) as alice, \
+         connect(gateway.port, additional_headers=cookie("bob")) as bob:
+        assert subscribe(bob, topic=topic)["type"] == "subscribed"
+        send_json(alice, {"type": "publish", "topic": topic, "data": {"n": 1, "hookDelay": 0.3}, "ref": "slow"})
+        send_json(alice, {"type": "publish", "topic": topic, "data": {"n": 2}, "ref": "fast"})
+        acks = [recv_json(alice), recv_json(alice)]
+        assert [a["type"] for a in acks] == ["published", "published"], acks
+        seqs = {a["ref"]: a["seq"] for a in acks}
+        assert seqs["fast"] == seqs["slow"] + 1, acks
+        messages = [recv_json(bob), recv_json(bob)]
+        assert [m["data"]["n"] for m in messages] == [1, 2], messages
+        assert [m["seq"] for m in messages] == [seqs["slow"], seqs["fast"]], messages
+
+
+@pytest.mark.parametrize("how", ["heartbeat", "drain"])
+def test_an_event_stream_waiting_for_the_connect_hook_gets_its_status_first(start_server, tmp_path, how):
+    """While the connect hook decides an event stream, nothing but the answer's status line may
+    start the response. Before, a heartbeat (`--sse-heartbeat` shorter than the hook's wait) or a
+    drain's `retry:` and `draining` event went out first, and no client could read the answer."""
+    slow = Backend(tmp_path / "backend")
+    slow.set_delay(2.0)
+    try:
+        gateway = start_server("--sse-heartbeat", "1", "--hook-timeout", "5", *slow.hook_args("connect"))
+        with socket.create_connection(("127.0.0.1", gateway.port), timeout=8) as sock:
+            sock.sendall(b"GET /api/topics/chat/events HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         b"Accept: text/event-stream\r\nCookie: session=alice\r\n\r\n")
+            if how == "drain":
+                time.sleep(0.5)
+                gateway.proc.send_signal(signal.SIGTERM)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                received += chunk
+        expected = b"HTTP/1.1 200 OK\r\n" if how == "heartbeat" else b"HTTP/1.1 503 "
+        assert received.startswith(expected), received[:200]
+    finally:
+        slow.stop()
 
 
 def test_rpc_round_trip_failure_and_time_out(gateway):

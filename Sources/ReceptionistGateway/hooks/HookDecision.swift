@@ -97,6 +97,15 @@ enum HookDecision {
         case .allow where !store:
             return .success(asked)
         case .allow(let body):
+            // `"models": []` or `null` allows no model, never every one (a serializer's way of
+            // writing "none" must not grant the whole store); likewise `paths`.
+            for field in ["models", "paths"] {
+                switch body[field] {
+                case .null?, .array([])?:
+                    return .failure(ClientMessage.Problem(.forbidden, "the subscribe hook allows no \(field)"))
+                default: break
+                }
+            }
             var limits = JSONObject()
             limits["models"] = body["models"]
             limits["paths"] = body["paths"]

@@ -14,6 +14,11 @@ final class SSESession: StreamSession {
     let connection: TCPConnection
     var core: StreamCore
     private var state: SSESessionState
+    /// Whether the `200` head went out. Until then a hook is deciding, and the answer to anything
+    /// (a drain) is an HTTP status, never an event or a heartbeat before the head.
+    private var headSent = false
+    /// The request's `Date`, for a status given before the head.
+    private var date = ""
 
     init(connection: TCPConnection, services: StreamServices, claims: TokenClaims?) {
         self.connection = connection
@@ -40,6 +45,7 @@ final class SSESession: StreamSession {
         grant: StreamGrant
     ) {
         connection.delegate = self
+        self.date = date
         let stream = { [unowned self] (options: SubscriptionOptions, granted: Bool) in
             // A refusal known now is a status, not a `200` and an empty stream.
             if let problem = services.hub.refusal(target, options: options) {
@@ -51,6 +57,7 @@ final class SSESession: StreamSession {
                 return refuse(status, problem.message, date: date)
             }
             connection.write(Self.head(date: date, corsOrigin: grant.corsOrigin))
+            headSent = true
             if subscribe(target, since: since, epoch: epoch, options: options, presence: presence, granted: granted) != nil {
                 connection.closeAfterFlush()
             }
@@ -140,7 +147,9 @@ final class SSESession: StreamSession {
     /// Ends the stream with a `draining` event whose `retry:` spreads the reconnections
     /// (`EventSource` honours it), then closes once everything queued is written.
     func drain() {
-        guard connection.state == .open, state.ending() else { return }
+        guard connection.state == .open else { return }
+        guard headSent else { return refuse(.serviceUnavailable, "the gateway is draining; retry", date: date) }
+        guard state.ending() else { return }
         let delay = services.reconnectJitterMilliseconds()
         connection.write(SSEEncoder.retry(milliseconds: delay))
         connection.write(SSEEncoder.event("draining", id: nil, data: PushEncoder.draining(reconnectAfterMilliseconds: delay)))
@@ -148,6 +157,8 @@ final class SSESession: StreamSession {
     }
 
     func sweep(now: UInt64) {
+        // A hook is still deciding: its answer is the status, within the hook's time-out.
+        guard headSent else { return }
         if !state.ended, expireTokenIfDue() { return }
         if !state.ended { refreshIfDue() }
         if state.tick(now: now) == .heartbeat {

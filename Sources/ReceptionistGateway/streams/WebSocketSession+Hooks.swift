@@ -38,20 +38,25 @@ extension WebSocketSession {
     }
 
     /// Asks the publish hook, then publishes what it allows: the data as sent, or its replacement.
-    func publishThroughHook(_ topic: String, data: [UInt8], ref: String?) {
-        guard let hooks = services.hooks, let value = try? JSONParser.parse(data) else { return }
+    /// The connection's later messages wait for the answer, so its publishes are numbered in the
+    /// order it sent them, whichever answer comes first.
+    func publishThroughHook(_ topic: String, data: [UInt8], ref: String?) -> Pause? {
+        guard let hooks = services.hooks, let value = try? JSONParser.parse(data) else { return nil }
         let (user, _) = hookIdentity
         let body: JSONValue = ["client": clientName, "user": user, "topic": .string(topic), "data": value]
-        hooks.call(.publish, body) { [weak self] answer in
-            guard let self, connection.state == .open else { return }
-            switch HookDecision.allow(answer, hook: .publish) {
-            case .allow(let answer):
-                sequence(topic, data: answer["data"].map { JSONWriter.encode($0) } ?? data, ref: ref)
-            case .deny(let reason):
-                services.counters.refused(.hookDenied)
-                sendError(ClientMessage.Problem(.forbidden, reason, ref: ref))
-            case .unavailable(let why):
-                sendError(ClientMessage.Problem(.unavailable, why, ref: ref))
+        return { [unowned self] resume in
+            hooks.call(.publish, body) { [weak self] answer in
+                guard let self, connection.state == .open else { return }
+                switch HookDecision.allow(answer, hook: .publish) {
+                case .allow(let answer):
+                    sequence(topic, data: answer["data"].map { JSONWriter.encode($0) } ?? data, ref: ref)
+                case .deny(let reason):
+                    services.counters.refused(.hookDenied)
+                    sendError(ClientMessage.Problem(.forbidden, reason, ref: ref))
+                case .unavailable(let why):
+                    sendError(ClientMessage.Problem(.unavailable, why, ref: ref))
+                }
+                resume()
             }
         }
     }

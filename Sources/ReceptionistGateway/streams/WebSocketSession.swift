@@ -165,7 +165,7 @@ final class WebSocketSession: StreamSession {
         case .success(.authenticateKey(let key)):
             authenticate(apiKey: key)
         case .success(.publish(let topic, let data, let ref)):
-            publish(topic, data: data, ref: ref)
+            return publish(topic, data: data, ref: ref)
         case .success(.rpc(let id, let method, let data)):
             rpc(id: id, method: method, data: data)
         case .success(.commit(let store, let request, let ref)):
@@ -245,30 +245,36 @@ final class WebSocketSession: StreamSession {
         return "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
     }
 
-    private func publish(_ topic: String, data: [UInt8], ref: String?) {
+    /// A client's publish; a pause while the publish hook decides it.
+    private func publish(_ topic: String, data: [UInt8], ref: String?) -> Pause? {
         // A token that ran out lets nothing through, publishes included; the stream ends.
-        if expireTokenIfDue() { return }
+        if expireTokenIfDue() { return nil }
         guard let rateKey = publishRateKey(for: topic) else {
             if core.claims != nil {
                 services.counters.refused(.tokenScope)
-                return sendError(ClientMessage.Problem(.forbidden, "the token does not let this connection publish to '\(topic)'", ref: ref))
+                sendError(ClientMessage.Problem(.forbidden, "the token does not let this connection publish to '\(topic)'", ref: ref))
+                return nil
             }
             services.counters.refused(.apiKey)
-            return sendError(ClientMessage.Problem(
+            sendError(ClientMessage.Problem(
                 .unauthorized, "publishing needs an API key ({\"type\":\"auth\",\"apiKey\":…}) or a token with a publish claim", ref: ref))
+            return nil
         }
         if case .limited(let seconds) = services.publisher.limiter.take(rateKey, now: connection.loop.nowMilliseconds) {
             services.counters.refused(.publishRate)
-            return sendError(ClientMessage.Problem(.rateLimited, "publish rate exceeded; retry after \(seconds) s", ref: ref))
+            sendError(ClientMessage.Problem(.rateLimited, "publish rate exceeded; retry after \(seconds) s", ref: ref))
+            return nil
         }
         if core.publishRateKey == nil, !services.config.namespaces.allowsClientPublish(to: topic) {
             services.counters.refused(.tokenScope)
-            return sendError(ClientMessage.Problem(.forbidden, "clients may not publish to '\(topic)' (its namespace)", ref: ref))
+            sendError(ClientMessage.Problem(.forbidden, "clients may not publish to '\(topic)' (its namespace)", ref: ref))
+            return nil
         }
         if core.publishRateKey == nil, publishHookDecides(topic) {
             return publishThroughHook(topic, data: data, ref: ref)
         }
         sequence(topic, data: data, ref: ref)
+        return nil
     }
 
     /// Hands an allowed publish to the topic; the client is told its `seq` once it is in the history.
