@@ -69,26 +69,27 @@ import Testing
         batch.append(message("a", "1"))
         batch.append(message("b", "2"))
         let answer = RedisReply.array([
-            .integer(41), .string(Array("e1".utf8)), .string(Array("5-0".utf8)),
-            .integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)),
+            .integer(41), .string(Array("e1".utf8)), .string(Array("5-0".utf8)), .string(Array("4-0".utf8)),
+            .integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)), .string(Array("0-0".utf8)),
         ])
         #expect(batch.numbered(answer) == [
-            PublishBatch.Numbered(first: 41, epoch: "e1", lastID: "5-0"),
-            PublishBatch.Numbered(first: 1, epoch: "e2", lastID: "6-1"),
+            PublishBatch.Numbered(first: 41, epoch: "e1", lastID: "5-0", previousID: "4-0"),
+            PublishBatch.Numbered(first: 1, epoch: "e2", lastID: "6-1", previousID: "0-0"),
         ])
-        #expect(batch.numbered(.array(Array(answer.elements![0..<3]))) == nil, "one topic short")
-        #expect(batch.numbered(.array(Array(answer.elements![0..<5]))) == nil, "one field short")
+        #expect(batch.numbered(.array(Array(answer.elements![0..<4]))) == nil, "one topic short")
+        #expect(batch.numbered(.array(Array(answer.elements![0..<7]))) == nil, "one field short")
+        let id = RedisReply.string(Array("0-0".utf8))
         #expect(batch.numbered(.array([
-            .integer(0), .string(Array("e1".utf8)), .string(Array("5-0".utf8)),
-            .integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)),
+            .integer(0), .string(Array("e1".utf8)), .string(Array("5-0".utf8)), id,
+            .integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)), id,
         ])) == nil, "no message is numbered 0")
         #expect(batch.numbered(.array([
-            .integer(41), .string(Array("".utf8)), .string(Array("5-0".utf8)),
-            .integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)),
+            .integer(41), .string(Array("".utf8)), .string(Array("5-0".utf8)), id,
+            .integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)), id,
         ])) == nil, "an epoch is never empty")
         #expect(batch.numbered(.array([
-            .array([.integer(41), .string(Array("e1".utf8)), .string(Array("5-0".utf8))]),
-            .array([.integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8))]),
+            .array([.integer(41), .string(Array("e1".utf8)), .string(Array("5-0".utf8)), id]),
+            .array([.integer(1), .string(Array("e2".utf8)), .string(Array("6-1".utf8)), id]),
         ])) == nil, "the answer is flat")
         #expect(batch.numbered(.integer(1)) == nil)
         #expect(batch.numbered(.error("ERR")) == nil)

@@ -40,6 +40,7 @@ import Testing
     @Test func noticesRoundTrip() {
         for notice: ClusterKeys.Notice in [
             .storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1"), .topicPublished("news-1", seq: 42, epoch: "5c1e"),
+            .topicPublished("news-1", seq: 42, epoch: "5c1e", id: "1700000000000-3"),
             .presenceChanged(.topic("chat"), node: "00aa"), .presenceChanged(.store("tiles"), node: "ff01"),
             .storeDeleted("orders", epoch: "5c1e"), .storeDeleted("old", epoch: ""),
         ] {
@@ -48,6 +49,10 @@ import Testing
         // As the publish script sends it: the name's notice with the number and epoch appended.
         #expect(ClusterKeys.decode(Array("t:a.b-c:7:00ff".utf8)) == .topicPublished("a.b-c", seq: 7, epoch: "00ff"))
         #expect(ClusterKeys.decode(Array("t:a:x:00ff".utf8)) == .topicPublished("a:x:00ff"), "not a number: taken whole as a name, which no topic has")
+        // With the entry ID, as this version's script sends it; a node of an earlier version sent none.
+        #expect(ClusterKeys.decode(Array("t:a:7:00ff:17-2".utf8)) == .topicPublished("a", seq: 7, epoch: "00ff", id: "17-2"))
+        #expect(ClusterKeys.decode(Array("t:a:7:00ff:17".utf8)) == .topicPublished("a:7:00ff:17"), "not an entry ID")
+        #expect(ClusterKeys.decode(Array("t:a:7::17-2".utf8)) == .topicPublished("a:7::17-2"), "no epoch")
         // As the deletion script sends it: the notice without an epoch, and the epoch appended.
         #expect(ClusterKeys.decode(Array((ClusterKeys.encode(.storeDeleted("orders", epoch: "")) + "00ff").utf8))
             == .storeDeleted("orders", epoch: "00ff"))
@@ -72,13 +77,21 @@ import Testing
         let text = ClusterKeys.encode(carried)
         #expect(text == #"m:news:42:5c1e:1700000000000-2:3:1700000000000001:11:{"a":"x:y"}:1700000000000002:1:7:3:4:"::""#)
         #expect(ClusterKeys.decode(Array(text.utf8)) == carried)
-        let bare = ClusterKeys.Notice.topicPublished("news", seq: 42, epoch: "5c1e")
+        // This version's script ends it with the ID of the entry before the messages.
+        let after = ClusterKeys.Notice.topicCarried(
+            "news", messages: messages,
+            numbered: PublishBatch.Numbered(first: 40, epoch: "5c1e", lastID: "1700000000000-2", previousID: "1699999999999-7"))
+        #expect(ClusterKeys.encode(after) == text + ":1699999999999-7")
+        #expect(ClusterKeys.decode(Array(ClusterKeys.encode(after).utf8)) == after)
+        let bare = ClusterKeys.Notice.topicPublished("news", seq: 42, epoch: "5c1e", id: "1700000000000-2")
         for broken in [
             String(text.dropLast()),  // the last message is short
             text + "x",  // bytes after the last message
             text.replacingOccurrences(of: ":3:1700", with: ":4:1700"),  // one message more than it holds
             text.replacingOccurrences(of: ":11:", with: ":99:"),  // a length past the end
             text.replacingOccurrences(of: ":11:", with: ":1x:"),  // a length that is not a number
+            text + ":17",  // an entry ID before them that is not one
+            text + ":",
         ] {
             #expect(ClusterKeys.decode(Array(broken.utf8)) == bare, "\(broken)")
         }
@@ -101,7 +114,8 @@ import Testing
             PublishBatch.Message(topic: "news", data: Array("12".utf8), publishedAt: 9),
         ]
         let valid = Array(ClusterKeys.encode(.topicCarried(
-            "news", messages: messages, numbered: PublishBatch.Numbered(first: 41, epoch: "5c1e", lastID: "1700000000000-2"))).utf8)
+            "news", messages: messages,
+            numbered: PublishBatch.Numbered(first: 41, epoch: "5c1e", lastID: "1700000000000-2", previousID: "1700000000000-1"))).utf8)
         let alphabet = Array(":0123456789-am{}\"x".utf8)
         var random = SeededGenerator(state: 37)
         var carried = 0

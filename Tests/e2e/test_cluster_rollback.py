@@ -7,7 +7,7 @@ never hand out a number twice in one epoch. Real nodes on one real redis-server.
 
 import json
 
-from cluster_redis import redis, redis_call, start_node  # noqa: F401  (`redis` is a fixture)
+from cluster_redis import redis, redis_call, redis_milliseconds, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import api, json_ok, wait_for
 from test_cluster import readiness
 from test_cluster_epochs import Frames
@@ -148,3 +148,137 @@ def test_a_topic_first_followed_while_redis_is_down_takes_its_epoch_with_a_reset
     assert resets[0]["epoch"] == epoch and resets[0]["seq"] == 0, seen
     assert _messages(seen)[0]["seq"] == 1, seen
     ws.close()
+
+
+def _resume(port: int, message: dict) -> dict:
+    ws = connect(port)
+    try:
+        ws.send(json.dumps(message))
+        return recv_json(ws)
+    finally:
+        ws.close()
+
+
+def test_a_node_started_after_the_rollback_cannot_hand_out_numbers_another_node_read(start_server, redis):
+    """Node B starts after Redis went back, so it has nothing to compare: its publishes are
+    numbered 11 to 15 again in the old epoch. Node A, which read the first 11 to 15, sees entries
+    newer than its last under numbers it has (its notices carry entry IDs, and its own answers the
+    entry before them), renews the epoch in Redis and tells every node; both end in the new
+    epoch, and a client holding A's 15 is reset on B. Before, A took the notices for messages it
+    had, never read them, and mirrored its next publish (16) onto its old 15: A and B served
+    different messages under the same numbers in one epoch, for good."""
+    a = start_node(start_server, redis)
+    topic = unique("restarted")
+    ws = connect(a.port)
+    ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 0}))
+    frames = Frames(ws)
+    for n in range(1, 11):
+        assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+    redis_call(redis, "SAVE")
+    for n in range(11, 16):
+        assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+    wait_for(lambda: len(_messages(frames.snapshot())) == 15, 10, "the subscriber never got the first 15")
+    old_epoch = frames.snapshot()[0]["epoch"]
+
+    redis_call(redis, "DEBUG", "RELOAD", "NOSAVE")  # Redis is back at message 10
+    b = start_node(start_server, redis)
+    acked = {}
+    for n in range(111, 116):
+        acked[n] = json_ok(api(b.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"]
+
+    def epoch_on(node) -> str:
+        return _resume(node.port, {"type": "subscribe", "topic": topic})["epoch"]
+
+    wait_for(lambda: epoch_on(a) != old_epoch and epoch_on(a) == epoch_on(b), 10,
+             f"the nodes did not meet in a new epoch: A {epoch_on(a)}, B {epoch_on(b)}, old {old_epoch}")
+    new_epoch = epoch_on(a)
+    resets = [f for f in frames.snapshot() if f["type"] == "reset"]
+    assert len(resets) == 1 and resets[0]["epoch"] == new_epoch, frames.snapshot()[15:]
+    # What comes next is numbered on in the new epoch and reaches A's subscriber after the reset.
+    published = json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": 16}), 201)
+    wait_for(lambda: _messages(frames.snapshot())[-1]["data"] == {"n": 16}, 10, "A's subscriber never got 16")
+    # After the reset: one message after another from its number on. B's publishes numbered past
+    # it (made once A had renewed the epoch) are among them; those up to it are what the reset
+    # announces lost.
+    after = _messages(frames.snapshot()[frames.snapshot().index(resets[0]) + 1:])
+    assert [m["seq"] for m in after] == list(range(resets[0]["seq"] + 1, published["seq"] + 1)), after
+    delivered = {m["data"]["n"]: m["seq"] for m in after}
+    assert {n: seq for n, seq in acked.items() if seq > resets[0]["seq"]} == {n: s for n, s in delivered.items() if n != 16}, (
+        acked, after)
+    answer = _resume(b.port, {"type": "subscribe", "topic": topic, "since": 15, "epoch": old_epoch})
+    assert answer["reset"] is True and answer["epoch"] == new_epoch, answer
+    ws.close()
+
+
+def test_redis_going_back_twice_to_one_snapshot_never_brings_an_old_epoch_back(start_server, redis):
+    """After a first rollback moved the topic to a new epoch, the same snapshot is loaded again:
+    Redis names the first epoch once more. A node that left that epoch takes it for Redis going
+    back, and moves on to a third; a client holding the first epoch's numbers is reset. Before,
+    the node went back into the first epoch, and its numbers 11 to 15 meant new messages."""
+    a = start_node(start_server, redis)
+    topic = unique("twice")
+    ws = connect(a.port)
+    ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 0}))
+    frames = Frames(ws)
+
+    def publish(n: int):
+        return api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n})
+
+    for n in range(1, 11):
+        assert publish(n).status == 201
+    redis_call(redis, "SAVE")
+    for n in range(11, 16):
+        assert publish(n).status == 201
+    wait_for(lambda: len(_messages(frames.snapshot())) == 15, 10, "the subscriber never got the first 15")
+    first_epoch = frames.snapshot()[0]["epoch"]
+    redis_call(redis, "DEBUG", "RELOAD", "NOSAVE")
+    assert publish(21).status == 201  # renews the epoch in the script: numbered 11 in a second
+    wait_for(lambda: len([f for f in frames.snapshot() if f["type"] == "reset"]) == 1, 10, "no first reset")
+    second_epoch = [f for f in frames.snapshot() if f["type"] == "reset"][0]["epoch"]
+
+    # A new epoch's first entry is given an ID a millisecond ahead (so that it sorts after what a
+    # node read): the next entries are read after it once Redis's clock is past it, as it is
+    # after any real restart or failover.
+    newest = redis_call(redis, "XREVRANGE", f"rcpt:t:{{{topic}}}:log", "+", "-", "COUNT", "1")[0][0]
+    wait_for(lambda: redis_milliseconds(redis) > int(newest.split("-")[0]), 5, "Redis's clock stood still")
+    redis_call(redis, "DEBUG", "RELOAD", "NOSAVE")  # the first epoch, at 10, again
+    # The first publish after it lands in the epoch Redis names, which A left: A sees it and
+    # renews (its outcome is then unknown, a 503); the next are numbered in the third epoch.
+    wait_for(lambda: publish(22).status == 201, 10, "publishes never worked again")
+    wait_for(lambda: len([f for f in frames.snapshot() if f["type"] == "reset"]) == 2, 10, "no second reset")
+    third_epoch = [f for f in frames.snapshot() if f["type"] == "reset"][1]["epoch"]
+    assert third_epoch not in (first_epoch, second_epoch), (first_epoch, second_epoch, third_epoch)
+    answer = _resume(a.port, {"type": "subscribe", "topic": topic, "since": 15, "epoch": first_epoch})
+    assert answer["reset"] is True and answer["epoch"] == third_epoch, answer
+    ws.close()
+
+
+def test_a_store_renewed_by_one_node_is_renewed_on_every_node(start_server, redis):
+    """Node B starts after Redis went back to version 3 and commits version 4 in the old epoch.
+    Node A, at version 6, reads version 4 after its 6, renews the epoch in Redis and tells every
+    node, as of a store made anew: both end in the new epoch with Redis's models, and a client
+    holding A's version 4 of the old epoch is reset on B. Before, B stayed in the old epoch,
+    serving its version 4 as the one A's clients had seen."""
+    a = start_node(start_server, redis)
+    store = unique("renewed")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(1, 4):
+        assert api(a.port, "PUT", f"/api/stores/{store}/models/m", {"n": n}).status in (200, 201)
+    redis_call(redis, "SAVE")
+    for n in range(4, 7):
+        assert api(a.port, "PUT", f"/api/stores/{store}/models/m", {"n": n}).status == 200
+    old_epoch = json_ok(api(a.port, "GET", f"/api/stores/{store}"))["epoch"]
+
+    redis_call(redis, "DEBUG", "RELOAD", "NOSAVE")  # Redis is back at version 3
+    b = start_node(start_server, redis)
+    wait_for(lambda: api(b.port, "GET", f"/api/stores/{store}").status == 200, 10, "B never learned of the store")
+    assert json_ok(api(b.port, "PUT", f"/api/stores/{store}/models/m", {"n": 104}))["version"] == 4
+
+    def state(node) -> dict:
+        return json_ok(api(node.port, "GET", f"/api/stores/{store}"))
+
+    wait_for(lambda: state(a)["epoch"] != old_epoch and state(a) == state(b), 10,
+             f"the nodes did not meet in a new epoch: A {state(a)}, B {state(b)}")
+    assert state(a)["models"] == {"m": {"n": 104}}, state(a)
+    answer = _resume(b.port, {"type": "subscribe", "store": store, "since": 4, "epoch": old_epoch})
+    assert answer["type"] == "snapshot" and answer["reset"] is True and answer["epoch"] == state(a)["epoch"], answer

@@ -22,7 +22,10 @@ extension ClusterEngine {
     func history(of topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]?) -> Void) {
         let latest = max(topicReaders[topic]?.reader.cursor?.lastNumber ?? through, through)
         let link = shard(topic)
-        readBack(link, key: link.keys.topicLog(topic), number: "s", after: after, through: through, latest: latest, done: done) {
+        readBack(
+            link, key: link.keys.topicLog(topic), number: "s", epoch: hub.topic(topic).epoch, after: after, through: through, latest: latest,
+            done: done
+        ) {
             entry, seq in
             TopicEntry(seq: seq, publishedAt: entry.number("t") ?? 0, data: entry.field("d") ?? Array("null".utf8))
         }
@@ -34,9 +37,12 @@ extension ClusterEngine {
     func storeHistory(of store: String, after: UInt64, through: UInt64, done: @escaping ([ChangeSet]?) -> Void) {
         let latest = max(storeLatest(store) ?? through, through)
         let link = shard(store)
-        readBack(link, key: link.keys.storeLog(store), number: "v", after: after, through: through, latest: latest, done: done) {
+        readBack(
+            link, key: link.keys.storeLog(store), number: "v", epoch: stores.store(store)?.epoch, after: after, through: through,
+            latest: latest, done: done
+        ) {
             entry, _ in
-            guard let json = entry.field("c"), let value = try? JSONParser.parse(json) else { return nil }
+            guard let json = entry.field("c"), let value = try? JSONParser.parseStored(json) else { return nil }
             return ReplicatedChangeSet.changeSet(of: store, value)
         }
     }
@@ -44,8 +50,10 @@ extension ClusterEngine {
     /// Reads the entries numbered `after + 1 ... through` (by the field `number`) from the newest
     /// `latest - after` of the log `key`, at most `--redis-history`, oldest first, each made by
     /// `make` (nil fails the answer); `done` gets nil when the log could not be read in time.
+    /// Entries of another epoch than `epoch` (the one the resume is in) are another life's under
+    /// the same numbers (Redis came back with older data): never handed out.
     private func readBack<T>(
-        _ link: RedisLink, key: String, number: String, after: UInt64, through: UInt64, latest: UInt64,
+        _ link: RedisLink, key: String, number: String, epoch: String?, after: UInt64, through: UInt64, latest: UInt64,
         done: @escaping ([T]?) -> Void, make: @escaping (StreamEntry, UInt64) -> T?
     ) {
         guard latest > after, link.isUp else { return done(nil) }
@@ -56,6 +64,7 @@ extension ClusterEngine {
                 var made: [T] = []
                 for entry in StreamEntry.parse(range: reply).reversed() {
                     guard let value = entry.number(number), value > after, value <= through else { continue }
+                    if let epoch, let written = entry.field("e"), !written.elementsEqual(epoch.utf8) { continue }
                     guard let item = make(entry, value) else { return answer(nil) }
                     made.append(item)
                 }

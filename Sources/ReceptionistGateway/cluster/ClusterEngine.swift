@@ -154,21 +154,20 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             guard StoreRegistry.isValidName(name), stores.dropReplica(name, epoch: epoch) else { return }
             stopFollowing(name)
             hub.storeDeleted(name)
-        case .topicPublished(let name, let seq, let epoch)?:
+        case .topicPublished(let name, let seq, let epoch, let id)?:
             guard PushHub.isValidTopicName(name) else { return }
             let (reader, follower) = topicReader(name)
-            // This node's own publish, mirrored from Redis's answer already (or about to be):
-            // nothing to read.
-            if let seq, let epoch, follower.holds(noticeOf: seq, epoch: epoch, reader: reader) { return }
-            reader.read()
+            // Read unless this node has the message (its own publish, mirrored from Redis's answer
+            // already, or about to be).
+            guard let seq, let epoch else { return reader.read() }
+            follower.noticed(seq, epoch: epoch, id: id, reader: reader)
         case .topicCarried(let name, let messages, let numbered)?:
             guard PushHub.isValidTopicName(name) else { return }
             let (reader, follower) = topicReader(name)
             // The next messages of what this node has: mirrored from the notice, with no read.
             if follower.mirror(messages, numbered: numbered, reader: reader) { return }
             let last = numbered.first + UInt64(messages.count) - 1
-            if follower.holds(noticeOf: last, epoch: numbered.epoch, reader: reader) { return }
-            reader.read()
+            follower.noticed(last, epoch: numbered.epoch, id: numbered.lastID, reader: reader)
         case .presenceChanged(let target, let node)?:
             guard node != nodeID, PushHub.isValidTopicName(target.name) else { return }
             hub.presenceRelay.changed(target)

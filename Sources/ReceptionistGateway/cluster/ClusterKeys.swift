@@ -60,20 +60,23 @@ struct ClusterKeys: Sendable {
     var idempotencyEntries: String { "rcpt:i" }
 
     /// Notifications on `channel`: a kind letter, a colon, and the store or topic name; a
-    /// topic's then carries the message's number and epoch (`t:news:42:5c1e…`, added by the
-    /// publish script), so a node that has the message already need not read the log for it.
-    /// Names never hold a colon.
+    /// topic's then carries the message's number, epoch and entry ID (`t:news:42:5c1e…:1700…-0`,
+    /// added by the publish script), so a node that has the message already need not read the log
+    /// for it. Names never hold a colon.
     enum Notice: Equatable {
         case storeCreated(String)
         case storeChanged(String)
         /// The store was deleted in the epoch named (`d:orders:5c1e…`): a node drops its replica
         /// only if it is that store, not one made again since under the name.
         case storeDeleted(String, epoch: String)
-        case topicPublished(String, seq: UInt64? = nil, epoch: String? = nil)
+        /// The entry ID is nil from a node of an earlier version, whose notice names none (and
+        /// from the `topicTail` script's notice of a new epoch).
+        case topicPublished(String, seq: UInt64? = nil, epoch: String? = nil, id: String? = nil)
         /// A topic's notice that carries the call's messages to the topic, numbered, so that a
         /// node that has every message before them mirrors them with no read (`m:`, made by the
         /// publish script: `m:<name>:<last>:<epoch>:<last entry ID>:<count>`, then for each message
-        /// `:<publishedAt>:<length>:<data>`).
+        /// `:<publishedAt>:<length>:<data>`, then `:<the entry ID before them>`; a node of an
+        /// earlier version takes it for the bare notice, and reads).
         case topicCarried(String, messages: [PublishBatch.Message], numbered: PublishBatch.Numbered)
         /// A node's presence entry for a topic or store changed: `p:<node>:t:<topic>` (or `s:`).
         case presenceChanged(StreamTarget, node: String)
@@ -87,11 +90,13 @@ struct ClusterKeys: Sendable {
         case .storeCreated(let name): "n:\(name)"
         case .storeChanged(let name): "s:\(name)"
         case .storeDeleted(let name, let epoch): "d:\(name):\(epoch)"
-        case .topicPublished(let name, let seq?, let epoch?): "\(topicNoticePrefix)\(name):\(seq):\(epoch)"
-        case .topicPublished(let name, _, _): topicNoticePrefix + name
+        case .topicPublished(let name, let seq?, let epoch?, let id?): "\(topicNoticePrefix)\(name):\(seq):\(epoch):\(id)"
+        case .topicPublished(let name, let seq?, let epoch?, nil): "\(topicNoticePrefix)\(name):\(seq):\(epoch)"
+        case .topicPublished(let name, _, _, _): topicNoticePrefix + name
         case .topicCarried(let name, let messages, let numbered):
             "m:\(name):\(numbered.first + UInt64(messages.count) - 1):\(numbered.epoch):\(numbered.lastID):\(messages.count)"
                 + messages.map { ":\($0.publishedAt):\($0.data.count):\(String(decoding: $0.data, as: UTF8.self))" }.joined()
+                + (numbered.previousID.map { ":\($0)" } ?? "")
         case .presenceChanged(.topic(let name), let node): "p:\(node):t:\(name)"
         case .presenceChanged(.store(let name), let node): "p:\(node):s:\(name)"
         }
@@ -108,16 +113,26 @@ struct ClusterKeys: Sendable {
             guard parts.count == 2, !parts[0].isEmpty else { return nil }
             return .storeDeleted(String(parts[0]), epoch: String(parts[1]))
         case UInt8(ascii: "t"):
-            // `name:seq:epoch`, read from the bytes: one comes for every call that publishes, and
-            // a `String` split walks characters.
+            // `name:seq:epoch:id` (or `name:seq:epoch`), read from the bytes: one comes for every
+            // call that publishes, and a `String` split walks characters.
             let colon = UInt8(ascii: ":")
             guard let first = payload[2...].firstIndex(of: colon), let second = payload[(first + 1)...].firstIndex(of: colon),
-                  second + 1 < payload.count, !payload[(second + 1)...].contains(colon),
-                  let seq = DecimalDigits.value(payload[(first + 1)..<second])
+                  second + 1 < payload.count, let seq = DecimalDigits.value(payload[(first + 1)..<second])
             else { return .topicPublished(name) }
+            let third = payload[(second + 1)...].firstIndex(of: colon)
+            let epochEnd = third ?? payload.count
+            guard epochEnd > second + 1 else { return .topicPublished(name) }
+            var id: String?
+            if let third {
+                let idBytes = payload[(third + 1)...]
+                guard !idBytes.contains(colon), DecimalDigits.pair(idBytes, separator: UInt8(ascii: "-")) != nil else {
+                    return .topicPublished(name)
+                }
+                id = String(decoding: idBytes, as: UTF8.self)
+            }
             return .topicPublished(
                 String(decoding: payload[2..<first], as: UTF8.self), seq: seq,
-                epoch: String(decoding: payload[(second + 1)...], as: UTF8.self))
+                epoch: String(decoding: payload[(second + 1)..<epochEnd], as: UTF8.self), id: id)
         case UInt8(ascii: "m"):
             return carried(payload)
         case UInt8(ascii: "p"):
@@ -162,7 +177,7 @@ struct ClusterKeys: Sendable {
         else { return nil }
         let name = text(nameBytes)
         let epoch = text(epochBytes)
-        let bare = Notice.topicPublished(name, seq: last, epoch: epoch)
+        let bare = Notice.topicPublished(name, seq: last, epoch: epoch, id: text(lastID))
         // The colon after the count began the first message.
         at -= 1
         var messages: [PublishBatch.Message] = []
@@ -177,8 +192,16 @@ struct ClusterKeys: Sendable {
             messages.append(PublishBatch.Message(topic: name, data: Array(UnsafeBufferPointer(rebasing: payload[at..<end])), publishedAt: publishedAt))
             at = end
         }
-        guard at == payload.count else { return bare }
+        // Then the ID of the entry before them, from a node of this version.
+        var previousID: String?
+        if at < payload.count {
+            guard payload[at] == colon else { return bare }
+            let rest = payload[(at + 1)...]
+            guard DecimalDigits.pair(rest, separator: UInt8(ascii: "-")) != nil else { return bare }
+            previousID = text(rest)
+        }
         return .topicCarried(
-            name, messages: messages, numbered: PublishBatch.Numbered(first: last - count + 1, epoch: epoch, lastID: text(lastID)))
+            name, messages: messages,
+            numbered: PublishBatch.Numbered(first: last - count + 1, epoch: epoch, lastID: text(lastID), previousID: previousID))
     }
 }

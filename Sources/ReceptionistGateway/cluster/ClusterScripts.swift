@@ -68,22 +68,28 @@ enum ClusterScripts {
         return out
         """)
 
-    /// KEYS: version, models, log, epoch. ARGV: a fresh epoch, the epoch this node saw the store
-    /// go back in ("" if none). The fresh epoch is taken by a store that has none (made before
-    /// epochs were kept), and in place of the one that went back (Redis came back with older data;
-    /// unless another node renewed it first), so no version is had twice in one epoch. Returns
+    /// KEYS: version, models, log, epoch. ARGV: a fresh epoch, the epochs that may not be the
+    /// store's (joined by commas: one this node saw go back, ones it has left), the cluster's
+    /// channel, the store's creation notice. The fresh epoch is taken by a store that has none
+    /// (made before epochs were kept), and in place of one of those (Redis came back with older
+    /// data; unless another node renewed it first), so no version is had twice in one epoch; then
+    /// every node is told, as of a store made anew, and reads it whole. Returns
     /// {version, {id, json, ...}, last log ID, epoch}, read together; {-1, {}, '0-0', ''} when
     /// there is no such store.
-    static let snapshot = RedisScript("""
+    static let snapshot = RedisScript(listed + """
         local version = redis.call('GET', KEYS[1])
         if not version then return {-1, {}, '0-0', ''} end
         local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
         local id = '0-0'
         if #last > 0 then id = last[1][1] end
         local epoch = redis.call('GET', KEYS[4])
-        if not epoch or epoch == ARGV[2] then
+        if not epoch then
           epoch = ARGV[1]
           redis.call('SET', KEYS[4], epoch)
+        elseif listed(ARGV[2], epoch) then
+          epoch = ARGV[1]
+          redis.call('SET', KEYS[4], epoch)
+          redis.call('PUBLISH', ARGV[3], ARGV[4])
         end
         return {tonumber(version), redis.call('HGETALL', KEYS[2]), id, epoch}
         """)
@@ -129,14 +135,17 @@ enum ClusterScripts {
     /// data JSON and publishedAt. The fresh epoch is taken by a topic that has none (new, or Redis
     /// lost it) and by one whose number is behind what the node has read in the epoch Redis still
     /// names: Redis came back with older data (a restart from a lagging snapshot, a failover to a
-    /// lagging replica), and its numbers would otherwise be handed out a second time in one epoch. Each topic's messages take the next n
-    /// numbers, in order; the topic's notice, with its last number and epoch, is published once to
-    /// each other node's channel (to a channel marked `m:`, `ClusterKeys.carryingMark`, with the
-    /// messages themselves, numbered, up to 64 KiB of data: that node then mirrors them without
-    /// reading the log), and its log trimmed once (by the last `XADD`, and by age as
-    /// `trimByAge` does). Returns first seq, epoch and last entry ID for each topic in turn, in one
-    /// flat array: enough for the publishing node to mirror its own messages without reading them
-    /// back.
+    /// lagging replica), and its numbers would otherwise be handed out a second time in one epoch.
+    /// Each topic's messages take the next n numbers, in order; the topic's notice, with its last
+    /// number, epoch and last entry ID, is published once to each other node's channel (to a
+    /// channel marked `m:`, `ClusterKeys.carryingMark`, with the messages themselves, numbered,
+    /// and the ID of the entry before them, up to 64 KiB of data: that node then mirrors them
+    /// without reading the log), and its log trimmed once (by the last `XADD`, and by age as
+    /// `trimByAge` does). Returns first seq, epoch, last entry ID and the ID of the entry before
+    /// the batch ('0-0': none) for each topic in turn, in one flat array: enough for the
+    /// publishing node to mirror its own messages without reading them back, when the entry before
+    /// them is the last it read (otherwise entries it has not read came between, or Redis went
+    /// back and numbered on from older data).
     ///
     /// The publishing node is not told of its own messages: it has them from the answer. The other
     /// nodes' channels are the ones `PUBSUB CHANNELS` lists under the cluster's (a node's, while it
@@ -177,14 +186,16 @@ enum ClusterScripts {
           local last = redis.call('INCRBY', seqKey, n)
           local first = last - n + 1
           local epoch = redis.call('GET', epochKey)
+          local top = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)
+          local previous = '0-0'
+          if #top > 0 then previous = top[1][1] end
           local id = '*'
           if not epoch or (epoch == ARGV[a + 2] and first <= tonumber(ARGV[a + 3])) then
             epoch = ARGV[a + 1]
             redis.call('SET', epochKey, epoch)
             local now = redis.call('TIME')
             local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1
-            local top = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)
-            if #top == 0 or tonumber(string.match(top[1][1], '^%d+')) < ms then id = ms .. '-0' end
+            if tonumber(string.match(previous, '^%d+')) < ms then id = ms .. '-0' end
           end
           a = a + 5
           local from = a
@@ -200,7 +211,7 @@ enum ClusterScripts {
             redis.call('XTRIM', logKey, 'MINID', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) - ttl)
           end
           if listeners then
-            local bare = notice .. ':' .. last .. ':' .. epoch
+            local bare = notice .. ':' .. last .. ':' .. epoch .. ':' .. id
             local carried
             for _, channel in ipairs(listeners) do
               if string.sub(channel, mark, mark + 1) == 'm:' then
@@ -213,6 +224,7 @@ enum ClusterScripts {
                     parts[#parts + 1] = ':' .. ARGV[i + 1] .. ':' .. #data .. ':'
                     parts[#parts + 1] = data
                   end
+                  parts[#parts + 1] = ':' .. previous
                   if size > 65536 then carried = bare else carried = table.concat(parts) end
                 end
                 redis.call('PUBLISH', channel, carried)
@@ -224,22 +236,35 @@ enum ClusterScripts {
           out[#out + 1] = first
           out[#out + 1] = epoch
           out[#out + 1] = id
+          out[#out + 1] = previous
         end
         return out
         """)
 
-    /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch, the epoch this node saw the log
-    /// go back in ("" if none). The fresh epoch is taken by a topic that has none, and in place of
-    /// the one that went back (unless another node renewed it first). Returns {seq, the newest
-    /// entries, newest first, epoch}, read together: where a node starts mirroring a topic it has
-    /// just heard of, or starts again on one whose log went back.
-    static let topicTail = RedisScript(topicEpoch + """
+    /// Whether `epoch` is in `list`, epochs joined by commas: those a node saw go back, or left.
+    private static let listed = """
+        local function listed(list, epoch)
+          return string.find(',' .. list .. ',', ',' .. epoch .. ',', 1, true) ~= nil
+        end
+
+        """
+
+    /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch, the epochs that may not be the
+    /// topic's (joined by commas: one this node saw go back, ones it has left), the cluster's
+    /// channel, the topic's notice. The fresh epoch is taken by a topic that has none, and in
+    /// place of one of those (Redis came back with older data; unless another node renewed it
+    /// first), and then every node is told with the notice, its number and the new epoch, so none
+    /// stays in the old. Returns {seq, the newest entries, newest first, epoch}, read together:
+    /// where a node starts mirroring a topic it has just heard of, or starts again on one whose
+    /// log went back.
+    static let topicTail = RedisScript(topicEpoch + listed + """
         local epoch = topicEpoch(KEYS[3], ARGV[2])
-        if epoch == ARGV[3] then
+        local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
+        if epoch ~= ARGV[2] and listed(ARGV[3], epoch) then
           epoch = ARGV[2]
           redis.call('SET', KEYS[3], epoch)
+          redis.call('PUBLISH', ARGV[4], ARGV[5] .. ':' .. seq .. ':' .. epoch)
         end
-        local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
         return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), epoch}
         """)
 
@@ -275,61 +300,6 @@ enum ClusterScripts {
     static let idempotencyRelease = RedisScript("""
         if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then redis.call('DEL', KEYS[1]) end
         return 1
-        """)
-
-    /// Redis's clock in milliseconds, as `ms`: heartbeats are compared by one clock, not the nodes'.
-    private static let now = """
-        local clock = redis.call('TIME')
-        local ms = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-
-        """
-
-    /// KEYS: the presence hash, the nodes. ARGV: node, entry ("" removes it), channel, notice.
-    /// Stores this node's entry and beats its heart with it, so no reader takes a node that has
-    /// just shared for dead.
-    static let presenceShare = RedisScript(now + """
-        redis.call('ZADD', KEYS[2], ms, ARGV[1])
-        if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1])
-        else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-        redis.call('PUBLISH', ARGV[3], ARGV[4])
-        return 1
-        """)
-
-    /// KEYS: the presence hash, the nodes. ARGV: this node, heartbeat time-out in ms. Returns the
-    /// other live nodes' entries as node, entry pairs, and removes the entries of nodes not heard
-    /// from within the time-out (never this node's own).
-    static let presenceRead = RedisScript(now + """
-        local all = redis.call('HGETALL', KEYS[1])
-        local out = {}
-        for i = 1, #all, 2 do
-          local node = all[i]
-          local beat = redis.call('ZSCORE', KEYS[2], node)
-          if beat and tonumber(beat) >= ms - tonumber(ARGV[2]) then
-            if node ~= ARGV[1] then
-              out[#out + 1] = node
-              out[#out + 1] = all[i + 1]
-            end
-          elseif node ~= ARGV[1] then
-            redis.call('HDEL', KEYS[1], node)
-          end
-        end
-        return out
-        """)
-
-    /// KEYS: the nodes. ARGV: this node, heartbeat time-out in ms. Beats this node's heart;
-    /// returns 1 first if it had been silent past the time-out (others may have removed its
-    /// entries), else 0, then the nodes silent past the time-out. Nodes silent for a hundred
-    /// time-outs are forgotten, so the set holds only recent nodes.
-    static let heartbeat = RedisScript(now + """
-        local timeout = tonumber(ARGV[2])
-        local last = redis.call('ZSCORE', KEYS[1], ARGV[1])
-        local stale = 0
-        if not last or tonumber(last) < ms - timeout then stale = 1 end
-        redis.call('ZADD', KEYS[1], ms, ARGV[1])
-        redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ms - 100 * timeout)
-        local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ms - timeout - 1)
-        table.insert(dead, 1, stale)
-        return dead
         """)
 }
 

@@ -34,11 +34,13 @@ struct PublishBatch: ScriptBatch {
     }
 
     /// Where Redis put one topic's messages: numbers `first ..< first + count`, in `epoch`, the
-    /// last one at stream entry `lastID`.
+    /// last one at stream entry `lastID`, after the entry `previousID` ("0-0": none; nil: not
+    /// told, a notice from a node of an earlier version).
     struct Numbered: Equatable {
         let first: UInt64
         let epoch: String
         let lastID: String
+        var previousID: String? = nil
     }
 
     /// Every message, in the order added; an index here is how each is answered.
@@ -123,19 +125,19 @@ struct PublishBatch: ScriptBatch {
         return arguments
     }
 
-    /// The script's answer, first seq, epoch and last entry ID for each topic in `topics`' order,
-    /// in one flat array; nil when it is anything else.
+    /// The script's answer, first seq, epoch, last entry ID and the entry ID before them for each
+    /// topic in `topics`' order, in one flat array; nil when it is anything else.
     func numbered(_ reply: RedisReply) -> [Numbered]? {
-        guard let parts = reply.elements, parts.count == topics.count * 3 else { return nil }
+        guard let parts = reply.elements, parts.count == topics.count * 4 else { return nil }
         var numbered: [Numbered] = []
         numbered.reserveCapacity(topics.count)
         var index = 0
         while index < parts.count {
             guard let first = parts[index].integer, first > 0, let epoch = parts[index + 1].text, !epoch.isEmpty,
-                let lastID = parts[index + 2].text
+                let lastID = parts[index + 2].text, let previousID = parts[index + 3].text
             else { return nil }
-            numbered.append(Numbered(first: UInt64(first), epoch: epoch, lastID: lastID))
-            index += 3
+            numbered.append(Numbered(first: UInt64(first), epoch: epoch, lastID: lastID, previousID: previousID))
+            index += 4
         }
         return numbered
     }

@@ -30,9 +30,10 @@ final class StoreFollower: StreamFollower {
     /// Set when the store is deleted: a read or a batch still on its way is dropped, so nothing
     /// makes the replica again under the name.
     private var stopped = false
-    /// The epoch in which the store was seen going back (a version behind the replica): Redis came
-    /// back with older data. The next snapshot renews it in Redis, once for every node.
-    private var wentBack: String?
+    /// The epoch in which the store was seen going back (a version behind the replica: Redis came
+    /// back with older data), and the epochs the replica left. The next snapshot renews such an
+    /// epoch in Redis, once for every node.
+    private var retired = RetiredEpochs()
 
     init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
         self.name = name
@@ -86,9 +87,16 @@ final class StoreFollower: StreamFollower {
             guard let version = entry.number("v"), let json = entry.field("c") else { continue }
             guard var cursor = reader.cursor else { break }
             if let written = entry.field("e"), written != epoch {
-                // The store was deleted and made again under the name while this node was not
-                // listening: the entry is the new store's. Read it whole (its subscribers reset).
-                logger.warning("the store was made again under its name; re-reading it", metadata: ["store": "\(name)"])
+                let other = String(decoding: written, as: UTF8.self)
+                if retired.left(other) {
+                    // An epoch the replica left, back: Redis came back with older data again.
+                    logger.error("store went back to an epoch left: did Redis come back with older data?", metadata: ["store": "\(name)"])
+                    retired.wentBack = other
+                } else {
+                    // The store was deleted and made again under the name while this node was not
+                    // listening: the entry is the new store's. Read it whole (its subscribers reset).
+                    logger.warning("the store was made again under its name; re-reading it", metadata: ["store": "\(name)"])
+                }
                 reader.cursor = nil
                 break
             }
@@ -106,7 +114,7 @@ final class StoreFollower: StreamFollower {
                 reader.cursor = nil
             case .regressed:
                 logger.error("store version went back: did Redis come back with older data? Re-reading the store", metadata: ["store": "\(name)"])
-                wentBack = stores.replica(name).epoch
+                retired.wentBack = stores.replica(name).epoch
                 reader.cursor = nil
             }
         }
@@ -116,7 +124,7 @@ final class StoreFollower: StreamFollower {
     /// Redis answered a commit with a version behind the replica's, in its epoch: it came back
     /// with older data. Read the store whole in a new epoch.
     func storeWentBack(_ reader: StreamReader) {
-        wentBack = stores.replica(name).epoch
+        retired.wentBack = stores.replica(name).epoch
         reader.cursor = nil
         reader.read()
     }
@@ -135,7 +143,7 @@ final class StoreFollower: StreamFollower {
         let accepted = applier.enqueue {
             var fits = true
             for (version, json) in batch where version > store.version {
-                guard let value = try? JSONParser.parse(json), let entry = ReplicatedChangeSet.decode(value),
+                guard let value = try? JSONParser.parseStored(json), let entry = ReplicatedChangeSet.decode(value),
                       store.applyReplicated(version: version, committedAt: entry.committedAt, changes: entry.changes)
                 else {
                     fits = false
@@ -167,9 +175,8 @@ final class StoreFollower: StreamFollower {
         let applier = self.applier
         let sent = commands.eval(ClusterScripts.snapshot, [
             "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), ModelStore.newEpoch(),
-            wentBack ?? "",
+            retired.list, keys.channel, ClusterKeys.encode(.storeCreated(name)),
         ]) { [self] reply in
-            if let renewed = reply?.elements?.last?.text, renewed != wentBack { wentBack = nil }
             guard let parts = reply?.elements, parts.count == 4, let versionNumber = parts[0].integer,
                   let flat = parts[1].elements, let lastID = parts[2].text, let logEpoch = parts[3].text
             else { return done(nil) }
@@ -179,12 +186,14 @@ final class StoreFollower: StreamFollower {
             // its own, so its subscribers are told (a reset snapshot) and no resume mistakes the
             // old numbers for new ones; when the store is made again, its epoch is Redis's.
             let epoch = versionNumber < 0 ? ModelStore.newEpoch() : logEpoch
+            retired.wentBack = nil
+            if epoch != store.epoch { retired.leave(store.epoch) }
             let back = LoopBound(self, loop: self.loop)
             let mailbox = self.loop.mailbox
             let accepted = applier.enqueue {
                 var models: [String: JSONValue] = [:]
                 for model in snapshot {
-                    if let value = try? JSONParser.parse(model.value) { models[model.name] = value }
+                    if let value = try? JSONParser.parseStored(model.value) { models[model.name] = value }
                 }
                 store.resetReplica(models: models, version: version, epoch: epoch)
                 _ = mailbox.post { back.value.answerWaiters() }

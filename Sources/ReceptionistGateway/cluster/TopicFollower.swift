@@ -27,17 +27,21 @@ final class TopicFollower: StreamFollower {
     private let waitMilliseconds: UInt64
     /// Batches of this node's own publishes sent and not answered yet. A notice that comes
     /// meanwhile (on the other connection, often before the answer: its own batch's) waits for
-    /// them in `noticed`, since the answers may bring its messages without a read.
+    /// them in `heldNotice`, since the answers may bring its messages without a read.
     private var ownInFlight = 0
-    private var noticed: (seq: UInt64, epoch: String)?
-    /// The epoch whose log was seen going back (a number after one this node had read): Redis came
-    /// back with older data. The next read of the tail renews it in Redis, once for every node.
-    private var wentBack: String?
+    private var heldNotice: (seq: UInt64, epoch: String, id: String?)?
+    /// The epochs that may not be the topic's: the one whose log was seen going back (a number
+    /// after one this node had read; Redis came back with older data), and the last few this node
+    /// left (seen again, Redis went back past a renewal). The next read of the tail renews such an
+    /// epoch in Redis, once for every node.
+    private var retired = RetiredEpochs()
+    private let channel: String
 
     init(
         name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
         logger: Logger
     ) {
+        channel = keys.channel
         self.waitMilliseconds = waitMilliseconds
         self.name = name
         self.hub = hub
@@ -68,7 +72,10 @@ final class TopicFollower: StreamFollower {
     /// read yet) they are left to the read.
     func mirror(_ messages: [PublishBatch.Message], numbered: PublishBatch.Numbered, reader: StreamReader) -> Bool {
         let topic = hub.topic(name)
-        guard topic.isSynced, numbered.epoch == topic.epoch, let cursor = reader.cursor, cursor.lastNumber + 1 == numbered.first
+        // The numbers follow on, and so does the log: the entry before them is the last this node
+        // read (not another log numbered on from older data Redis came back with).
+        guard topic.isSynced, numbered.epoch == topic.epoch, let cursor = reader.cursor, cursor.lastNumber + 1 == numbered.first,
+              numbered.previousID.map({ $0 == cursor.lastID }) ?? true
         else { return false }
         for (offset, message) in messages.enumerated() {
             topic.mirror(seq: numbered.first + UInt64(offset), publishedAt: message.publishedAt, data: message.data)
@@ -88,24 +95,35 @@ final class TopicFollower: StreamFollower {
     /// came meanwhile is read for, unless the answers brought its message.
     func ownAnswered(reader: StreamReader) {
         ownInFlight -= 1
-        guard ownInFlight == 0, let notice = noticed else { return }
-        noticed = nil
-        if !has(notice.seq, epoch: notice.epoch, reader: reader) { reader.read() }
+        guard ownInFlight == 0, let notice = heldNotice else { return }
+        heldNotice = nil
+        if !has(notice.seq, epoch: notice.epoch, id: notice.id, reader: reader) { read(for: notice.epoch, reader) }
     }
 
-    /// Whether a notice of message `seq` of `epoch` needs no read now: the mirror has it, or it
-    /// waits for this node's batches in flight.
-    func holds(noticeOf seq: UInt64, epoch: String, reader: StreamReader) -> Bool {
-        if has(seq, epoch: epoch, reader: reader) { return true }
-        guard ownInFlight > 0 else { return false }
-        if noticed.map({ $0.epoch != epoch || $0.seq < seq }) ?? true { noticed = (seq, epoch) }
-        return true
+    /// Reads for a notice of `epoch`: the tail again if the topic follows another epoch (a new
+    /// one has no entry to read yet, when a script renewed it).
+    private func read(for epoch: String, _ reader: StreamReader) {
+        let topic = hub.topic(name)
+        if topic.isSynced, epoch != topic.epoch { reader.cursor = nil }
+        reader.read()
     }
 
-    /// Whether the mirror holds message `seq` of `epoch` already.
-    func has(_ seq: UInt64, epoch: String, reader: StreamReader) -> Bool {
-        guard let cursor = reader.cursor else { return false }
-        return epoch == hub.topic(name).epoch && seq <= cursor.lastNumber
+    /// A notice of message `seq` of `epoch`, at entry `id` (nil: not told): nothing to do if the
+    /// mirror has it, or it waits for this node's batches in flight; otherwise a read (of the tail
+    /// again, for another epoch than the topic's).
+    func noticed(_ seq: UInt64, epoch: String, id: String?, reader: StreamReader) {
+        if has(seq, epoch: epoch, id: id, reader: reader) { return }
+        guard ownInFlight > 0 else { return read(for: epoch, reader) }
+        if heldNotice.map({ $0.epoch != epoch || $0.seq < seq }) ?? true { heldNotice = (seq, epoch, id) }
+    }
+
+    /// Whether the mirror holds message `seq` of `epoch`, at entry `id`, already. With the entry's
+    /// ID, by the ID: a later entry is new though its number is not (Redis went back, and another
+    /// node numbered on from there).
+    func has(_ seq: UInt64, epoch: String, id: String?, reader: StreamReader) -> Bool {
+        guard let cursor = reader.cursor, epoch == hub.topic(name).epoch else { return false }
+        if let id, let entry = StreamCursor.order(id), let last = StreamCursor.order(cursor.lastID) { return entry <= last }
+        return seq <= cursor.lastNumber
     }
 
     /// What this node has read of the topic's log, once it follows it: for a publish to check that
@@ -127,6 +145,15 @@ final class TopicFollower: StreamFollower {
             let publishedAt = entry.number("t") ?? 0
             let data = entry.field("d") ?? Array("null".utf8)
             if let epoch = entry.field("e").map({ String(decoding: $0, as: UTF8.self) }), epoch != topic.epoch {
+                if retired.left(epoch) {
+                    // An epoch this node left, back: Redis came back with older data again.
+                    logger.error("topic log went back to an epoch left: did Redis come back with older data?", metadata: [
+                        "topic": "\(name)", "epoch": "\(epoch)",
+                    ])
+                    retired.wentBack = epoch
+                    reader.cursor = nil
+                    return
+                }
                 // The log started over in a new epoch: Redis lost the old one. Subscribers are
                 // told, and the cursor starts again from this entry.
                 startOver(topic, seq: seq, publishedAt: publishedAt, data: data, epoch: epoch)
@@ -148,7 +175,7 @@ final class TopicFollower: StreamFollower {
                 logger.error("topic log went back: did Redis come back with older data?", metadata: [
                     "topic": "\(name)", "seq": "\(seq)", "after": "\(cursor.lastNumber)",
                 ])
-                wentBack = topic.epoch
+                retired.wentBack = topic.epoch
                 reader.cursor = nil
                 return
             }
@@ -176,6 +203,7 @@ final class TopicFollower: StreamFollower {
     private func startOver(_ topic: Topic, after base: UInt64, epoch: String) {
         logger.error(
             "topic log started over: did Redis lose its data?", metadata: ["topic": "\(name)", "after": "\(base)", "epoch": "\(epoch)"])
+        retired.leave(topic.epoch)
         topic.restart(after: base, epoch: epoch)
         let lost = waiters.filter { $0.epoch != epoch }
         waiters.removeAll { $0.epoch != epoch }
@@ -201,7 +229,7 @@ final class TopicFollower: StreamFollower {
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let arguments = [
             "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
-            ModelStore.newEpoch(), wentBack ?? "",
+            ModelStore.newEpoch(), retired.list, channel, ClusterKeys.encode(.topicPublished(name)),
         ]
         let sent = commands.eval(ClusterScripts.topicTail, arguments) { [self] reply in
             guard let parts = reply?.elements, parts.count == 3, let seq = parts[0].integer, seq >= 0, let epoch = parts[2].text else {
@@ -210,9 +238,8 @@ final class TopicFollower: StreamFollower {
             }
             // Entries of another epoch are the life that went back, or were numbered on what
             // Redis went back to before the epoch was renewed: not this epoch's history.
-            let entries = StreamEntry.parse(range: parts[1]).reversed().filter { entry in
-                entry.field("e").map { $0.elementsEqual(epoch.utf8) } ?? true
-            }
+            let all = Array(StreamEntry.parse(range: parts[1]).reversed())
+            let entries = all.filter { entry in entry.field("e").map { $0.elementsEqual(epoch.utf8) } ?? true }
             let topic = hub.topic(name)
             // The mirror starts just before the oldest entry read (or at the number, if the log
             // is empty): what came before is not in this node's history, as on a node that trims.
@@ -221,13 +248,17 @@ final class TopicFollower: StreamFollower {
                 // Nobody has subscribed yet: its epoch is the log's.
                 topic.adopt(epoch: epoch)
             } else if epoch != topic.epoch {
-                wentBack = nil
                 startOver(topic, after: max(first, 1) - 1, epoch: epoch)
             }
+            retired.wentBack = nil
             if first > topic.seq + 1 { topic.skip(from: topic.seq + 1, to: first - 1) }
             let from = topic.seq
             reader.cursor = StreamCursor(lastID: "0-0", lastNumber: from)
             follow(entries.filter { ($0.number("s") ?? 0) > from }, reader: reader)
+            // Everything in the tail was taken or passed over: the next read starts after it.
+            if let newest = all.last?.id, let cursor = reader.cursor, newest != cursor.lastID {
+                reader.cursor = StreamCursor(lastID: newest, lastNumber: cursor.lastNumber)
+            }
             done(reader.cursor)
         }
         if !sent {
