@@ -33,9 +33,9 @@ import Testing
             return "fresh\(epochs)"
         }
         #expect(arguments == RedisArguments([
-            "6",
-            keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"),
-            keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"),
+            "8",
+            keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"), keys.topicLast("news"),
+            keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"), keys.topicLast("chat"),
             "500", "2000", keys.channel, keys.nodeChannel("n1"),
             "t:news", "fresh1", "e7", "41", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
             "t:chat", "fresh2", "", "0", "1", "{\"n\":2}", "11",

@@ -33,17 +33,23 @@ struct ClusterKeys: Sendable {
     /// The topic's epoch: made by the first write or read that finds none, so a topic whose keys
     /// were lost (Redis restarted empty, `FLUSHALL`) gets a new one.
     func topicEpoch(_ topic: String) -> String { Self.topicPrefix + topic + Self.epochSuffix }
+    /// The ID of the last entry the publish script appended to the topic's log: the entry a
+    /// batch follows, for the nodes to check it is the one they read last (a string key, where
+    /// reading the log's newest entry made Redis build the whole entry on every call).
+    func topicLast(_ topic: String) -> String { Self.topicPrefix + topic + Self.lastSuffix }
     private static let topicPrefix = "rcpt:t:{"
     private static let seqSuffix = "}:seq"
     private static let logSuffix = "}:log"
     private static let epochSuffix = "}:epoch"
+    private static let lastSuffix = "}:last"
 
-    /// The topic's seq, log and epoch keys, appended to a command's arguments as they are written,
-    /// with no `String` made for each (a publish batch names them on every call).
+    /// The topic's seq, log, epoch and last-entry keys, appended to a command's arguments as they
+    /// are written, with no `String` made for each (a publish batch names them on every call).
     func appendTopicKeys(_ topic: String, to arguments: inout RedisArguments) {
         arguments.append(Self.topicPrefix, topic, Self.seqSuffix)
         arguments.append(Self.topicPrefix, topic, Self.logSuffix)
         arguments.append(Self.topicPrefix, topic, Self.epochSuffix)
+        arguments.append(Self.topicPrefix, topic, Self.lastSuffix)
     }
     /// Each node's share of a topic's or store's presence: a hash of entries by node.
     func presence(_ target: StreamTarget) -> String {

@@ -128,7 +128,8 @@ enum ClusterScripts {
 
         """
 
-    /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log and epoch.
+    /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log, epoch and
+    /// last entry's ID (`ClusterKeys.topicLast`).
     /// ARGV: max log length, max log age in ms (0: none), the cluster's channel, the publishing
     /// node's channel, then for each topic: its notice, a fresh epoch, the epoch the publishing node
     /// follows and the last number it has read in it ("" and 0: none), its count n, and n pairs of
@@ -180,22 +181,21 @@ enum ClusterScripts {
         local format = string.format
         local out = {}
         local a = 5
-        for k = 1, #KEYS, 3 do
-          local seqKey, logKey, epochKey = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+        for k = 1, #KEYS, 4 do
+          local seqKey, logKey, epochKey, lastKey = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
           local notice, n = ARGV[a], tonumber(ARGV[a + 4])
           local last = redis.call('INCRBY', seqKey, n)
           local first = last - n + 1
           local epoch = redis.call('GET', epochKey)
-          local top = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)
-          local previous = '0-0'
-          if #top > 0 then previous = top[1][1] end
+          local previous = redis.call('GET', lastKey) or '0-0'
           local id = '*'
           if not epoch or (epoch == ARGV[a + 2] and first <= tonumber(ARGV[a + 3])) then
             epoch = ARGV[a + 1]
             redis.call('SET', epochKey, epoch)
             local now = redis.call('TIME')
             local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1
-            if tonumber(string.match(previous, '^%d+')) < ms then id = ms .. '-0' end
+            local top = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)
+            if #top == 0 or tonumber(string.match(top[1][1], '^%d+')) < ms then id = ms .. '-0' end
           end
           a = a + 5
           local from = a
@@ -205,6 +205,7 @@ enum ClusterScripts {
             a = a + 2
           end
           id = redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
+          redis.call('SET', lastKey, id)
           a = a + 2
           if ttl > 0 then
             local now = redis.call('TIME')

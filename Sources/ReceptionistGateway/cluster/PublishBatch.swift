@@ -93,8 +93,8 @@ struct PublishBatch: ScriptBatch {
         let number: UInt64
     }
 
-    /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log and
-    /// epoch keys, then the log's bounds, the cluster's channel and the publishing node's
+    /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log,
+    /// epoch and last-entry keys, then the log's bounds, the cluster's channel and the publishing node's
     /// (`nodeChannel`), and for each topic its notice, a fresh epoch (for a topic that has none, or
     /// whose log Redis holds less of than this node has read), what this node has read of it
     /// (`known`, by the topic's slot; "" and 0 for nothing), its count, and its messages as data
@@ -104,7 +104,7 @@ struct PublishBatch: ScriptBatch {
         freshEpoch: () -> String
     ) -> RedisArguments {
         var arguments = RedisArguments(capacity: 256 + topics.count * 224 + messages.count * 48 + bytes)
-        arguments.append(topics.count * 3)
+        arguments.append(topics.count * 4)
         for topic in topics { keys.appendTopicKeys(topic.name, to: &arguments) }
         arguments.append(history.maxEntries)
         arguments.append(history.maxAgeMilliseconds)
