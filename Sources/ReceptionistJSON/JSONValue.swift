@@ -16,6 +16,28 @@ public enum JSONValue: Sendable, Hashable {
     case array([JSONValue])
     case object(JSONObject)
 
+    /// Equal when they are the same text: strings and member names by their bytes (Swift's
+    /// `String` takes two canonically equivalent strings, `é` as one code point or two, for one),
+    /// so a change from one to the other is a change, and equal values encode equally. The hash,
+    /// by `String`'s, is the same for byte-equal strings, as it must be.
+    public static func == (a: JSONValue, b: JSONValue) -> Bool {
+        switch (a, b) {
+        case (.null, .null): return true
+        case (.bool(let x), .bool(let y)): return x == y
+        case (.number(let x), .number(let y)): return x == y
+        case (.string(let x), .string(let y)): return sameBytes(x, y)
+        case (.array(let x), .array(let y)): return x.count == y.count && zip(x, y).allSatisfy(==)
+        case (.object(let x), .object(let y)):
+            return x.count == y.count && zip(x, y).allSatisfy { sameBytes($0.key, $1.key) && $0.value == $1.value }
+        default: return false
+        }
+    }
+
+    private static func sameBytes(_ x: String, _ y: String) -> Bool {
+        var x = x, y = y
+        return x.withUTF8 { x in y.withUTF8 { y in x.count == y.count && x.elementsEqual(y) } }
+    }
+
     public var objectValue: JSONObject? {
         if case .object(let members) = self { return members }
         return nil

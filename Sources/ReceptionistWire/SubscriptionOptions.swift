@@ -28,10 +28,42 @@ public struct SubscriptionOptions: Sendable, Hashable {
     public static let minRate = 0.01
 
     public init(models: [String]? = nil, paths: [[String]]? = nil, maxRate: Double? = nil, old: Bool = false) {
-        self.models = models.map { Array(Set($0)).sorted() }
-        self.paths = paths.map { Array(Set($0)).sorted { $0.lexicographicallyPrecedes($1) } }
+        self.models = models.map { Self.distinct($0, bytes: { Array($0.utf8) }) }
+        self.paths = paths.map { Self.distinct($0, bytes: { Array($0.joined(separator: ".").utf8) }) }
         self.maxRate = maxRate
         self.old = old
+    }
+
+    /// `items` without repeats, in the order of their bytes. A model prefix and a key path match
+    /// by bytes, so two written differently are two options, though Swift's `String` takes two
+    /// canonically equivalent ones (`é` as one code point or two) for one.
+    private static func distinct<T>(_ items: [T], bytes: (T) -> [UInt8]) -> [T] {
+        var seen = Set<[UInt8]>()
+        return items.map { (bytes($0), $0) }.sorted { $0.0.lexicographicallyPrecedes($1.0) }.compactMap {
+            seen.insert($0.0).inserted ? $0.1 : nil
+        }
+    }
+
+    /// Equal when they ask for the same bytes: the options group subscribers that get the same
+    /// frames (`StoreFeed`), and a filter matches by bytes.
+    public static func == (a: SubscriptionOptions, b: SubscriptionOptions) -> Bool {
+        a.maxRate == b.maxRate && a.old == b.old && bytesEqual(a.models, b.models, { [$0] })
+            && bytesEqual(a.paths, b.paths, { $0 })
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(maxRate)
+        hasher.combine(old)
+        hasher.combine(models.map { $0.map { Array($0.utf8) } })
+        hasher.combine(paths.map { $0.map { $0.map { Array($0.utf8) } } })
+    }
+
+    private static func bytesEqual<T>(_ a: [T]?, _ b: [T]?, _ parts: (T) -> [String]) -> Bool {
+        guard let a, let b else { return a == nil && b == nil }
+        return a.count == b.count && zip(a, b).allSatisfy { x, y in
+            let (x, y) = (parts(x), parts(y))
+            return x.count == y.count && zip(x, y).allSatisfy { $0.utf8.elementsEqual($1.utf8) }
+        }
     }
 
     /// No option at all: today's stream of every change set, unfiltered.

@@ -25,6 +25,18 @@ import Testing
 
     // MARK: From a subscribe message
 
+    /// A model prefix and a key path match by bytes: two written differently (`é` as one code point
+    /// or two) are two options, kept apart and never one group. Before, Swift's `String` took them
+    /// for one, and a subscriber could get another's filter.
+    @Test func optionsWrittenWithOtherBytesAreOtherOptions() {
+        let composed = SubscriptionOptions(models: ["\u{E9}*"]), decomposed = SubscriptionOptions(models: ["e\u{301}*"])
+        #expect(composed != decomposed)
+        #expect(Set([composed, decomposed]).count == 2)
+        #expect(SubscriptionOptions(models: ["\u{E9}*", "e\u{301}*", "\u{E9}*"]).models?.count == 2)
+        #expect(SubscriptionOptions(paths: [["\u{E9}"], ["e\u{301}"]]).paths?.count == 2)
+        #expect(SubscriptionOptions(models: ["b", "a", "b"]) == SubscriptionOptions(models: ["a", "b"]))
+    }
+
     @Test func aMessageWithoutOptionsHasNone() throws {
         #expect(try message(#"{"type":"subscribe","store":"s"}"#).get() == .none)
         #expect(try message(#"{"type":"subscribe","store":"s","models":null,"paths":null,"maxRate":null,"old":null}"#).get() == .none)

@@ -179,3 +179,21 @@ def test_patch_of_missing_model_is_404_and_creates_nothing(server):
     store = fresh_store(server.port)
     assert_json_error(api(server.port, "PATCH", model_path(store, "ghost"), {"a": 1}), 404, "not_found")
     assert plain_snapshot(server.port, store) == {"store": store, "version": 0, "models": {}}
+
+
+def test_a_string_written_another_way_is_a_change_every_subscriber_gets(server):
+    """`é` as one code point and as `e` with a combining accent are two texts. A patch from one to
+    the other is a change: stored, numbered and sent to a subscriber whose `paths` holds it.
+    Before, the store took them for one value: the patch was answered and dropped, or the value
+    changed with no frame to a `paths` subscriber, which kept the old text for good."""
+    from wsclient import connect, recv_json, subscribe
+    store = fresh_store(server.port)
+    put_model(server.port, store, "m", {"x": {"k": "\u00e9"}, "y": 1}, 201)
+    with connect(server.port) as ws:
+        assert subscribe(ws, store=store, paths=["x.k"])["type"] == "snapshot"
+        resp = api(server.port, "PATCH", model_path(store, "m"), body=b'{"x":{"k":"e\\u0301"}}')
+        assert json_ok(resp)["version"] == 2, resp.body
+        frame = recv_json(ws)
+        assert frame["type"] == "changes" and frame["version"] == 2, frame
+        assert frame["changes"][0]["value"] == "e\u0301", frame
+    assert get_model(server.port, store, "m")["value"] == {"x": {"k": "e\u0301"}, "y": 1}
