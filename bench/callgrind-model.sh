@@ -38,7 +38,7 @@ for binary in "$@"; do
   rm -f "$work"/out*
   if [ "$scope" = commit ]; then
     valgrind --tool=callgrind --callgrind-out-file="$work/out" \
-      --toggle-collect='$s17ReceptionistModel0B5StoreC6commityAA9ChangeSet*' \
+      --toggle-collect='$s17ReceptionistModel0B5StoreC6commit_2ifAA9ChangeSet*' \
       "$work/bench" model --threads 1 --changes-per-set "$per_set" --policies coalesce \
       --change-sets "$change_sets" > "$work/run.log" 2>&1
     instructions=$(grep -o 'Collected : [0-9]*' "$work/run.log" | awk '{print $3}')

@@ -173,7 +173,7 @@ extension ModelStore {
             if operation.pointee.keyPath.count == 0, operation.pointee.value?.objectValue == nil {
                 throw StoreError.notAnObject("a model")
             }
-            if let problem = ModelValueRules.problem(at: operation.pointee.keyPath, value: operation.pointee.value) {
+            if let problem = ModelValueRules.problem(setting: operation.pointee.value, keyPathCount: operation.pointee.keyPath.count) {
                 throw StoreError.invalidValue(problem)
             }
         case .delete:

@@ -14,10 +14,12 @@ enum ModelValueRules {
     /// Why `value`, written `keyPathCount` members deep into a model, may not be, or nil.
     static func problem(in value: JSONValue, keyPathCount: Int = 0) -> String? {
         guard keyPathCount + depth(of: value, limit: JSONParser.maxDepth - keyPathCount) <= JSONParser.maxDepth else {
-            return "a model may nest at most \(JSONParser.maxDepth) levels deep, its key path included"
+            return tooDeep
         }
         return badName(in: value).map(because)
     }
+
+    private static let tooDeep = "a model may nest at most \(JSONParser.maxDepth) levels deep, its key path included"
 
     private static func isBad(_ name: String) -> Bool {
         name.isEmpty || name.utf8.contains(UInt8(ascii: "."))
@@ -29,16 +31,15 @@ enum ModelValueRules {
             : "the member name '\(name)' holds a '.', which separates a change's key path"
     }
 
-    /// Why a `set` of `value` (nil: a removal) at `keyPath` may not be, or nil: the key path's
-    /// names follow the member names' rule too.
-    static func problem(at keyPath: ModelKeyPath, value: JSONValue?) -> String? {
-        // Read where the keys are: a job's `set` of one key comes through here on every change.
-        if let name = keyPath.withComponents({ $0.first(where: isBad) }) { return because(name) }
-        guard let value else { return nil }
-        if case .object = value {} else if case .array = value {} else {
-            return keyPath.count < JSONParser.maxDepth ? nil : problem(in: value, keyPathCount: keyPath.count)
+    /// Why a `set` of `value` (nil: a removal) `keyPathCount` members deep may not be, or nil. A
+    /// key path parsed from text holds no empty or dotted name (`ModelKeyPath(parsing:)`), so only
+    /// the value's names are looked at; a scalar, what jobs set most, costs a comparison.
+    static func problem(setting value: JSONValue?, keyPathCount: Int) -> String? {
+        switch value {
+        case .object?, .array?: return problem(in: value!, keyPathCount: keyPathCount)
+        case nil: return nil
+        default: return keyPathCount < JSONParser.maxDepth ? nil : tooDeep
         }
-        return problem(in: value, keyPathCount: keyPath.count)
     }
 
     /// The levels of objects and arrays in `value` (a scalar: 1), counted up to just past `limit`.

@@ -25,17 +25,17 @@ import Testing
         #expect(ModelValueRules.depth(of: nested(300), limit: 10) == 11, "counted only just past the limit")
         #expect(ModelValueRules.problem(in: nested(JSONParser.maxDepth - 1)) == nil)
         #expect(ModelValueRules.problem(in: nested(JSONParser.maxDepth)) != nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(Array(repeating: "k", count: 100)), value: nested(155)) == nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(Array(repeating: "k", count: 100)), value: nested(156)) != nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(Array(repeating: "k", count: 255)), value: "x") == nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(Array(repeating: "k", count: 256)), value: "x") != nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(Array(repeating: "k", count: 1000)), value: nil) == nil, "a removal makes nothing deeper")
+        #expect(ModelValueRules.problem(setting: nested(155), keyPathCount: 100) == nil)
+        #expect(ModelValueRules.problem(setting: nested(156), keyPathCount: 100) != nil)
+        #expect(ModelValueRules.problem(setting: "x", keyPathCount: 255) == nil)
+        #expect(ModelValueRules.problem(setting: "x", keyPathCount: 256) != nil)
+        #expect(ModelValueRules.problem(setting: nil, keyPathCount: 1000) == nil, "a removal makes nothing deeper")
     }
 
-    @Test func aSetsKeyPathFollowsTheMemberNamesRule() {
-        #expect(ModelValueRules.problem(at: "color", value: "red") == nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(["a.b"]), value: 1) != nil)
-        #expect(ModelValueRules.problem(at: ModelKeyPath(["x", ""]), value: nil) != nil)
+    @Test func aSetsValueFollowsTheMemberNamesRule() {
+        #expect(ModelValueRules.problem(setting: "red", keyPathCount: 1) == nil)
+        #expect(ModelValueRules.problem(setting: ["a.b": 1], keyPathCount: 1) != nil)
+        #expect(ModelValueRules.problem(setting: [["": 1]], keyPathCount: 1) != nil)
     }
 
     @Test func aStoreRefusesSuchAWriteAndChangesNothing() throws {
