@@ -341,3 +341,43 @@ def test_without_reconnect_a_drop_ends_the_subscription(server):
         assert all(0.08 <= Backoff().delay(0) <= 0.1 for _ in range(50))
 
     run(scenario)
+
+
+def test_a_connection_refused_before_the_subscription_is_answered_raises_forbidden(start_server, tmp_path):
+    """The connect hook refuses the connection (close 1008 with its reason) before the gateway
+    answers the subscription: the stream raises `Forbidden` after one connection. Before, the
+    client took it for a lost connection and reconnected about seven times a second, for good,
+    with `max_attempts` never counting."""
+    from hooks import Backend
+    backend = Backend(tmp_path / "backend")
+    try:
+        gateway_process = start_server(*backend.hook_args("connect"))
+
+        async def scenario() -> None:
+            async with AsyncGateway(url(gateway_process), stream_options=FAST) as gateway:
+                tiles = gateway.subscribe_store(unique("py-refused"))
+                with pytest.raises(Forbidden) as refused:
+                    await step(tiles)
+                assert "no session" in refused.value.detail, refused.value
+                assert tiles.connections == 1, tiles.connections
+
+        run(scenario)
+        assert backend.stats()["calls"]["connect"] == 1
+    finally:
+        backend.stop()
+
+
+def test_a_snapshot_events_frame_stays_as_received_while_the_state_moves_on(server):
+    store = unique("py-frame")
+
+    async def scenario() -> None:
+        async with AsyncGateway(url(server)) as gateway:
+            await gateway.create_store(store)
+            await gateway.put_model(store, "a", {"v": 1})
+            tiles = gateway.subscribe_store(store)
+            snapshot = await step(tiles)
+            await gateway.put_model(store, "a", {"v": 99})
+            assert (await step(tiles)).version == 2 and tiles.state == {"a": {"v": 99}}
+            assert snapshot.frame["models"] == {"a": {"v": 1}}, snapshot.frame
+
+    run(scenario)

@@ -26,7 +26,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.typing import Subprotocol
 
 from ._common import USER_AGENT, Settings
-from .errors import GatewayError, Unavailable, error_from_frame, error_from_response
+from .errors import Forbidden, GatewayError, Unavailable, error_from_frame, error_from_response
 
 __all__ = ["Backoff", "StreamOptions", "Stream", "SUBPROTOCOL"]
 
@@ -89,6 +89,7 @@ class Stream(ABC, Generic[E]):
         self._failures = 0            # attempts failed in a row (connect or subscribe)
         self._drain_delay: float | None = None
         self._lost = False            # a connection was opened before: the next one waits
+        self._answered = False        # the gateway answered this connection's subscription
         self._busy = False
         self._closed = False
         #: Why the subscription ended by itself (``"deleted"``, ``"unsubscribed"``), if it did.
@@ -111,6 +112,7 @@ class Stream(ABC, Generic[E]):
 
     def _confirmed(self) -> None:
         self._failures = 0
+        self._answered = True
 
     def _end(self, reason: str) -> None:
         self.ended = reason
@@ -204,6 +206,7 @@ class Stream(ABC, Generic[E]):
             self.reconnects += self._lost
             self.connections += 1
             self._lost = True
+            self._answered = False
             self._ws = ws
             return
         raise StopAsyncIteration
@@ -247,6 +250,15 @@ class Stream(ABC, Generic[E]):
         if self._closed or self.ended is not None:
             return
         log.debug("receptionist: connection lost (%s); resuming", closed)
+        if not self._answered:
+            # Closed before the subscription was answered: a refusal (1008, the connect hook's
+            # or the token's, with its reason), or an attempt that failed, which backs off and
+            # counts toward `max_attempts`, as a failed connect does.
+            received = closed.rcvd
+            if received is not None and received.code == 1008:
+                self._closed = True
+                raise Forbidden("forbidden", None, received.reason or "the gateway refused the connection") from closed
+            self._failed()
         if not self._options.reconnect:
             self._closed = True
             raise Unavailable("connection_lost", None, f"the connection ended: {closed}") from closed

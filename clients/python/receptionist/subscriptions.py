@@ -123,7 +123,8 @@ class StoreSubscription(Stream[StoreEvent]):
         version = _int(frame, "version")
         if kind == "snapshot" and version is not None:
             models = frame.get("models")
-            self._state = models if isinstance(models, dict) else {}
+            # A copy: the event's frame stays as received while the state moves on.
+            self._state = copy.deepcopy(models) if isinstance(models, dict) else {}
             self.version = version
             if isinstance(frame.get("epoch"), str):
                 self.epoch = frame["epoch"]
