@@ -4,6 +4,9 @@ import { DEFAULTS, PROTOCOL } from './defaults.js';
 import { Emitter } from './emitter.js';
 import { browserOffline, isObject, utf8Length } from './helpers.js';
 
+/** The longest delay a timer takes (a longer one fires at once). */
+const MAX_TIMER_MS = 2_147_483_647;
+
 /**
  * ReceptionistClient's base class: its WebSocket, and what both transports share (backoff,
  * status, tokens, the browser going offline and online). It works on the state that
@@ -92,6 +95,19 @@ export class Connection extends Emitter {
       if (head && head.kind === 'unsubscribe' && head.key === target) {
         this._pending.shift();
         this._dropLease(head.lease);
+        return;
+      }
+      // Unasked: the gateway ended the subscription (its store was deleted), and the copy is
+      // stale. It is refused as a subscribe to a missing store is, and retried with backoff, so a
+      // store made again comes back as a reset snapshot, as over SSE.
+      const ended = route && route[0];
+      if (ended && !ended.dead) {
+        this._dropLease(ended);
+        const sub = ended.sub;
+        sub._lease = null;
+        const error = { code: 'no_such_store', message: `the gateway ended the subscription (${frame.reason || 'unsubscribed'})` };
+        this._emit('error', { ...error, subscription: sub });
+        sub._refused(error);
       }
       return;
     }
@@ -152,13 +168,23 @@ export class Connection extends Emitter {
     if (typeof this._token !== 'function' || typeof expiresAt !== 'number' || this._tokenIn !== 'message') return;
     const leftMs = expiresAt * 1000 - Date.now();
     const generation = this._generation;
+    const dueInMs = Math.max(0, leftMs - Math.min(60_000, leftMs / 4));
+    // A timer runs at most 2^31 - 1 ms ahead (a longer one fires at once): a token of more than
+    // about 24 days is looked at again then, not renewed.
+    if (dueInMs > MAX_TIMER_MS) {
+      this._renewTimer = setTimeout(() => {
+        this._renewTimer = null;
+        if (generation === this._generation) this._scheduleRenewal(expiresAt);
+      }, MAX_TIMER_MS);
+      return;
+    }
     this._renewTimer = setTimeout(() => {
       this._renewTimer = null;
       this._withToken((token) => {
         if (generation !== this._generation || !this._open || !token) return;
         this._send({ type: 'auth', token }, { kind: 'auth' });
       });
-    }, Math.max(0, leftMs - Math.min(60_000, leftMs / 4)));
+    }, dueInMs);
   }
 
   _cancelRenewal() {

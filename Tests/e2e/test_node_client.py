@@ -111,6 +111,31 @@ def test_node_with_a_token_and_a_websocket_class_passed_in(start_server):
         backend.close()
 
 
+def test_a_token_good_for_forty_days_is_asked_for_once(start_server):
+    """A token given as a function is asked again ahead of its expiry: for one of forty days, not
+    now. Before, the renewal's delay passed a timer's limit (2^31 - 1 ms, about 24.8 days), fired
+    at once, and the client asked and sent `auth` about forty times a second."""
+    server = start_server("--api-key", KEY, "--token-secret", SECRET)
+    store = unique("node")
+    assert request(server.port, "POST", "/api/stores", {"name": store}, {"Authorization": f"Bearer {KEY}"}).status == 201
+    topic = unique("node")
+    token = token_for(seconds=40 * 86400, stores=[store], topics=[topic], publish=[topic])
+    backend = Backend(server.port, store, topic, {"RECEPTIONIST_TOKEN": token, "RECEPTIONIST_TOKEN_FN": "1"})
+    try:
+        backend.next("token-asked")
+        backend.next("live")
+        backend.held.clear()  # what connecting asked
+        for n in range(3):  # round trips, while a renewal would be asking; each publish asks once
+            backend.send(f'publish {{"n":{n}}}')
+            backend.next("published")
+        while not backend.lines.empty():
+            backend.held.append(backend.lines.get())
+        asked = [line for line in backend.held if line["event"] == "token-asked"]
+        assert len(asked) == 3, backend.held
+    finally:
+        backend.close()
+
+
 def test_node_commits_and_calls_the_backend_over_its_websocket(start_server, tmp_path):
     """commit() with the token's write grant, a stale ifVersion refused with the version, and rpc()
     answered by a real backend's hook."""
@@ -136,3 +161,30 @@ def test_node_commits_and_calls_the_backend_over_its_websocket(start_server, tmp
     finally:
         backend.close()
         hooks.stop()
+
+
+def test_a_deleted_store_is_no_longer_live_and_comes_back_reset_when_made_again(start_server):
+    """The gateway ends a store's subscription when the store is deleted (`unsubscribed`,
+    `deleted`): the client leaves `live` with a `no_such_store` error and retries, and when the
+    store is made again its subscription comes back as a reset snapshot of the new store. Before,
+    the WebSocket client dropped the frame and stayed `live` on the deleted store's models for
+    good (the gateway no longer counted it as subscribed)."""
+    port = start_server().port
+    store, topic = new_store(port, {"a": {"v": 1}}, prefix="node"), unique("node")
+    backend = Backend(port, store, topic)
+    try:
+        assert backend.next("snapshot")["models"] == {"a": {"v": 1}}
+        assert request(port, "DELETE", f"/api/stores/{store}").status == 200
+        assert backend.next("error") == {"event": "error", "code": "no_such_store"}
+        status = backend.next("store-status")
+        while status["status"] == "live":
+            status = backend.next("store-status")
+        assert status["status"] == "reconnecting", status
+        assert request(port, "POST", "/api/stores", {"name": store}).status == 201
+        commit(port, store, [{"op": "put", "model": "b", "value": {"v": 2}}])
+        snapshot = backend.next("snapshot")
+        while snapshot["models"] != {"b": {"v": 2}}:
+            snapshot = backend.next("snapshot")
+        assert snapshot["reset"] is True, snapshot
+    finally:
+        backend.close()

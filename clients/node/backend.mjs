@@ -7,8 +7,9 @@
 //   rpc {"method":"echo","data":{…}} → {"event":"rpc","result":…} (the backend's RPC hook)
 //   close                            → the process ends
 //
-// RECEPTIONIST_TOKEN (a subscription token) is used when set; RECEPTIONIST_WEBSOCKET=passed hands
-// the WebSocket class in explicitly, as a runtime without a global one must.
+// RECEPTIONIST_TOKEN (a subscription token) is used when set (RECEPTIONIST_TOKEN_FN=1: through a
+// function); RECEPTIONIST_WEBSOCKET=passed hands the WebSocket class in explicitly, as a runtime
+// without a global one must.
 import { createInterface } from 'node:readline';
 import { ReceptionistClient } from '../../Public/receptionist-client.js';
 
@@ -16,15 +17,21 @@ const [url, store, topic] = process.argv.slice(2);
 const out = (event) => process.stdout.write(`${JSON.stringify(event)}\n`);
 const WebSocketClass = globalThis.WebSocket;
 if (process.env.RECEPTIONIST_WEBSOCKET === 'passed') delete globalThis.WebSocket;
+// RECEPTIONIST_TOKEN_FN=1 hands the token in as a function, asked again ahead of its expiry.
+const askToken = () => {
+  out({ event: 'token-asked' });
+  return process.env.RECEPTIONIST_TOKEN;
+};
 const client = new ReceptionistClient({
   url,
-  token: process.env.RECEPTIONIST_TOKEN || undefined,
+  token: process.env.RECEPTIONIST_TOKEN_FN ? askToken : process.env.RECEPTIONIST_TOKEN || undefined,
   ...(process.env.RECEPTIONIST_WEBSOCKET === 'passed' ? { WebSocket: WebSocketClass } : {}),
 });
 client.on('error', (error) => out({ event: 'error', code: error.code }));
 
 const tiles = client.subscribeStore(store);
 tiles.on('snapshot', (e) => out({ event: 'snapshot', version: e.version, reset: e.reset, models: tiles.toJSON() }));
+tiles.on('status', (e) => out({ event: 'store-status', status: e.status }));
 // After each change set is applied whole (a 'change' event comes for each change within it).
 tiles.on('frame', (frame) => {
   if (frame.type === 'changes') out({ event: 'change', version: tiles.version, models: tiles.toJSON() });
