@@ -343,6 +343,13 @@ def test_client_message_rate(start_server):
         # The dropped message had no effect, and the connection stays open.
         send_json(ws, {"type": "unsubscribe", "topic": "d"})
         assert recv_json(ws)["code"] == "rate_limited"
+        # A dropped commit or RPC is named, so a client waiting on it is told which one.
+        send_json(ws, {"type": "commit", "store": "s", "changes": [{"op": "delete", "model": "m"}], "ref": "c7"})
+        assert recv_json(ws) == {"type": "error", "code": "rate_limited", "message": "too many messages; this one was dropped",
+                                 "ref": "c7"}
+        send_json(ws, {"type": "rpc", "id": "r9", "method": "m"})
+        answer = recv_json(ws)
+        assert (answer["type"], answer["id"], answer["code"]) == ("rpc_error", "r9", "rate_limited"), answer
 
 
 def test_tokens_in_urls_stay_out_of_the_logs(start_server):

@@ -126,7 +126,7 @@ final class WebSocketSession: StreamSession {
                 }
                 guard services.config.clientMessageRate.take(&messageBucket, now: connection.loop.nowMilliseconds) else {
                     services.counters.refused(.messageRate)
-                    sendError(ClientMessage.Problem(.rateLimited, "too many messages; this one was dropped"))
+                    refuseForMessageRate(decoded)
                     return nil
                 }
                 return perform(decoded)
