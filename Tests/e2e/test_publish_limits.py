@@ -169,7 +169,7 @@ def test_refused_publishes_count_against_the_client_message_rate(start_server):
             ws.send(publish_text(topic, '{"n":%d}' % n, f"r{n}"))
             assert_error(recv_json(ws), "unauthorized", f"r{n}")
         ws.send(publish_text(topic, '{"n":3}', "r3"))
-        assert_error(recv_json(ws), "rate_limited")
+        assert_error(recv_json(ws), "rate_limited", "r3")  # named, so its sender knows which
     assert topic_seq(port, topic) == 0
 
 
