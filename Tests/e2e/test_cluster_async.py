@@ -50,6 +50,18 @@ def requests_seen(port: int) -> int:
     return int(value(scrape(port), "receptionist_http_requests_total"))
 
 
+def wait_until_routed(port: int, before: int, count: int, what: str) -> None:
+    """Waits until the node has begun to answer `count` requests since `before` (the scrapes
+    count themselves)."""
+    scrapes = [0]
+
+    def all_routed() -> bool:
+        scrapes[0] += 1
+        return requests_seen(port) >= before + count + scrapes[0]
+
+    wait_for(all_routed, 10, f"the {what} never reached the node")
+
+
 def answered_503_while_redis_sleeps(node, redis, method: str, path: str, body) -> None:
     """The write is answered 503 by `--redis-timeout` (0.5 s here) while Redis sleeps, saying its
     outcome is unknown, and the node serves other requests meanwhile."""
@@ -79,13 +91,7 @@ def test_slow_redis_delays_only_its_replies_and_parks_no_job_thread(start_server
     try:
         sent = publishes(node.port, topic, 8)
         # All eight are being answered (the scrapes count themselves): each is waiting on Redis.
-        scrapes = [0]
-
-        def all_routed() -> bool:
-            scrapes[0] += 1
-            return requests_seen(node.port) >= before + 8 + scrapes[0]
-
-        wait_for(all_routed, 10, "the publishes never reached the node")
+        wait_until_routed(node.port, before, 8, "publishes")
         # A read that needs the one job thread is answered while Redis still sleeps: no publish
         # holds the thread, and none has been answered yet.
         snapshot = json_ok(api(node.port, "GET", f"/api/stores/{store}", timeout=10))
@@ -117,13 +123,7 @@ def test_slow_redis_delays_only_its_commits_and_parks_no_job_thread(start_server
     sleeper = redis_sleep(redis, 3)
     try:
         sent = commits(node.port, store, range(8))
-        scrapes = [0]
-
-        def all_routed() -> bool:
-            scrapes[0] += 1
-            return requests_seen(node.port) >= before + 8 + scrapes[0]
-
-        wait_for(all_routed, 10, "the commits never reached the node")
+        wait_until_routed(node.port, before, 8, "commits")
         # Each commit was computed on the one job thread and handed to Redis; the thread is free:
         # a read that needs it is answered while Redis still sleeps, and no commit is answered.
         snapshot = json_ok(api(node.port, "GET", f"/api/stores/{store}", timeout=10))
@@ -230,13 +230,7 @@ def test_slow_redis_creating_or_deleting_a_store_parks_no_job_thread(start_serve
     sleeper = redis_sleep(redis, 3)
     try:
         sent = Requests(node.port, [("POST", "/api/stores", {"name": made}), ("DELETE", f"/api/stores/{doomed}", None)])
-        scrapes = [0]
-
-        def all_routed() -> bool:
-            scrapes[0] += 1
-            return requests_seen(node.port) >= before + 2 + scrapes[0]
-
-        wait_for(all_routed, 10, "the requests never reached the node")
+        wait_until_routed(node.port, before, 2, "requests")
         snapshot = json_ok(api(node.port, "GET", f"/api/stores/{kept}", timeout=10))
         assert snapshot["version"] == 0
         assert sent.count() == 0, sent.answers
