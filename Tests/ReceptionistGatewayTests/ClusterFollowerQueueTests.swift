@@ -167,8 +167,10 @@ import Testing
 
         /// A follower of store "s" applying on `applier` (stopped with the rig), and its reader, at
         /// the log's start.
+        /// A follower of store "s", whose replica this node holds (as one it made or read).
         func storeFollower(applier: SerialWorker) -> (StoreFollower, StreamReader) {
             appliers.append(applier)
+            stores.replica("s")
             let follower = StoreFollower(name: "s", loop: loop, stores: stores, applier: applier, commands: commands, keys: keys, logger: logger)
             return (follower, StreamReader(key: "store-log", cursor: StreamCursor(), commands: commands, follower: follower))
         }

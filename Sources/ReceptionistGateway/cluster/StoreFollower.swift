@@ -58,7 +58,8 @@ final class StoreFollower: StreamFollower {
     /// than `seconds` are dropped: their commits were answered by their deadline.
     func whenApplied(_ version: UInt64, seconds: Double, answer: @escaping () -> Void) {
         guard !stopped else { return }
-        guard stores.replica(name).version < version else { return answer() }
+        // A replica gone (the store deleted since) answers as Redis did.
+        guard let replica = stores.store(name), replica.version < version else { return answer() }
         let now = loop.nowMilliseconds
         let span = UInt64(max(0, seconds) * 1000)
         if let oldest = waiters.first, oldest.since + span < now {
@@ -71,7 +72,7 @@ final class StoreFollower: StreamFollower {
     /// applied a batch or a reset.
     private func answerWaiters() {
         guard !stopped, !waiters.isEmpty else { return }
-        let version = stores.replica(name).version
+        let version = stores.store(name)?.version ?? .max
         let reached = waiters.filter { $0.version <= version }
         waiters.removeAll { $0.version <= version }
         for waiter in reached { waiter.answer() }
@@ -82,7 +83,9 @@ final class StoreFollower: StreamFollower {
     func follow(_ entries: [StreamEntry], reader: StreamReader) {
         guard !stopped else { return }
         var batch: [(UInt64, [UInt8])] = []
-        let epoch = Array(stores.replica(name).epoch.utf8)
+        // Entries of a store this node holds no replica of (deleted here since) are nobody's.
+        guard let replica = stores.store(name) else { return }
+        let epoch = Array(replica.epoch.utf8)
         for entry in entries {
             guard let version = entry.number("v"), let json = entry.field("c") else { continue }
             guard var cursor = reader.cursor else { break }
@@ -114,7 +117,7 @@ final class StoreFollower: StreamFollower {
                 reader.cursor = nil
             case .regressed:
                 logger.error("store version went back: did Redis come back with older data? Re-reading the store", metadata: ["store": "\(name)"])
-                retired.wentBack = stores.replica(name).epoch
+                retired.wentBack = replica.epoch
                 reader.cursor = nil
             }
         }
@@ -124,7 +127,7 @@ final class StoreFollower: StreamFollower {
     /// Redis answered a commit with a version behind the replica's, in its epoch: it came back
     /// with older data. Read the store whole in a new epoch.
     func storeWentBack(_ reader: StreamReader) {
-        retired.wentBack = stores.replica(name).epoch
+        retired.wentBack = stores.store(name)?.epoch
         reader.cursor = nil
         reader.read()
     }
@@ -136,7 +139,7 @@ final class StoreFollower: StreamFollower {
     /// Hands change sets to the replica thread, in order. One that does not fit the replica
     /// (which should not happen) sends the reader back to a snapshot.
     private func apply(_ batch: [(UInt64, [UInt8])], reader: StreamReader) {
-        let store = stores.replica(name)
+        guard let store = stores.store(name) else { return }
         let back = LoopBound((self, reader), loop: loop)
         let mailbox = loop.mailbox
         batchesInFlight += 1
@@ -171,7 +174,6 @@ final class StoreFollower: StreamFollower {
     /// that replaces the one that went back, so no version means two states in one epoch.
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         guard !stopped else { return done(nil) }
-        let store = stores.replica(name)
         let applier = self.applier
         let sent = commands.eval(ClusterScripts.snapshot, [
             "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), ModelStore.newEpoch(),
@@ -185,6 +187,11 @@ final class StoreFollower: StreamFollower {
             // No such store in Redis (it lost its data): the replica is emptied into an epoch of
             // its own, so its subscribers are told (a reset snapshot) and no resume mistakes the
             // old numbers for new ones; when the store is made again, its epoch is Redis's.
+            let held = stores.store(name)
+            // No such store in Redis and no replica here: a notice that came after this node's
+            // own deletion of it. Nothing to follow, and no replica made of what is gone.
+            if versionNumber < 0, held == nil { return done(nil) }
+            let store = held ?? stores.replica(name, epoch: logEpoch)
             let epoch = versionNumber < 0 ? ModelStore.newEpoch() : logEpoch
             retired.wentBack = nil
             if epoch != store.epoch { retired.leave(store.epoch) }
