@@ -67,7 +67,13 @@ struct RedisConnectionTests {
                 loop.mailbox.shutDown()
                 done.signal()
             }
-            events.onConnected = {
+            // Begun once both are connected: each retries while the server starts, and a command
+            // sent while its connection waits to retry is refused (under load, the commands
+            // connection could still be waiting when the other had subscribed).
+            var connected = 0
+            let begin = {
+                connected += 1
+                guard connected == 2 else { return }
                 events.subscribe(["news", "sport"], subscribed: {
                     record("subscribed")
                     commands.send(["SET", "k", "v"]) { reply in record("SET \(reply?.text ?? "nil")") }
@@ -78,6 +84,8 @@ struct RedisConnectionTests {
                     commands.send(["PUBLISH", "sport", "goal"]) { reply in record("PUBLISH \(reply?.integer ?? -1)") }
                 }, message: { payload in record("message \(payload)") })
             }
+            commands.onConnected = begin
+            events.onConnected = begin
             commands.start()
             events.start()
         }
