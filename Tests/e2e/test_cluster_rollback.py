@@ -18,6 +18,15 @@ def _messages(frames: list[dict]) -> list[dict]:
     return [f for f in frames if f["type"] == "message"]
 
 
+def _resume(port: int, message: dict) -> dict:
+    ws = connect(port)
+    try:
+        ws.send(json.dumps(message))
+        return recv_json(ws)
+    finally:
+        ws.close()
+
+
 def test_a_topic_redis_rolled_back_moves_to_a_new_epoch_every_subscriber_is_told(start_server, redis):
     a = start_node(start_server, redis)
     b = start_node(start_server, redis)
@@ -61,11 +70,8 @@ def test_a_topic_redis_rolled_back_moves_to_a_new_epoch_every_subscriber_is_told
         assert not [f for f in frames if f["type"] == "gap"], frames
         reader.ws.close()
     # A client coming back with the old epoch is reset, not served the new 11..20 as its own.
-    ws = connect(b.port)
-    ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 15, "epoch": old_epoch}))
-    answer = recv_json(ws)
+    answer = _resume(b.port, {"type": "subscribe", "topic": topic, "since": 15, "epoch": old_epoch})
     assert answer["type"] == "subscribed" and answer["reset"] is True and answer["epoch"] == reset["epoch"], answer
-    ws.close()
 
 
 def test_a_store_redis_rolled_back_moves_to_a_new_epoch_every_subscriber_is_reset_to(start_server, redis):
@@ -114,11 +120,8 @@ def test_a_store_redis_rolled_back_moves_to_a_new_epoch_every_subscriber_is_rese
     assert [f["version"] for f in frames[1:]] == list(range(first["version"] + 1, expected["version"] + 1)), frames
     ws.close()
     # A client coming back with the old epoch is reset.
-    again = connect(a.port)
-    again.send(json.dumps({"type": "subscribe", "store": store, "since": 5, "epoch": old_epoch}))
-    answer = recv_json(again)
+    answer = _resume(a.port, {"type": "subscribe", "store": store, "since": 5, "epoch": old_epoch})
     assert answer["type"] == "snapshot" and answer["reset"] is True and answer["epoch"] == expected["epoch"], answer
-    again.close()
 
 
 def test_a_topic_first_followed_while_redis_is_down_takes_its_epoch_with_a_reset(start_server, redis):
@@ -148,15 +151,6 @@ def test_a_topic_first_followed_while_redis_is_down_takes_its_epoch_with_a_reset
     assert resets[0]["epoch"] == epoch and resets[0]["seq"] == 0, seen
     assert _messages(seen)[0]["seq"] == 1, seen
     ws.close()
-
-
-def _resume(port: int, message: dict) -> dict:
-    ws = connect(port)
-    try:
-        ws.send(json.dumps(message))
-        return recv_json(ws)
-    finally:
-        ws.close()
 
 
 def test_a_node_started_after_the_rollback_cannot_hand_out_numbers_another_node_read(start_server, redis):

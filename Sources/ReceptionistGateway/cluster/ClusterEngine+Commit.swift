@@ -64,9 +64,9 @@ extension ClusterEngine {
             reader.read()
         case .noSuchStore:
             completion(.failed(.noSuchStore(name)))
-            // Redis lost it: the replica is read again (and emptied). A store this node saw
-            // deleted has no replica to read, and gets none.
-            if stores.store(name) != nil { resyncStore(name) }
+            // Redis lost it: the replica is read again, and emptied (a store this node saw
+            // deleted gets no replica: `StoreFollower.resync`).
+            resyncStore(name)
         case .otherEpoch(let version):
             // Computed on a replica of a store deleted since, and made again under the name: read
             // the new one whole, and compute again on it.
