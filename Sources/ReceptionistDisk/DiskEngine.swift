@@ -199,6 +199,12 @@ public final class DiskEngine: StoreJournal, Sendable {
         enqueue(.message(DiskMessage(topic: topic, epoch: epoch, seq: seq, publishedAt: publishedAt, data: data, completion: completion)), wait: false)
     }
 
+    /// Deletes a topic and its messages (forgotten after `--topic-ttl`). False, and nothing
+    /// queued, when the queue is full.
+    public func forgetTopic(_ name: String) -> Bool {
+        enqueue(.forgetTopic(name), wait: false)
+    }
+
     /// Writes what is queued, marks the directory cleanly closed, and releases it. Waits for the
     /// writer (at shutdown, once every job has ended). Idempotent.
     /// How long `close` waits for the writer by default: a disk that hangs past it does not hold

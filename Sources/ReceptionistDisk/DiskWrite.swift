@@ -10,6 +10,8 @@ enum DiskWrite: Sendable {
     case deleteStore(String, DiskSignal)
     /// A topic's next message; `completion` runs on the writer thread once it is stored (nil) or not.
     case message(DiskMessage)
+    /// A topic forgotten after `--topic-ttl` of quiet: it and its messages go.
+    case forgetTopic(String)
 }
 
 struct DiskMessage: Sendable {

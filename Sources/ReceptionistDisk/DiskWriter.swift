@@ -13,12 +13,12 @@ final class DiskWriter {
     private let insertChange, setStoreVersion, compactChanges: SQLiteStatement
     let upsertModel, deleteModel, setModelsVersion: SQLiteStatement
     private let insertStore, deleteStoreRow, deleteStoreModels, deleteStoreChanges: SQLiteStatement
-    private let upsertTopic, insertMessage, compactMessages: SQLiteStatement
+    private let upsertTopic, insertMessage, compactMessages, deleteTopicRow, deleteTopicMessages: SQLiteStatement
     /// The store object live under each name, and the next version it must store (while a batch
     /// runs, a store it writes to has the next version in its `DiskStoreBatch`).
     var stores: [String: (store: ObjectIdentifier, next: UInt64)] = [:]
-    /// The next number each topic must store.
-    private var topics: [String: UInt64] = [:]
+    /// The next number each topic must store, in its epoch.
+    private var topics: [String: (next: UInt64, epoch: String)] = [:]
     private var lastCheckpoint = Clock.microsecondsSinceEpoch()
     private var writtenSinceCheckpoint = false
 
@@ -41,7 +41,9 @@ final class DiskWriter {
         upsertTopic = try db.prepare("INSERT OR REPLACE INTO topics(name, epoch, seq) VALUES (?1, ?2, ?3)")
         insertMessage = try db.prepare("INSERT OR REPLACE INTO messages(topic, seq, published_at, data) VALUES (?1, ?2, ?3, ?4)")
         compactMessages = try db.prepare("DELETE FROM messages WHERE topic = ?1 AND seq <= ?2")
-        for topic in contents.topics { topics[topic.name] = topic.seq + 1 }
+        deleteTopicRow = try db.prepare("DELETE FROM topics WHERE name = ?1")
+        deleteTopicMessages = try db.prepare("DELETE FROM messages WHERE topic = ?1")
+        for topic in contents.topics { topics[topic.name] = (topic.seq + 1, topic.epoch) }
         let now = Clock.microsecondsSinceEpoch()
         for store in contents.stores {
             expectedVersions[store.name] = store.version + 1
@@ -156,6 +158,9 @@ final class DiskWriter {
             let problem = try writeMessage(message)
             outcome.messages.append((message, problem))
             if problem == nil { outcome.stored += 1 }
+        case .forgetTopic(let name):
+            try forgetTopic(name)
+            outcome.stored += 1
         }
     }
 
@@ -166,6 +171,7 @@ final class DiskWriter {
             case .change(let record, let store): undone.append((store, record.generation))
             case .createStore(_, let signal), .deleteStore(_, let signal): signal.finish(failure)
             case .message(let message): message.completion(failure)
+            case .forgetTopic: break  // kept on disk: a message 1 of the name replaces it, a start brings it back
             }
         }
         engine.settleLater { [undone] in
@@ -293,7 +299,11 @@ final class DiskWriter {
 
     /// Writes one message; returns why it was refused instead, if it was.
     private func writeMessage(_ message: DiskMessage) throws(SQLiteError) -> StoreError? {
-        let expected = topics[message.topic] ?? 1
+        // Message 1 of another epoch begins a topic the gateway made anew (forgotten after
+        // --topic-ttl): what an earlier life left under the name goes, should its forgetting not
+        // have been stored.
+        if message.seq == 1, let stored = topics[message.topic], stored.epoch != message.epoch { try forgetTopic(message.topic) }
+        let expected = topics[message.topic]?.next ?? 1
         guard message.seq == expected else {
             return .storageFailed("message \(message.seq) of '\(message.topic)' does not follow the stored number \(expected - 1)")
         }
@@ -311,8 +321,17 @@ final class DiskWriter {
             compactMessages.bind(2, Int64(message.seq - UInt64(options.topicHistory)))
             try compactMessages.run()
         }
-        topics[message.topic] = message.seq + 1
+        topics[message.topic] = (message.seq + 1, message.epoch)
         return nil
+    }
+
+    /// Deletes a topic and its messages.
+    private func forgetTopic(_ name: String) throws(SQLiteError) {
+        for statement in [deleteTopicMessages, deleteTopicRow] {
+            statement.bind(1, name)
+            try statement.run()
+        }
+        topics[name] = nil
     }
 
     /// With `--fsync interval`: syncs what was written, at most once an interval.

@@ -25,6 +25,8 @@ public final class Gateway {
     private let lagProbe: LagProbe
     private var listener: TCPListener?
     private var sweepTimer: LoopTimer?
+    /// Forgets the topics quiet for `--topic-ttl`.
+    private var topicSweepTimer: LoopTimer?
     /// The backend's hooks, when any is set.
     private let hooks: HookClient?
     var acceptErrorsLogged = 0
@@ -98,7 +100,22 @@ public final class Gateway {
         let sweep = LoopTimer(loop: loop) { [unowned table, unowned loop] in table.sweep(now: loop.nowMilliseconds) }
         sweep.start(delayMilliseconds: interval, repeatMilliseconds: interval)
         sweepTimer = sweep
+        hub.maxTopics = config.maxTopics
+        topicSweepTimer = Self.topicSweep(config, hub: hub, log: started.topicLog, loop: loop)
         if config.demo { try engine.startDemo(config, jobs: jobs, logger: logger) }
+    }
+
+    /// Every quarter of `--topic-ttl` (within 50 ms and a minute), forgets the topics quiet for
+    /// it; nil with a TTL of 0.
+    private static func topicSweep(_ config: GatewayConfig, hub: PushHub, log: any TopicLog, loop: EventLoop) -> LoopTimer? {
+        guard config.topicTTLSeconds > 0 else { return nil }
+        let idle = UInt64(config.topicTTLSeconds * 1_000_000)
+        let interval = UInt64(min(max(config.topicTTLSeconds / 4, 0.05), 60) * 1000)
+        let timer = LoopTimer(loop: loop) { [unowned hub] in
+            hub.forgetIdleTopics(now: Clock.microsecondsSinceEpoch(), idle: idle, release: log.release)
+        }
+        timer.start(delayMilliseconds: interval, repeatMilliseconds: interval)
+        return timer
     }
 
     /// The port actually bound (useful with port 0).
@@ -133,6 +150,8 @@ public final class Gateway {
     private func finish() {
         sweepTimer?.close()
         sweepTimer = nil
+        topicSweepTimer?.close()
+        topicSweepTimer = nil
         hooks?.close()
         lagProbe.close()
         let mailbox = loop.mailbox

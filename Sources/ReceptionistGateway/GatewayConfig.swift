@@ -27,6 +27,11 @@ public struct GatewayConfig: Sendable {
     public var maxQueuedWork = 65_536
     /// Change sets each store keeps for resuming subscribers.
     public var historyLimit = 1000
+    /// A topic nobody publishes to or follows is forgotten, with its history, after this long; 0
+    /// keeps topics for good.
+    public var topicTTLSeconds = 86_400.0
+    /// The most topics kept at once; a publish that would make one more is refused.
+    public var maxTopics = 100_000
     /// Create the `tiles` demo store and animate it at `demoRate` change sets per second.
     public var demo = false
     public var demoRate = 30.0

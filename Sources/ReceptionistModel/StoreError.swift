@@ -26,6 +26,9 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRead(String)
     /// Durable storage refused the write (the disk is full, or failed); nothing was applied.
     case storageFailed(String)
+    /// One of the gateway's limits is reached (`--max-topics`); nothing was applied. Answered
+    /// 503 `over_capacity` (over WebSocket, `unavailable`).
+    case overCapacity(String)
 
     public var description: String {
         switch self {
@@ -44,6 +47,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .gone(let detail, _): detail
         case .invalidRead(let detail): detail
         case .storageFailed(let reason): "the write could not be stored: \(reason)"
+        case .overCapacity(let reason): reason
         }
     }
 }

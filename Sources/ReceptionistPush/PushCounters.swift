@@ -12,6 +12,8 @@ public final class PushCounters {
     /// Resumes that reported messages no longer kept as a gap.
     public var gaps = 0
     public var topicPublishes = 0
+    /// Topics forgotten after `--topic-ttl` of quiet, with their history.
+    public var topicsForgotten = 0
     public var changeSetsFannedOut = 0
     /// Presence frames queued to followers (each follower counts once).
     public var presenceFrames = 0

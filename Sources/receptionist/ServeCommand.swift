@@ -51,8 +51,14 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Store requests and commits waiting for a job thread; more are answered 503 over_capacity (WebSocket commits: unavailable).")
     var maxQueuedWork = 65_536
 
-    @Option(help: "Change sets each store keeps so reconnecting subscribers can resume.")
+    @Option(help: "Change sets each store, and messages each topic, keeps so reconnecting subscribers can resume.")
     var history = 1000
+
+    @Option(help: "Seconds a topic nobody publishes to or follows is kept, with its history; then it is forgotten, and a subscriber coming back gets a reset. 0 keeps topics for good.")
+    var topicTtl = 86_400.0
+
+    @Option(help: "Most topics kept at once; a publish that would make one more is answered 503 unavailable.")
+    var maxTopics = 100_000
 
     @Flag(help: "Create the 'tiles' demo store (64 models) and animate it.")
     var demo = false
@@ -260,6 +266,8 @@ struct ServeCommand: ParsableCommand {
         guard redisMaxPending > 0 else { throw ValidationError("--redis-max-pending must be positive") }
         guard (0.1...300).contains(redisTimeout) else { throw ValidationError("--redis-timeout must be 0.1 to 300 seconds") }
         guard (0.3...300).contains(heartbeatTimeout) else { throw ValidationError("--heartbeat-timeout must be 0.3 to 300 seconds") }
+        guard topicTtl >= 0, topicTtl <= 31_536_000 else { throw ValidationError("--topic-ttl must be 0 to 31536000 seconds") }
+        guard maxTopics >= 1 else { throw ValidationError("--max-topics must be positive") }
         guard redisHistory >= 1 else { throw ValidationError("--redis-history must be positive") }
         // Redis must hold at least what a node's own history does, or a node that joins later
         // would start with less than the others.
@@ -317,6 +325,8 @@ struct ServeCommand: ParsableCommand {
         config.jobThreads = jobThreads
         config.maxQueuedWork = maxQueuedWork
         config.historyLimit = history
+        config.topicTTLSeconds = topicTtl
+        config.maxTopics = maxTopics
         config.demo = demo
         config.demoRate = demoRate
         config.maxMessageBytes = maxMessageBytes

@@ -95,6 +95,30 @@ import Testing
         #expect(append(engine, "t", seq: 2) == .stored)
     }
 
+    /// A topic the gateway forgot (`--topic-ttl`) leaves the directory; message 1 of a new epoch
+    /// starts the name over even where the forgetting was not stored, and the next start finds
+    /// only the new life.
+    @Test func aForgottenTopicGoesAndMessageOneOfANewEpochStartsItsNameOver() throws {
+        let directory = temporaryDirectory()
+        do {
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            for seq: UInt64 in 1...3 {
+                #expect(append(engine, "gone", seq: seq) == .stored)
+                #expect(append(engine, "renewed", seq: seq) == .stored)
+            }
+            #expect(engine.forgetTopic("gone"))
+            #expect(append(engine, "renewed", seq: 1, epoch: "e2") == .stored)
+            #expect(append(engine, "renewed", seq: 2, epoch: "e2") == .stored)
+            engine.close()
+        }
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        defer { engine.close() }
+        #expect(contents.topics.map(\.name) == ["renewed"])
+        let renewed = try #require(contents.topics.first)
+        #expect(renewed.epoch == "e2" && renewed.seq == 2 && renewed.messages.map(\.seq) == [1, 2])
+        #expect(append(engine, "gone", seq: 1) == .stored, "the name starts over")
+    }
+
     /// A store's record handed to the writer with a version that is not the store's next: one
     /// past a gap, and one repeating the version stored. Neither is stored, each is counted as a
     /// refused write, and the writer still waits for the next version, which the store's own

@@ -196,6 +196,18 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         return (reader, follower)
     }
 
+    /// Stops mirroring `name`, which the hub forgets next (quiet for `--topic-ttl`), unless
+    /// something is under way for it: a read, or a publish of this node's waiting for Redis or
+    /// for the mirror (false). Redis keeps the topic's log; a notice or a subscriber brings the
+    /// topic back, read from it anew.
+    func stopMirroring(_ name: String) -> Bool {
+        guard let (reader, follower) = topicReaders[name] else { return true }
+        publishers[ShardMap.index(of: name, shards: shards.count)].sendPending()
+        guard reader.isIdle, follower.isIdle else { return false }
+        topicReaders[name] = nil
+        return true
+    }
+
     // MARK: Stores
 
     /// Reads a store whole from Redis again (models, version, epoch), resetting the replica.

@@ -17,12 +17,17 @@ final class ClusterTopicLog: TopicLog {
     var answersAtOnce: Bool { false }
 
     func refusal(for topic: String) -> StoreError? {
-        cluster.isUp(for: topic) ? nil : .unavailable("Redis \(cluster.shard(topic).endpoint) is unreachable")
+        if let refusal = cluster.hub.capacityRefusal(forTopic: topic) { return .overCapacity(refusal) }
+        return cluster.isUp(for: topic) ? nil : .unavailable("Redis \(cluster.shard(topic).endpoint) is unreachable")
     }
 
     func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool {
         cluster.history(of: topic, after: after, through: through) { done($0 ?? []) }
         return true
+    }
+
+    func release(_ topic: Topic) -> Bool {
+        cluster.stopMirroring(topic.name)
     }
 
     func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {

@@ -52,6 +52,9 @@ final class StreamReader {
         self.follower = follower
     }
 
+    /// Whether no read is in flight or held back.
+    var isIdle: Bool { !reading && !again }
+
     func read() {
         // A read asked for while one is in flight, or while the follower is behind, is kept for
         // later: the queue between Redis and the follower never grows past what it accepts.

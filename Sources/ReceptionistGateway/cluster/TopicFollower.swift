@@ -87,6 +87,10 @@ final class TopicFollower: StreamFollower {
     }
 
     /// A batch of this node's publishes to the topic was sent.
+    /// Whether nothing of this node's waits on the topic: no publish sent or waiting for its
+    /// number, no notice held.
+    var isIdle: Bool { waiters.isEmpty && ownInFlight == 0 && heldNotice == nil }
+
     func ownSent() {
         ownInFlight += 1
     }

@@ -30,7 +30,14 @@ final class DiskTopicLog: TopicLog {
 
     var answersAtOnce: Bool { false }
 
-    func refusal(for topic: String) -> StoreError? { nil }
+    func refusal(for topic: String) -> StoreError? {
+        hub.capacityRefusal(forTopic: topic).map { .overCapacity($0) }
+    }
+
+    /// The topic's rows go (in write order: after its last message, before a new life's first).
+    func release(_ topic: Topic) -> Bool {
+        numbers[topic.name] == nil && engine.forgetTopic(topic.name)
+    }
 
     func publish(_ name: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
         if let problem = hub.check(.topic(name)) { return done(.failure(.unavailable(problem.message))) }

@@ -10,7 +10,8 @@ import ReceptionistPush
 protocol TopicLog: AnyObject {
     /// Whether `publish` always answers before it returns (the reply need not wait).
     var answersAtOnce: Bool { get }
-    /// Why `topic` cannot take a message now (its Redis server is down), or nil.
+    /// Why `topic` cannot take a message now (it would be a topic past `--max-topics`, or its
+    /// Redis server is down), or nil.
     func refusal(for topic: String) -> StoreError?
     /// Numbers `data` (compact JSON text, the publisher's bytes) as the next message of `topic`
     /// and keeps it; `done` runs on the loop, once, with its number, after it is in this node's
@@ -21,6 +22,9 @@ protocol TopicLog: AnyObject {
     /// (nothing when the log could not be read in time). False, and no call, when the log keeps
     /// nothing beyond the history (memory, disk).
     func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool
+    /// Lets go of what the log keeps of `topic`, which the hub forgets next (quiet for
+    /// `--topic-ttl`); false keeps the topic until the next sweep.
+    func release(_ topic: Topic) -> Bool
 }
 
 extension TopicLog {
@@ -37,7 +41,11 @@ final class MemoryTopicLog: TopicLog {
 
     var answersAtOnce: Bool { true }
 
-    func refusal(for topic: String) -> StoreError? { nil }
+    func refusal(for topic: String) -> StoreError? {
+        hub.capacityRefusal(forTopic: topic).map { .overCapacity($0) }
+    }
+
+    func release(_ topic: Topic) -> Bool { true }
 
     func publish(_ topic: String, data: [UInt8], done: @escaping (Result<UInt64, StoreError>) -> Void) {
         done(hub.publish(topic: topic, data: data, publishedAt: Clock.microsecondsSinceEpoch()).mapError {

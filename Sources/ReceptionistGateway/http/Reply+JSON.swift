@@ -64,6 +64,7 @@ extension Reply {
         case .unavailable, .outcomeUnknown: status = .serviceUnavailable
         case .invalidRead: status = .badRequest
         case .storageFailed: status = .insufficientStorage
+        case .overCapacity: status = .overCapacity
         case .preconditionFailed(let detail, let version):
             return json(.preconditionFailed, [
                 "error": "precondition_failed", "detail": .string(detail), "version": .number(JSONNumber(version)),

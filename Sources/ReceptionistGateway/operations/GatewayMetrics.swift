@@ -77,6 +77,7 @@ final class GatewayMetrics {
             (counter("resets", "Store resumes answered with a reset snapshot."), { $0.push.resets }),
             (counter("gaps", "Topic resumes that reported a gap."), { $0.push.gaps }),
             (counter("topic_publishes", "Messages published to topics."), { $0.push.topicPublishes }),
+            (counter("topics_forgotten", "Topics forgotten, with their history, after --topic-ttl of quiet."), { $0.push.topicsForgotten }),
             (counter("change_sets", "Store change sets fanned out to subscribers."), { $0.push.changeSetsFannedOut }),
             (counter("presence_frames", "Presence frames queued to presence subscribers."), { $0.push.presenceFrames }),
         ]

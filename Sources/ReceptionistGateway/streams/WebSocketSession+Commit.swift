@@ -105,7 +105,7 @@ extension WebSocketSession {
             problem.version = version
             return problem
         case .noSuchStore: return ClientMessage.Problem(.noSuchStore, error.description, ref: ref)
-        case .unavailable, .outcomeUnknown: return ClientMessage.Problem(.unavailable, error.description, ref: ref)
+        case .unavailable, .outcomeUnknown, .overCapacity: return ClientMessage.Problem(.unavailable, error.description, ref: ref)
         case .storageFailed: return ClientMessage.Problem(.storageFailed, error.description, ref: ref)
         default: return ClientMessage.Problem(.badMessage, error.description, ref: ref)
         }

@@ -33,6 +33,10 @@ public final class Topic: PresenceMembers {
     /// Messages numbered and kept in the history but not yet handed to the subscribers: at most
     /// what one turn of the loop published, since the queue runs at the end of every turn.
     private var unsent: [PushEvent] = []
+    /// When (microseconds since the Unix epoch) the topic was last published to, or last left by
+    /// its last subscriber, or made: a topic quiet for `--topic-ttl` since is forgotten
+    /// (`PushHub.forgetIdleTopics`).
+    public internal(set) var lastActive: UInt64
 
     private let counters: PushCounters
     private let context: any ExecutionContext
@@ -56,10 +60,17 @@ public final class Topic: PresenceMembers {
         self.context = context
         presenceSettings = presence
         history = HistoryRing(capacity: historyLimit)
+        lastActive = Clock.microsecondsSinceEpoch()
     }
 
     public var historyLimit: Int { history.capacity }
     public var subscriberCount: Int { subscriptions.count }
+
+    /// Whether nothing holds the topic: no subscriber (nor one waiting to start or to resume), no
+    /// publish waiting for an engine, nothing waiting for the fan-out.
+    var isQuiet: Bool {
+        subscriptions.count == 0 && pending.isEmpty && resuming.isEmpty && publishesInFlight == 0 && unsent.isEmpty
+    }
 
     func forEachMember(_ body: (Subscription) -> Void) {
         for subscription in subscriptions { body(subscription) }
@@ -74,6 +85,7 @@ public final class Topic: PresenceMembers {
     func remove(_ subscription: Subscription) {
         if subscriptions.remove(subscription) {
             presence.left(subscription)
+            if subscriptions.count == 0 { lastActive = Clock.microsecondsSinceEpoch() }
         }
         pending.removeAll { $0.subscription === subscription }
         resuming.remove(ObjectIdentifier(subscription))
@@ -84,6 +96,7 @@ public final class Topic: PresenceMembers {
     /// every subscriber. Returns its number.
     public func publish(_ data: [UInt8], publishedAt: UInt64) -> UInt64 {
         seq += 1
+        lastActive = publishedAt
         let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
         record(PushEvent(name: "message", id: seq, json: json))
         return seq
@@ -93,6 +106,7 @@ public final class Topic: PresenceMembers {
     /// `data` is JSON text.
     public func mirror(seq: UInt64, publishedAt: UInt64, data: [UInt8]) {
         self.seq = seq
+        lastActive = publishedAt
         let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
         record(PushEvent(name: "message", id: seq, json: json))
     }
@@ -115,6 +129,7 @@ public final class Topic: PresenceMembers {
         self.seq = seq
         history.removeAll()
         for entry in entries where entry.seq <= seq { history.append(event(entry), number: entry.seq) }
+        if let newest = entries.last { lastActive = newest.publishedAt }
     }
 
     /// Cluster: the log's epoch, taken before anyone subscribed (the topic is not synced yet).
