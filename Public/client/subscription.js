@@ -161,9 +161,20 @@ export class Subscription extends Emitter {
           this._client._emit('draining', { reconnectAfterMs: this._drainDelay, subscription: this });
           return;
         }
+        if (frame.type === 'unsubscribed') {
+          // The gateway ended the stream (its store was deleted): the copy is stale. Reported as
+          // over WebSocket, then retried with backoff; a store made again comes back as a reset.
+          const error = { code: 'no_such_store', message: `the gateway ended the subscription (${frame.reason || 'unsubscribed'})` };
+          source.close();
+          this._source = null;
+          this._client._emit('error', { ...error, subscription: this });
+          this._emit('error', error);
+          this._sseLost(generation, error);
+          return;
+        }
         this._onFrame(frame, bytes);
       };
-      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'reset', 'presence', 'draining']) {
+      for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'reset', 'presence', 'draining', 'unsubscribed']) {
         source.addEventListener(name, onEvent);
       }
       // An event named `error` carries data; the EventSource's own errors do not. EventSource
@@ -189,7 +200,7 @@ export class Subscription extends Emitter {
     this._source = null;
   }
 
-  _sseLost(generation) {
+  _sseLost(generation, error = undefined) {
     if (generation !== this._sseGeneration || this._closed) return;
     this._cancelRetry();
     if (browserOffline()) {
@@ -205,7 +216,7 @@ export class Subscription extends Emitter {
       this._failures += 1;
     }
     this._retryTimer = setTimeout(() => { this._retryTimer = null; this._startSse(); }, delay);
-    this._setStatus('reconnecting', { retryAt: Date.now() + delay });
+    this._setStatus('reconnecting', { retryAt: Date.now() + delay, error });
   }
 
   /** An `error` event on this subscription's SSE stream (a token that ran out, say). */

@@ -233,6 +233,28 @@ def test_topic_messages_arrive_in_order_with_their_seq_and_gaps_are_reported(pag
     assert frame["bytes"] == len(text.encode("utf-8")), frame
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_store_deleted_while_followed_is_reported_and_comes_back_reset(page, gateway, transport):
+    """The gateway ends a deleted store's subscription: the client leaves `live` with a
+    `no_such_store` error over either transport, retries, and takes the store made again as a
+    reset snapshot. (Over SSE the stream's `unsubscribed` event was ignored: the subscription
+    showed `reconnecting` with no error while its retries were refused `404`.)"""
+    port = gateway.port
+    store = new_store(port, {"a": {"v": 1}}, prefix="deleted")
+    open_page(page, port)
+    call(page, "client", "one", {"transport": transport})
+    call(page, "store", "one", "followed", store, {})
+    wait_status(page, ["followed"], "live")
+    json_ok(api(port, "DELETE", f"/api/stores/{store}"))
+    wait(page, lambda d: "no_such_store" in view(d, "followed")["log"]["errors"], 10.0, "the deletion was never reported")
+    assert view(page, "followed")["status"] == "reconnecting"
+    json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+    commit(port, store, [{"op": "put", "model": "b", "value": {"v": 2}}])
+    wait(page, lambda d: view(d, "followed")["models"] == {"b": {"v": 2}}, 20.0, "the store made again never came")
+    followed = view(page, "followed")
+    assert followed["status"] == "live" and followed["log"]["snapshots"][-1]["reset"] is True, followed["log"]
+
+
 # ---- Presence ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
