@@ -38,7 +38,9 @@ enum EnvironmentArguments {
     }
 
     /// Appends an option for every variable that is set and whose option is not already given.
-    static func merge(arguments: [String], environment: [String: String], options: [Option]) -> [String] {
+    /// A flag's variable must say yes or no (`1`, `true`, `yes`, `on`; `0`, `false`, `no`, `off`,
+    /// empty); anything else is refused, never taken for yes.
+    static func merge(arguments: [String], environment: [String: String], options: [Option]) throws(ValidationError) -> [String] {
         var result = arguments
         for option in options {
             guard let value = environment[option.variable] else { continue }
@@ -49,7 +51,8 @@ enum EnvironmentArguments {
                 switch value.lowercased() {
                 case "1", "true", "yes", "on": result.append(flag)
                 case "0", "false", "no", "off", "": break
-                default: result.append(flag)
+                default:
+                    throw ValidationError("\(option.variable) must be 1, true, yes or on, or 0, false, no, off or empty, not '\(value)'")
                 }
             } else {
                 result.append(flag + "=" + value)

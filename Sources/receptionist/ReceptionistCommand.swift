@@ -20,8 +20,13 @@ struct ReceptionistCommand: ParsableCommand {
 
     static func main() {
         let options = EnvironmentArguments.options(of: ServeCommand())
-        var arguments = EnvironmentArguments.merge(
-            arguments: Array(CommandLine.arguments.dropFirst()), environment: EnvironmentArguments.current(), options: options)
+        var arguments: [String]
+        do {
+            arguments = try EnvironmentArguments.merge(
+                arguments: Array(CommandLine.arguments.dropFirst()), environment: EnvironmentArguments.current(), options: options)
+        } catch {
+            exit(withError: error)
+        }
         if let path = ConfigFile.path(in: arguments) {
             do {
                 arguments = try ConfigFile.load(path, options: options).merge(into: arguments)

@@ -223,8 +223,23 @@ struct ServeCommand: ParsableCommand {
         guard (1...65_535).contains(maxHeadBytes) else { throw ValidationError("--max-head-bytes must be 1...65535") }
         guard maxBodyBytes >= 0 else { throw ValidationError("--max-body-bytes must not be negative") }
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0...65535") }
-        guard idleTimeout > 0, headTimeout > 0, drainTimeout >= 0 else {
-            throw ValidationError("timeouts must be positive")
+        // Bounded above too: a time or rate past these (`inf`, `1e300`) would pass a test of sign
+        // and then overflow where it becomes milliseconds or a count.
+        let spans: [(String, Double, ClosedRange<Double>)] = [
+            ("--idle-timeout", idleTimeout, 0.001...86_400), ("--head-timeout", headTimeout, 0.001...86_400),
+            ("--drain-timeout", drainTimeout, 0...3_600), ("--sse-heartbeat", sseHeartbeat, 0.001...86_400),
+            ("--idempotency-window", idempotencyWindow, 0.001...31_536_000),
+        ]
+        for (name, value, range) in spans where !range.contains(value) {
+            throw ValidationError("\(name) must be \(range.lowerBound) to \(range.upperBound) seconds")
+        }
+        let rates: [(String, Double, ClosedRange<Double>)] = [
+            ("--demo-rate", demoRate, 0.001...100_000), ("--publish-rate", publishRate, 0...1e9),
+            ("--publish-burst", publishBurst, 1...1e9), ("--client-message-rate", clientMessageRate, 0...1e9),
+            ("--client-message-burst", clientMessageBurst, 1...1e9),
+        ]
+        for (name, value, range) in rates where !range.contains(value) {
+            throw ValidationError("\(name) must be \(range.lowerBound) to \(range.upperBound)")
         }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         // A connection keeps both in half words (`TCPConnection`, `WebSocketDecoder`): 2 GiB each.
@@ -233,7 +248,6 @@ struct ServeCommand: ParsableCommand {
         guard (1...256).contains(jobThreads) else { throw ValidationError("--job-threads must be 1...256") }
         guard maxQueuedWork > 0 else { throw ValidationError("--max-queued-work must be positive") }
         guard history >= 0 else { throw ValidationError("--history must not be negative") }
-        guard demoRate > 0 else { throw ValidationError("--demo-rate must be positive") }
         guard maxMessageBytes > 0 else { throw ValidationError("--max-message-bytes must be positive") }
         guard maxMessageBytes <= Int(Int32.max) else { throw ValidationError("--max-message-bytes must be at most 2147483647") }
         guard pingInterval > 0, pingTimeout > 0 else { throw ValidationError("--ping-interval and --ping-timeout must be positive") }
@@ -241,16 +255,12 @@ struct ServeCommand: ParsableCommand {
         guard pingInterval <= 86_400, pingTimeout <= 86_400 else {
             throw ValidationError("--ping-interval and --ping-timeout are at most 86400 seconds (a day)")
         }
-        guard sseHeartbeat > 0 else { throw ValidationError("--sse-heartbeat must be positive") }
         guard writeDelay <= 100 else { throw ValidationError("--write-delay is at most 100 milliseconds") }
         guard compressionMinBytes >= 0 else { throw ValidationError("--compression-min-bytes must not be negative") }
         guard (0.01...3600).contains(presenceInterval) else { throw ValidationError("--presence-interval must be 0.01...3600 seconds") }
         guard presenceMaxMembers >= 0 else { throw ValidationError("--presence-max-members must not be negative") }
         guard maxConnectionsPerAddress > 0, maxSubscriptions > 0 else {
             throw ValidationError("--max-connections-per-address and --max-subscriptions must be positive")
-        }
-        guard publishRate >= 0, clientMessageRate >= 0, publishBurst >= 1, clientMessageBurst >= 1 else {
-            throw ValidationError("rates must not be negative and bursts must be at least 1")
         }
         guard tokenSecret == nil || tokenSecretFile == nil else {
             throw ValidationError("give --token-secret or --token-secret-file, not both")
@@ -277,9 +287,7 @@ struct ServeCommand: ParsableCommand {
         guard redisHistoryTtl >= 0, redisHistoryTtl <= 31_536_000 else {
             throw ValidationError("--redis-history-ttl must be 0 to 31536000 seconds")
         }
-        guard idempotencyWindow > 0, idempotencyKeys > 0 else {
-            throw ValidationError("--idempotency-window and --idempotency-keys must be positive")
-        }
+        guard idempotencyKeys > 0 else { throw ValidationError("--idempotency-keys must be positive") }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
         guard engine == "memory" || engine == "redis" else { throw ValidationError("--engine must be memory or redis") }
         if engine == "redis" {

@@ -4,6 +4,7 @@ line, environment, file), bad files refused with the line and the key, and names
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 
@@ -45,6 +46,36 @@ def refused_start(tmp_path, text: str, name: str = "bad.yaml") -> str:
 ])
 def test_a_bad_file_is_refused_at_start_with_the_line_and_the_key(tmp_path, text, expected):
     assert expected in refused_start(tmp_path, text)
+
+
+def refused_command(args: list[str], env: dict[str, str] | None = None) -> str:
+    result = subprocess.run([str(server_binary()), "serve", "--port", "0", *args], capture_output=True, timeout=30,
+                            stdin=subprocess.DEVNULL, env={**os.environ, **(env or {})})
+    assert result.returncode not in (0, -4, 132), result  # refused with a message, not a trap
+    return result.stderr.decode("utf-8", "replace")
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--idle-timeout", "inf"], "--idle-timeout must be 0.001 to 86400.0 seconds"),
+    (["--head-timeout", "1e300"], "--head-timeout must be"),
+    (["--drain-timeout", "inf"], "--drain-timeout must be 0.0 to 3600.0 seconds"),
+    (["--demo-rate", "inf"], "--demo-rate must be"),
+    (["--publish-rate", "1e300"], "--publish-rate must be"),
+    (["--sse-heartbeat", "nan"], "--sse-heartbeat must be"),
+    (["--idempotency-window", "inf"], "--idempotency-window must be"),
+])
+def test_a_time_or_rate_too_large_to_use_is_refused_at_start(args, expected):
+    """Each passed a test of its sign, then trapped converting to milliseconds or a count: on the
+    first connection, at SIGTERM (no client told), or in a job thread."""
+    assert expected in refused_command(args)
+
+
+@pytest.mark.parametrize("value", ["n", "disabled", "false ", "2"])
+def test_a_flag_in_the_environment_must_say_yes_or_no(value):
+    """`RECEPTIONIST_INSECURE_OPEN=n` turned the flag on: anything not on the list of noes was a
+    yes, and the gateway listened on every interface with no key."""
+    stderr = refused_command(["--host", "0.0.0.0"], {"RECEPTIONIST_INSECURE_OPEN": value})
+    assert "RECEPTIONIST_INSECURE_OPEN must be 1, true, yes or on, or 0, false, no, off or empty" in stderr, stderr
 
 
 def test_json_is_read_too(tmp_path):
