@@ -2,7 +2,7 @@ import ReceptionistLoop
 import ReceptionistModel
 
 /// The loop as an execution context for receptionists: work goes through the mailbox, and
-/// delayed work runs on one-shot loop timers.
+/// delayed work runs on one-shot loop timers that do not keep the loop alive.
 ///
 /// Any thread.
 public final class LoopExecutionContext: ExecutionContext {
@@ -36,6 +36,9 @@ public final class LoopExecutionContext: ExecutionContext {
                 timer = nil
                 job()
             }
+            // Delayed work (a rate's next frame, a presence's next flush) never holds the loop:
+            // a drained gateway exits with such a timer pending, and the loop closes it.
+            timer?.setKeepsLoopAlive(false)
             timer?.start(delayMilliseconds: UInt64(max(0, remaining)))
         }
     }

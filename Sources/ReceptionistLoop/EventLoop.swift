@@ -106,6 +106,12 @@ public final class EventLoop {
         delayTimer?.close()
         delayTimer = nil
         mailbox.close()
+        // Every handle that keeps the loop alive is closed by now; one that does not (a delayed
+        // job's one-shot timer) may still be open, and its work goes with the loop.
+        uv_walk(raw, { handle, _ in
+            guard let handle, uv_is_closing(handle) == 0 else { return }
+            LoopHandle.owner(UnsafeMutableRawPointer(handle), as: LoopHandle.self)?.close()
+        }, nil)
         // Let libuv deliver the close callbacks so every handle's memory is released.
         uv_run(raw, UV_RUN_DEFAULT)
     }

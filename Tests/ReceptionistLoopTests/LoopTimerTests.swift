@@ -26,4 +26,19 @@ import Testing
         #expect(loop.waitUntilStopped(seconds: 10))
         #expect(fired.withLock { $0 } == 5)
     }
+
+    /// A timer that does not keep the loop alive does not hold its end: the loop runs out with it
+    /// pending, closes it (the loop is released with no handle open), and its work never runs.
+    @Test(.timeLimit(.minutes(10)))
+    func aTimerThatDoesNotKeepTheLoopAliveIsClosedWhenTheLoopEnds() {
+        let fired = Mutex(false)
+        let loop = LoopThread { loop in
+            let timer = LoopTimer(loop: loop) { fired.withLock { $0 = true } }
+            timer.setKeepsLoopAlive(false)
+            timer.start(delayMilliseconds: 100_000)
+            loop.mailbox.shutDown()
+        }
+        #expect(loop.waitUntilStopped(seconds: 10))
+        #expect(!fired.withLock { $0 })
+    }
 }

@@ -12,7 +12,7 @@ import pytest
 import websockets
 
 from conftest import RawConnection, http_request
-from wsclient import connect, publish, recv_json, subscribe, unique
+from wsclient import connect, new_store, publish, put_model, recv_json, send_json, subscribe, unique
 
 DRAIN_SECONDS = 4.0
 SUBSCRIBERS = 24
@@ -116,3 +116,29 @@ def test_store_subscriber_sees_whole_change_sets_until_the_jobs_stop(start_serve
                     hint = frame
         assert closed.value.rcvd.code == 1001 and hint is not None
     assert server.wait_exit(EXIT_TIMEOUT) == 0
+
+
+@pytest.mark.parametrize("pending", ["a subscription's next frame", "a presence's next flush"])
+def test_work_delayed_past_the_drain_does_not_hold_the_exit(start_server, pending):
+    """A rate's next frame (`maxRate: 0.01`: 100 s away) or a presence's next flush
+    (`--presence-interval 60`) was a timer that kept the loop alive: the drained gateway exited
+    only when it fired, 99 s and 59 s after SIGTERM (Kubernetes kills it at 30)."""
+    server = start_server("--drain-timeout", "2", "--presence-interval", "60")
+    store = new_store(server.port, {"m": {"n": 0}}, prefix="delayed")
+    with connect(server.port) as ws:
+        if pending == "a presence's next flush":
+            # A follower sees a member join and leave; its next flush is 60 s away.
+            room = unique("room")
+            assert subscribe(ws, topic=room, presence=True)["type"] == "subscribed"
+            with connect(server.port) as member:
+                assert subscribe(member, topic=room)["type"] == "subscribed"
+        else:
+            send_json(ws, {"type": "subscribe", "store": store, "maxRate": 0.01})
+            assert recv_json(ws)["type"] == "snapshot"
+            for n in (1, 2):
+                put_model(server.port, store, "m", {"n": n})
+            assert recv_json(ws)["type"] == "changes"  # the first goes at once; the second waits 100 s
+    signalled = time.monotonic()
+    server.send_signal(signal.SIGTERM)
+    assert server.wait_exit(EXIT_TIMEOUT) == 0, server.stderr_text()
+    assert time.monotonic() - signalled < 2 + 3, "the exit waited for delayed work"
