@@ -1,3 +1,4 @@
+import DequeModule
 import ReceptionistSync
 
 /// A fixed pool of job threads that run store mutations, and the periodic jobs (such as
@@ -8,6 +9,8 @@ import ReceptionistSync
 /// - The queue is bounded (`maxQueuedWork`): `submit` refuses work past it rather than grow.
 /// - Periodic jobs never own a thread; a ticker thread asks each for its due slices every
 ///   `tickSeconds` and queues them, so one-shot work interleaves with them.
+/// - Jobs are bounded: at most `maxRunningJobs` run, and the newest `keptFinishedJobs` that have
+///   stopped or failed are kept to be read; older ones are forgotten.
 ///
 /// Any thread.
 public final class JobRunner: Sendable {
@@ -24,9 +27,18 @@ public final class JobRunner: Sendable {
 
     private struct Jobs {
         var byID: [String: AnimateJob] = [:]
+        /// The jobs the ticker still takes as running; it moves each that has ended to `finished`.
+        var running: [AnimateJob] = []
+        /// Ended jobs' ids, oldest first.
+        var finished = Deque<String>()
         var nextID = 1
         var stopping = false
     }
+
+    /// The most jobs running at once.
+    public static let maxRunningJobs = 256
+    /// How many ended jobs stay readable.
+    public static let keptFinishedJobs = 1000
 
     private let queue = ConditionLock(Queue())
     private let jobs = ConditionLock(Jobs())
@@ -76,13 +88,15 @@ public final class JobRunner: Sendable {
 
     // MARK: Periodic jobs
 
-    /// Starts recoloring `store` at `rate` change sets per second.
-    public func startAnimate(store: ModelStore, rate: Double) -> AnimateJob {
+    /// Starts recoloring `store` at `rate` change sets per second; nil when `maxRunningJobs` run.
+    public func startAnimate(store: ModelStore, rate: Double) -> AnimateJob? {
         jobs.withLock { jobs in
+            guard jobs.running.count < Self.maxRunningJobs else { return nil }
             let id = "job-\(jobs.nextID)"
             jobs.nextID += 1
             let job = AnimateJob(id: id, store: store, rate: rate, seed: UInt64(jobs.nextID) &* 0x9E37_79B9_7F4A_7C15)
             jobs.byID[id] = job
+            jobs.running.append(job)
             return job
         }
     }
@@ -101,12 +115,31 @@ public final class JobRunner: Sendable {
             let stop: Bool = jobs.wait(seconds: tickSeconds, until: { $0.stopping }, then: { jobs, stopping in stopping })
             if stop { return }
             let now = Clock.monotonicSeconds()
-            for job in allJobs where job.isRunning {
+            var ended: [AnimateJob] = []
+            for job in jobs.withLock({ $0.running }) {
+                guard job.isRunning else {
+                    ended.append(job)
+                    continue
+                }
                 for slice in job.dueSlices(now: now, threads: threads) {
                     if !submit({ job.run(slice: slice) }) {
                         job.run(slice: 0)  // give the slice's place back
                     }
                 }
+            }
+            if !ended.isEmpty { forget(ended) }
+        }
+    }
+
+    /// Moves jobs that have ended out of the running list, and forgets the oldest ended ones past
+    /// `keptFinishedJobs`.
+    private func forget(_ ended: [AnimateJob]) {
+        let ids = Set(ended.map(\.id))
+        jobs.withLock { jobs in
+            jobs.running.removeAll { ids.contains($0.id) }
+            for job in ended { jobs.finished.append(job.id) }
+            while jobs.finished.count > Self.keptFinishedJobs, let oldest = jobs.finished.popFirst() {
+                jobs.byID[oldest] = nil
             }
         }
     }

@@ -38,6 +38,7 @@ extension ModelStore {
                 let changes: [ModelChange]
                 var deleted: [(id: String, tag: UInt64)] = []
                 do throws(StoreError) {
+                    if state.deleted { throw .noSuchStore(name) }
                     if !condition.isNone, let failure = condition.failure(version: state.version, modelVersion: state.models.version) {
                         throw failure
                     }

@@ -36,6 +36,9 @@ public final class ModelStore: Sendable {
         /// How many times the unsettled change sets were undone after storage failed: the journal
         /// drops what it still holds from before (`ModelStore+Journal.swift`).
         var generation: UInt64 = 0
+        /// The store was deleted: a commit that still holds it is refused (`noSuchStore`), never
+        /// applied to a store nobody can read.
+        var deleted = false
 
         /// The version readers see: every change set up to it is settled. The oldest unsettled
         /// entry always made a version (a commit that changes nothing waits behind one, with its
@@ -98,6 +101,11 @@ public final class ModelStore: Sendable {
 
     /// The settled version: what every read shows.
     public var version: UInt64 { state.withLock { $0.settled } }
+
+    /// The store was deleted (`StoreRegistry.delete`): commits that still hold it are refused.
+    func markDeleted() {
+        state.withLock { $0.deleted = true }
+    }
 
     public func snapshot() -> StoreSnapshot {
         // The slots are copied under the lock (a reference each), the dictionary built outside it.
@@ -187,6 +195,7 @@ public final class ModelStore: Sendable {
             let applied: Result<ChangeSet, StoreError> = state.withLock { state in
                 let changes: [ModelChange]
                 do throws(StoreError) {
+                    if state.deleted { throw .noSuchStore(name) }
                     if !condition.isNone, let failure = condition.failure(version: state.version, modelVersion: state.models.version) {
                         throw failure
                     }

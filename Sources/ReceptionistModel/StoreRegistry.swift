@@ -109,7 +109,7 @@ public final class StoreRegistry: Sendable {
     public func delete(_ name: String) throws(StoreError) {
         if let replication { return try Self.waitFor { replication.deleteStore(name, completion: $0) } }
         guard let store = stores.withLock({ $0.removeValue(forKey: name) }) else { throw .noSuchStore(name) }
-        guard let journal else { return }
+        guard let journal else { return store.markDeleted() }
         do throws(StoreError) {
             try journal.deleteStore(name)
         } catch {
@@ -117,6 +117,7 @@ public final class StoreRegistry: Sendable {
             stores.withLock { if $0[name] == nil { $0[name] = store } }
             throw error
         }
+        store.markDeleted()
     }
 
     /// Drops this node's replica of `name` if it is of the store deleted in `epoch` (nil: any),

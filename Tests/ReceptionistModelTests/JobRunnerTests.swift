@@ -1,3 +1,4 @@
+import Glibc
 import ReceptionistModel
 import ReceptionistSync
 import Testing
@@ -29,5 +30,52 @@ import Testing
         released.broadcast()
         let state = finished.wait(seconds: 10, until: { $0.done }, then: { value, _ in value })
         #expect(state.job && state.done, "queued work finishes before done is called")
+    }
+
+    /// Jobs are bounded: past `maxRunningJobs` running a new one is refused, and of the jobs that
+    /// ended only the newest `keptFinishedJobs` stay readable. (Every job stayed for good, and the
+    /// ticker sorted all of them every 5 ms: 3,000 stopped jobs cost an idle gateway 0.6 cores.)
+    @Test func jobsAreBoundedRunningAndEnded() throws {
+        let runner = JobRunner(threads: 1, tickSeconds: 0.001)
+        defer { runner.shutDown() }
+        let store = ModelStore(name: "s")
+        var running: [AnimateJob] = []
+        for _ in 0..<JobRunner.maxRunningJobs { running.append(try #require(runner.startAnimate(store: store, rate: 0.01))) }
+        #expect(runner.startAnimate(store: store, rate: 0.01) == nil, "past the running limit")
+        for job in running { job.stop() }
+        // The ticker takes ended jobs out of the running list; new ones then start.
+        var ended = running
+        for _ in 0..<5 {
+            let deadline = Clock.monotonicSeconds() + 10
+            var batch: [AnimateJob] = []
+            while batch.count < JobRunner.maxRunningJobs, Clock.monotonicSeconds() < deadline {
+                if let job = runner.startAnimate(store: store, rate: 0.01) { batch.append(job) } else { usleep(1000) }
+            }
+            #expect(batch.count == JobRunner.maxRunningJobs, "the ended jobs made room")
+            for job in batch { job.stop() }
+            ended += batch
+        }
+        let deadline = Clock.monotonicSeconds() + 10
+        while runner.allJobs.count > JobRunner.keptFinishedJobs, Clock.monotonicSeconds() < deadline { usleep(1000) }
+        let kept = runner.allJobs.map(\.id)
+        #expect(kept.count == JobRunner.keptFinishedJobs)
+        #expect(kept == ended.suffix(JobRunner.keptFinishedJobs).map(\.id), "the newest ended jobs are the ones kept")
+        #expect(runner.job(ended[0].id) == nil)
+    }
+
+    /// A job on a store deleted under it fails (`noSuchStore`) rather than commit to a store
+    /// nobody can read for good.
+    @Test func aJobOnADeletedStoreFails() throws {
+        let runner = JobRunner(threads: 1, tickSeconds: 0.001)
+        defer { runner.shutDown() }
+        let stores = StoreRegistry(historyLimit: 10)
+        let store = try stores.create("s")
+        try store.commit([.put(model: "m", value: ["color": "#000000"])])
+        let job = try #require(runner.startAnimate(store: store, rate: 1000))
+        try stores.delete("s")
+        #expect(throws: StoreError.noSuchStore("s")) { try store.commit([.put(model: "n", value: 1)]) }
+        let deadline = Clock.monotonicSeconds() + 10
+        while job.isRunning, Clock.monotonicSeconds() < deadline { usleep(1000) }
+        #expect(job.info.state == .failed(StoreError.noSuchStore("s").description))
     }
 }

@@ -44,7 +44,10 @@ struct JobAPI {
         guard let name = body["store"]?.stringValue else { return .error(.badRequest, "missing \"store\"") }
         guard let rate = Self.rate(body["rate"] ?? 30) else { return badRate() }
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
-        return .json(.created, Self.json(jobs.startAnimate(store: store, rate: rate).info))
+        guard let job = jobs.startAnimate(store: store, rate: rate) else {
+            return .error(.overCapacity, "\(JobRunner.maxRunningJobs) jobs are running, the most at once; stop one first")
+        }
+        return .json(.created, Self.json(job.info))
     }
 
     private func retune(_ job: AnimateJob, _ request: HTTPRequest) -> Reply {

@@ -21,7 +21,7 @@ enum DemoStore {
         let tiles = try stores.store(name) ?? stores.create(name)
         if tiles.version == 0 { try tiles.commit(tileOperations()) }
         let job = jobs.startAnimate(store: tiles, rate: rate)
-        logger.info("demo store ready", metadata: ["store": "\(name)", "models": "64", "job": "\(job.id)", "rate": "\(rate)"])
+        logger.info("demo store ready", metadata: ["store": "\(name)", "models": "64", "job": "\(job?.id ?? "none")", "rate": "\(rate)"])
     }
 
     /// The `redis` engine: on a job thread, once Redis answers, the first node creates and fills
@@ -33,7 +33,7 @@ enum DemoStore {
                     let tiles = try createOrJoin(stores)
                     if tiles.version == 0 { try tiles.commit(tileOperations()) }
                     let job = jobs.startAnimate(store: tiles, rate: rate)
-                    logger.info("demo store ready", metadata: ["store": "\(name)", "job": "\(job.id)", "rate": "\(rate)"])
+                    logger.info("demo store ready", metadata: ["store": "\(name)", "job": "\(job?.id ?? "none")", "rate": "\(rate)"])
                     return
                 } catch {
                     usleep(100_000)
