@@ -150,10 +150,14 @@ public final class StoreRegistry: Sendable {
         stores.withLock { $0[name] }
     }
 
-    /// Every store, sorted by name.
+    /// Every store, sorted by name (outside the lock: other threads' lookups do not wait for
+    /// the sort).
     public var all: [ModelStore] {
-        stores.withLock { $0.values.sorted { $0.name < $1.name } }
+        stores.withLock { Array($0.values) }.sorted { $0.name < $1.name }
     }
+
+    /// How many stores there are.
+    public var count: Int { stores.withLock { $0.count } }
 
     public static func isValidName(_ name: String) -> Bool {
         guard (1...64).contains(name.utf8.count) else { return false }

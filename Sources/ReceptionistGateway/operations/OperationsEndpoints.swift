@@ -78,7 +78,7 @@ final class OperationsEndpoints {
             counters: counters, push: hub.counters, bytesRead: loop.bytesRead, bytesWritten: loop.bytesWritten,
             connections: table.countByTransport(),
             storeSubscriptions: hub.storeSubscriberCount, storeGroups: hub.storeGroupCount, topicSubscriptions: hub.topicSubscriberCount,
-            stores: stores.all.count, topics: hub.topics.count,
+            stores: stores.count, topics: hub.topics.count,
             mailboxDepth: loop.mailbox.statistics.depth,
             jobStates: jobs.allJobs.map { $0.info.state.name }))
     }
