@@ -47,7 +47,8 @@ public final class Gateway {
         jobs = JobRunner(threads: config.jobThreads, maxQueuedWork: config.maxQueuedWork)
         hub = PushHub(
             stores: stores, context: LoopExecutionContext(loop: loop), historyLimit: config.historyLimit, counters: PushCounters(),
-            presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers))
+            presence: PresenceSettings(intervalSeconds: config.presenceIntervalSeconds, maxMembers: config.presenceMaxMembers),
+            historyBytes: config.historyBytes)
         if !config.namespaces.list.isEmpty {
             let namespaces = config.namespaces, limit = config.historyLimit
             hub.historyOf = { namespaces.history(of: $0, default: limit) }

@@ -27,6 +27,9 @@ public struct GatewayConfig: Sendable {
     public var maxQueuedWork = 65_536
     /// Change sets each store keeps for resuming subscribers.
     public var historyLimit = 1000
+    /// The most bytes of messages each topic, and of change sets each store, keeps in memory;
+    /// past it the oldest go, as past `historyLimit`.
+    public var historyBytes = 16 * 1024 * 1024
     /// A topic nobody publishes to or follows is forgotten, with its history, after this long; 0
     /// keeps topics for good.
     public var topicTTLSeconds = 86_400.0

@@ -168,3 +168,24 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     }
     public init(nilLiteral: ()) { self = .null }
 }
+
+extension JSONValue {
+    /// About how many bytes the value takes as JSON text (a string's UTF-8 without its escapes, a
+    /// number's literal, and one byte for each quote, comma and bracket): for weighing what a
+    /// history keeps, not for laying it out. Walks every node.
+    public var approximateBytes: Int {
+        switch self {
+        case .null, .bool: return 5
+        case .number(let number): return number.literal.utf8.count
+        case .string(let text): return text.utf8.count + 2
+        case .array(let items):
+            var total = 2
+            for item in items { total += item.approximateBytes + 1 }
+            return total
+        case .object(let members):
+            var total = 2
+            for (name, value) in members { total += name.utf8.count + 4 + value.approximateBytes }
+            return total
+        }
+    }
+}

@@ -17,3 +17,16 @@ public struct ChangeSet: Sendable, Hashable {
         self.changes = changes
     }
 }
+
+extension ChangeSet {
+    /// About how many bytes the change set holds (its values before and after, model ids and key
+    /// paths): its weight in a store's history (`--history-bytes`).
+    public var approximateBytes: Int {
+        var total = 64
+        for change in changes {
+            total += 32 + change.model.utf8.count + change.keyPath.utf8Count
+            total += (change.oldValue?.approximateBytes ?? 0) + (change.newValue?.approximateBytes ?? 0)
+        }
+        return total
+    }
+}

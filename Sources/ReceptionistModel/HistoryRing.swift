@@ -1,10 +1,11 @@
 import DequeModule
 
 /// The newest `capacity` elements of a numbered stream (a store's change sets by version, a
-/// topic's messages by sequence number), oldest first, and what a reader that stopped at some
-/// number has missed since.
+/// topic's messages by sequence number), at most `maxBytes` of them, oldest first, and what a
+/// reader that stopped at some number has missed since.
 ///
-/// Invariant: numbers rise strictly from front to back; past `capacity` the oldest is dropped.
+/// Invariant: numbers rise strictly from front to back; past `capacity` elements, or `maxBytes`
+/// by the sizes they were appended with, the oldest are dropped (the newest is always kept).
 /// A reader is never handed a partial answer silently: what has left the ring is named as the
 /// `missing` range.
 ///
@@ -15,11 +16,16 @@ import DequeModule
 /// resume's replay spent more there than in the search itself).
 public struct HistoryRing<Element> {
     public let capacity: Int
-    @usableFromInline var entries: Deque<(number: UInt64, element: Element)> = []
+    public let maxBytes: Int
+    /// The sizes of the elements kept, added up.
+    @usableFromInline var kept = 0
+    public var bytes: Int { kept }
+    @usableFromInline var entries: Deque<(number: UInt64, element: Element, size: Int)> = []
 
     @inlinable
-    public init(capacity: Int) {
+    public init(capacity: Int, maxBytes: Int = .max) {
         self.capacity = max(0, capacity)
+        self.maxBytes = max(0, maxBytes)
         // A little room up front; the deque grows as the stream does (a ring per subscription
         // group must not cost its whole capacity before it is used).
         entries.reserveCapacity(min(self.capacity, 64))
@@ -34,19 +40,25 @@ public struct HistoryRing<Element> {
     @inlinable
     public var newestNumber: UInt64? { entries.last?.number }
 
-    /// Appends the element numbered `number`, which must be above every number kept.
+    /// Appends the element numbered `number`, which must be above every number kept, and which
+    /// counts `size` bytes against `maxBytes`.
     @inlinable
-    public mutating func append(_ element: Element, number: UInt64) {
+    public mutating func append(_ element: Element, number: UInt64, size: Int = 0) {
         guard capacity > 0 else { return }
         precondition(entries.last.map { $0.number < number } ?? true, "history numbers must rise")
-        if entries.count == capacity { entries.removeFirst() }
-        entries.append((number, element))
+        if entries.count == capacity { kept -= entries.removeFirst().size }
+        while !entries.isEmpty, kept > maxBytes - size {
+            kept -= entries.removeFirst().size
+        }
+        entries.append((number, element, size))
+        kept += size
     }
 
     /// Forgets everything (the stream restarted or skipped ahead).
     @inlinable
     public mutating func removeAll() {
         entries.removeAll(keepingCapacity: true)
+        kept = 0
     }
 
     /// What a reader at `number` missed of a stream whose last number is `latest`: the kept

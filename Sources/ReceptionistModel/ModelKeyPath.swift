@@ -62,6 +62,14 @@ public struct ModelKeyPath: Sendable, Hashable, CustomStringConvertible, Express
         }
     }
 
+    /// The length of `description` in UTF-8, without making it.
+    public var utf8Count: Int {
+        switch storage {
+        case .one(let key): key.utf8.count
+        case .many(let keys): keys.reduce(keys.count - 1) { $0 + $1.utf8.count }
+        }
+    }
+
     public var description: String {
         switch storage {
         case .one(let key): key

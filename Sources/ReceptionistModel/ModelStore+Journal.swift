@@ -108,7 +108,7 @@ extension ModelStore {
             let settled = Array(state.unsettled.prefix(count))
             state.unsettled.removeFirst(count)  // a deque: no shift of what stays
             for entry in settled where !entry.changeSet.changes.isEmpty {
-                state.history.append(entry.changeSet, number: entry.changeSet.version)
+                state.history.append(entry.changeSet, number: entry.changeSet.version, size: entry.changeSet.approximateBytes)
             }
             return settled
         }
@@ -156,7 +156,7 @@ extension ModelStore {
             state.version = version
             state.history.removeAll()
             for changeSet in history where changeSet.version <= version {
-                state.history.append(changeSet, number: changeSet.version)
+                state.history.append(changeSet, number: changeSet.version, size: changeSet.approximateBytes)
             }
         }
         appliedVersion.withLock { $0 = version }

@@ -210,7 +210,7 @@ extension ModelStore {
                 state.version = version
                 Self.stamp(out, version: version, in: &state.models)
                 let changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
-                state.history.append(changeSet, number: version)
+                state.history.append(changeSet, number: version, size: changeSet.approximateBytes)
                 return changeSet
             }
             guard let changeSet else { return nil }

@@ -84,17 +84,18 @@ public final class ModelStore: Sendable {
     public var epoch: String { state.withLock { $0.epoch } }
 
     /// - Parameter historyLimit: how many recent change sets are kept for `changes(since:)`.
+    /// - Parameter historyBytes: the most bytes of them kept (`ChangeSet.approximateBytes`).
     /// - Parameter replication: makes the store a replica whose commits go through this log.
     /// - Parameter journal: makes the store durable: a change set settles once stored there.
     public init(
-        name: String, historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, epoch: String? = nil,
-        journal: (any StoreJournal)? = nil
+        name: String, historyLimit: Int = 1000, historyBytes: Int = .max, replication: (any StoreReplication)? = nil,
+        epoch: String? = nil, journal: (any StoreJournal)? = nil
     ) {
         self.name = name
         self.replication = replication
         self.journal = journal
         isReplica = replication != nil
-        state = PThreadLock(State(history: HistoryRing(capacity: historyLimit), epoch: epoch ?? Self.newEpoch()))
+        state = PThreadLock(State(history: HistoryRing(capacity: historyLimit, maxBytes: historyBytes), epoch: epoch ?? Self.newEpoch()))
     }
 
     // MARK: Reading
@@ -213,7 +214,7 @@ public final class ModelStore: Sendable {
                 let changeSet = ChangeSet(
                     store: name, version: state.version,
                     committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
-                state.history.append(changeSet, number: state.version)
+                state.history.append(changeSet, number: state.version, size: changeSet.approximateBytes)
                 return .success(changeSet)
             }
             if case .success(let changeSet) = applied, !changeSet.changes.isEmpty {

@@ -7,6 +7,8 @@ public final class StoreRegistry: Sendable {
     public let historyLimit: Int
     /// How many change sets the store of a name keeps (its namespace's, or `historyLimit`).
     public let historyOf: @Sendable (String) -> Int
+    /// The most bytes of change sets each store keeps in memory (`--history-bytes`).
+    public let historyBytes: Int
     /// When set, every store is a replica of this shared log, and creating one registers it there.
     public let replication: (any StoreReplication)?
     /// When set, every store is durable: kept by this journal (the disk engine).
@@ -14,9 +16,10 @@ public final class StoreRegistry: Sendable {
 
     public init(
         historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, journal: (any StoreJournal)? = nil,
-        historyOf: (@Sendable (String) -> Int)? = nil
+        historyOf: (@Sendable (String) -> Int)? = nil, historyBytes: Int = .max
     ) {
         self.historyLimit = historyLimit
+        self.historyBytes = historyBytes
         self.historyOf = historyOf ?? { _ in historyLimit }
         self.replication = replication
         self.journal = journal
@@ -74,7 +77,7 @@ public final class StoreRegistry: Sendable {
     }
 
     private func createHere(_ name: String) throws(StoreError) -> ModelStore {
-        let store = ModelStore(name: name, historyLimit: historyOf(name), journal: journal)
+        let store = ModelStore(name: name, historyLimit: historyOf(name), historyBytes: historyBytes, journal: journal)
         let created = stores.withLock { stores in
             guard stores[name] == nil else { return false }
             stores[name] = store
@@ -97,7 +100,7 @@ public final class StoreRegistry: Sendable {
     public func restore(
         _ name: String, epoch: String, version: UInt64, models: [(id: String, value: JSONValue, tag: UInt64)], history: [ChangeSet]
     ) -> ModelStore {
-        let store = ModelStore(name: name, historyLimit: historyOf(name), epoch: epoch, journal: journal)
+        let store = ModelStore(name: name, historyLimit: historyOf(name), historyBytes: historyBytes, epoch: epoch, journal: journal)
         store.restore(models: models, version: version, history: history)
         stores.withLock { $0[name] = store }
         return store
@@ -138,7 +141,9 @@ public final class StoreRegistry: Sendable {
         // Every node's replica of one cluster store must name the same epoch, so that a client
         // resumes on any node: until the first snapshot brings the epoch kept in Redis (which
         // `resetReplica` takes), it is one derived from the name, the same on every node.
-        let fresh = ModelStore(name: name, historyLimit: historyOf(name), replication: replication, epoch: epoch ?? Self.clusterEpoch(name))
+        let fresh = ModelStore(
+            name: name, historyLimit: historyOf(name), historyBytes: historyBytes, replication: replication,
+            epoch: epoch ?? Self.clusterEpoch(name))
         return stores.withLock { stores in
             if let existing = stores[name] { return existing }
             stores[name] = fresh

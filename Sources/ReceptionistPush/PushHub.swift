@@ -16,6 +16,9 @@ public final class PushHub {
     private let stores: StoreRegistry
     private let context: any ExecutionContext
     private let historyLimit: Int
+    /// The most bytes of messages a topic, or of encoded change sets a store's subscribers,
+    /// keeps.
+    private let historyBytes: Int
     /// How many messages the topic of a name keeps, and change sets a store's subscribers are
     /// encoded for (its namespace's); nil: `historyLimit` for every name. Set before use.
     public var historyOf: ((String) -> Int)?
@@ -33,8 +36,9 @@ public final class PushHub {
 
     public init(
         stores: StoreRegistry, context: any ExecutionContext, historyLimit: Int, counters: PushCounters,
-        presence: PresenceSettings = PresenceSettings()
+        presence: PresenceSettings = PresenceSettings(), historyBytes: Int = .max
     ) {
+        self.historyBytes = historyBytes
         self.counters = counters
         self.stores = stores
         self.context = context
@@ -210,7 +214,8 @@ public final class PushHub {
     public func topic(_ name: String) -> Topic {
         if let topic = topics[name] { return topic }
         let topic = Topic(
-            name: name, historyLimit: historyOf?(name) ?? historyLimit, counters: counters, context: context, presence: presenceSettings,
+            name: name, historyLimit: historyOf?(name) ?? historyLimit, historyBytes: historyBytes, counters: counters, context: context,
+            presence: presenceSettings,
             presenceRelay: presenceRelay)
         topic.fanOutQueue = fanOutQueue
         topics[name] = topic
@@ -239,7 +244,7 @@ public final class PushHub {
             end(feed)
         }
         let feed = StoreFeed(
-            store: store, context: context, historyLimit: historyOf?(store.name) ?? historyLimit, counters: counters,
+            store: store, context: context, historyLimit: historyOf?(store.name) ?? historyLimit, historyBytes: historyBytes, counters: counters,
             presence: presenceSettings,
             presenceRelay: presenceRelay)
         feeds[store.name] = feed

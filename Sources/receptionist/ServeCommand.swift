@@ -54,6 +54,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Change sets each store, and messages each topic, keeps so reconnecting subscribers can resume.")
     var history = 1000
 
+    @Option(help: "The most bytes of messages each topic, and of change sets each store (its --retain ones included), keeps in memory; past it the oldest go, as past --history.")
+    var historyBytes = 16 * 1024 * 1024
+
     @Option(help: "Seconds a topic nobody publishes to or follows is kept, with its history; then it is forgotten, and a subscriber coming back gets a reset. 0 keeps topics for good.")
     var topicTtl = 86_400.0
 
@@ -277,6 +280,7 @@ struct ServeCommand: ParsableCommand {
         guard (0.1...300).contains(redisTimeout) else { throw ValidationError("--redis-timeout must be 0.1 to 300 seconds") }
         guard (0.3...300).contains(heartbeatTimeout) else { throw ValidationError("--heartbeat-timeout must be 0.3 to 300 seconds") }
         guard topicTtl >= 0, topicTtl <= 31_536_000 else { throw ValidationError("--topic-ttl must be 0 to 31536000 seconds") }
+        guard historyBytes >= 1024 else { throw ValidationError("--history-bytes must be at least 1024") }
         guard maxTopics >= 1 else { throw ValidationError("--max-topics must be positive") }
         guard redisHistory >= 1 else { throw ValidationError("--redis-history must be positive") }
         // Redis must hold at least what a node's own history does, or a node that joins later
@@ -335,6 +339,7 @@ struct ServeCommand: ParsableCommand {
         config.historyLimit = history
         config.topicTTLSeconds = topicTtl
         config.maxTopics = maxTopics
+        config.historyBytes = historyBytes
         config.demo = demo
         config.demoRate = demoRate
         config.maxMessageBytes = maxMessageBytes

@@ -77,4 +77,19 @@ import Testing
         #expect(ring.element(numbered: 7) == nil && ring.element(numbered: 0) == nil && ring.element(numbered: 10) == nil)
         #expect(ring.oldestNumber == 5 && ring.newestNumber == 9)
     }
+
+    /// Past `maxBytes` the oldest go, as past the capacity; the newest is kept whatever its size,
+    /// and what left is named as missing.
+    @Test func pastItsBytesTheOldestGoAndTheNewestStays() {
+        var ring = HistoryRing<String>(capacity: 100, maxBytes: 10)
+        for number in 1...4 { ring.append("x", number: UInt64(number), size: 3) }
+        #expect(ring.count == 3 && ring.bytes == 9 && ring.oldestNumber == 2)
+        #expect(ring.after(0, latest: 4) == (missing: 1...1, elements: ["x", "x", "x"]))
+        ring.append("big", number: 5, size: 25)
+        #expect(ring.count == 1 && ring.bytes == 25 && ring.oldestNumber == 5, "an element past the budget alone is kept")
+        ring.append("y", number: 6, size: 1)
+        #expect(ring.count == 1 && ring.bytes == 1 && ring.oldestNumber == 6)
+        ring.removeAll()
+        #expect(ring.bytes == 0)
+    }
 }

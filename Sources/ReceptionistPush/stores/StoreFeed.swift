@@ -14,6 +14,7 @@ public final class StoreFeed: PresenceMembers {
     private var groups: [SubscriptionOptions: StoreGroup] = [:]
     private let context: any ExecutionContext
     private let historyLimit: Int
+    private let historyBytes: Int
     private let counters: PushCounters
     private let presenceSettings: PresenceSettings
     /// Who subscribes, made with the first subscriber.
@@ -24,13 +25,14 @@ public final class StoreFeed: PresenceMembers {
     private let presenceRelay: PresenceRelay?
 
     init(
-        store: ModelStore, context: any ExecutionContext, historyLimit: Int, counters: PushCounters,
+        store: ModelStore, context: any ExecutionContext, historyLimit: Int, historyBytes: Int = .max, counters: PushCounters,
         presence: PresenceSettings = PresenceSettings(), presenceRelay: PresenceRelay? = nil
     ) {
         self.presenceRelay = presenceRelay
         self.store = store
         self.context = context
         self.historyLimit = historyLimit
+        self.historyBytes = historyBytes
         self.counters = counters
         presenceSettings = presence
         _ = group(for: .none)
@@ -58,7 +60,8 @@ public final class StoreFeed: PresenceMembers {
     /// The group serving `options`, created on first use.
     func group(for options: SubscriptionOptions) -> StoreGroup {
         if let group = groups[options] { return group }
-        let group = StoreGroup(store: store, options: options, context: context, historyLimit: historyLimit, counters: counters)
+        let group = StoreGroup(
+            store: store, options: options, context: context, historyLimit: historyLimit, historyBytes: historyBytes, counters: counters)
         groups[options] = group
         return group
     }

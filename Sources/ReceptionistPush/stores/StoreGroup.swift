@@ -35,14 +35,14 @@ final class StoreGroup {
     /// The most change sets one delivery brings to the loop. Past it the committing job waits.
     static let maxChangeSetsPerDelivery = 256
 
-    init(store: ModelStore, options: SubscriptionOptions, context: any ExecutionContext, historyLimit: Int,
+    init(store: ModelStore, options: SubscriptionOptions, context: any ExecutionContext, historyLimit: Int, historyBytes: Int = .max,
          counters: PushCounters)
     {
         self.store = store
         self.options = options
         self.counters = counters
         filter = ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
-        recent = HistoryRing(capacity: options.maxRate == nil ? historyLimit : 0)
+        recent = HistoryRing(capacity: options.maxRate == nil ? historyLimit : 0, maxBytes: historyBytes)
         frameVersion = 0
         let group = ThreadBound(WeakGroup(self))
         // One delivery is fanned out in one go on the loop; bounding what it may hold bounds the
@@ -206,7 +206,7 @@ final class StoreGroup {
                 continue
             }
             let event = PushEvent.changes(changeSet, old: options.old)
-            if changeSet.version > (recent.newestNumber ?? 0) { recent.append(event, number: changeSet.version) }
+            if changeSet.version > (recent.newestNumber ?? 0) { recent.append(event, number: changeSet.version, size: event.json.count) }
             for subscription in members where subscription.deliver(event) {
                 delivered += 1
             }

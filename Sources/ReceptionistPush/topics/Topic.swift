@@ -49,7 +49,7 @@ public final class Topic: PresenceMembers {
     private let presenceRelay: PresenceRelay?
 
     public init(
-        name: String, historyLimit: Int, counters: PushCounters, context: any ExecutionContext,
+        name: String, historyLimit: Int, historyBytes: Int = .max, counters: PushCounters, context: any ExecutionContext,
         presence: PresenceSettings = PresenceSettings(), epoch: String = ModelStore.newEpoch(),
         presenceRelay: PresenceRelay? = nil
     ) {
@@ -59,7 +59,7 @@ public final class Topic: PresenceMembers {
         self.counters = counters
         self.context = context
         presenceSettings = presence
-        history = HistoryRing(capacity: historyLimit)
+        history = HistoryRing(capacity: historyLimit, maxBytes: historyBytes)
         lastActive = Clock.microsecondsSinceEpoch()
     }
 
@@ -128,7 +128,10 @@ public final class Topic: PresenceMembers {
         self.epoch = epoch
         self.seq = seq
         history.removeAll()
-        for entry in entries where entry.seq <= seq { history.append(event(entry), number: entry.seq) }
+        for entry in entries where entry.seq <= seq {
+            let event = event(entry)
+            history.append(event, number: entry.seq, size: event.json.count)
+        }
         if let newest = entries.last { lastActive = newest.publishedAt }
     }
 
@@ -155,7 +158,7 @@ public final class Topic: PresenceMembers {
     }
 
     private func record(_ event: PushEvent) {
-        history.append(event, number: seq)
+        history.append(event, number: seq, size: event.json.count)
         counters.topicPublishes += 1
         guard let fanOutQueue else { return fanOut(event) }
         if unsent.isEmpty { fanOutQueue.add(self) }
