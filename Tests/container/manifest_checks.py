@@ -37,6 +37,8 @@ NGINX_ANNOTATIONS = {
     "proxy-http-version": re.compile(r"1\.0|1\.1"),
     "proxy-body-size": SIZE,
     "proxy-buffer-size": SIZE,
+    # Connections at once from one client address.
+    "limit-connections": re.compile(r"[1-9][0-9]*"),
     "ssl-redirect": re.compile(r"true|false"),
     "force-ssl-redirect": re.compile(r"true|false"),
 }
