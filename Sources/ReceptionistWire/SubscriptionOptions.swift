@@ -103,16 +103,20 @@ public struct SubscriptionOptions: Sendable, Hashable {
     }
 
     /// The options in a query string's parameters (`models`, `paths`, `maxRate`, `old`), where
-    /// `values(name)` gives every value of one parameter, percent-decoded. Lists are
-    /// comma-separated, or the parameter repeated.
-    public static func decode(query values: (String) -> [String]) -> Result<SubscriptionOptions, Problem> {
+    /// `values(name)` gives every value of one parameter as it came, and `decoding` undoes its
+    /// escapes (percent-decoding). Lists are comma-separated, or the parameter repeated; a list is
+    /// split on its commas before each item is decoded, so an escaped comma (`%2C`) stays in its
+    /// model id or member name.
+    public static func decode(
+        query values: (String) -> [String], decoding: (Substring) -> String = { String($0) }
+    ) -> Result<SubscriptionOptions, Problem> {
         func list(_ name: String) -> [String]? {
             let raw = values(name)
             guard !raw.isEmpty else { return nil }
-            return raw.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).map(String.init) }
+            return raw.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false).map(decoding) }
         }
         var rate: Double?
-        if let text = values("maxRate").last {
+        if let text = values("maxRate").last.map({ decoding(Substring($0)) }) {
             // Decimal only: `Double` would also read hexadecimal and "nan".
             let decimal = !text.isEmpty && text.utf8.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || $0 == UInt8(ascii: ".") }
             guard decimal, let number = Double(text) else {
@@ -121,7 +125,7 @@ public struct SubscriptionOptions: Sendable, Hashable {
             rate = number
         }
         var old = false
-        if let text = values("old").last {
+        if let text = values("old").last.map({ decoding(Substring($0)) }) {
             switch text {
             case "true", "1", "": old = true
             case "false", "0": old = false

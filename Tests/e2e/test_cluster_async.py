@@ -11,6 +11,7 @@ import threading
 
 from cluster_redis import redis, redis_sleep, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import HOST, api, json_ok, wait_for
+from test_cluster import readiness
 from test_metrics import scrape, value
 from wsclient import connect, recv_json, subscribe, unique
 
@@ -264,3 +265,21 @@ def test_a_store_created_and_written_in_one_pipelined_write_takes_the_write(star
             received += chunk
     statuses = [int(status) for status in re.findall(rb"HTTP/1\.1 (\d{3}) ", received)]
     assert statuses == [201, 201, 200, 404], received
+
+
+def test_a_redis_that_stops_answering_is_reported_down_and_up_again(start_server, redis):
+    """A frozen Redis keeps its connections open: `/readyz` said `up` (and `redis_up` 1) for as
+    long as it slept, while every write waited out `--redis-timeout`. A heartbeat unanswered for
+    `--heartbeat-timeout` now takes the link down (writes are refused at once, saying why), and
+    the next answer brings it back."""
+    node = start_node(start_server, redis, "--heartbeat-timeout", "0.6")
+    sleeper = redis_sleep(redis, 4)
+    try:
+        down = wait_for(lambda: (r := readiness(node.port)).get("redis") != "up" and r, 3.0, "a frozen Redis stayed up")
+        assert down["redis"] == "down" and "has not answered" in down["detail"], down
+        resp = api(node.port, "POST", f"/api/topics/{unique('frozen')}/messages", {"n": 1}, timeout=10)
+        assert resp.status == 503 and "has not answered" in resp.json()["detail"], resp.body
+    finally:
+        sleeper.close()
+    wait_for(lambda: readiness(node.port).get("redis") == "up", 10.0, "the link never came back up")
+    assert api(node.port, "POST", f"/api/topics/{unique('thawed')}/messages", {"n": 1}).status == 201

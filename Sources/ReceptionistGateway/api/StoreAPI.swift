@@ -171,7 +171,7 @@ struct StoreAPI {
             return failure.reply
         }
         var options: SubscriptionOptions
-        switch SubscriptionOptions.decode(query: { StreamRequest.values(request, $0) }) {
+        switch StreamRequest.options(request) {
         case .success(let decoded): options = decoded
         case .failure(let problem): return .error(.badRequest, problem.message)
         }

@@ -13,7 +13,7 @@ extension ClusterEngine {
     ) {
         let index = ShardMap.index(of: name, shards: shards.count)
         let link = shards[index]
-        guard link.isUp else { return completion(.failed(.unavailable("Redis \(link.endpoint) is unreachable"))) }
+        guard link.isUp else { return completion(.failed(.unavailable(link.refusal))) }
         // Followed from now on, as every store this node writes is.
         _ = storeFollowing(name)
         let commit = CommitBatch.Commit(

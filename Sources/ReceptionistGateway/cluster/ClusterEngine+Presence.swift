@@ -47,14 +47,18 @@ extension ClusterEngine: PresenceSource {
     /// that had taken this node for dead.
     func beat() {
         let timeout = String(heartbeatTimeoutMilliseconds)
-        for link in shards where link.isUp {
-            link.commands.eval(ClusterScripts.heartbeat, ["1", link.keys.nodes, nodeID, timeout]) {
+        // Beats on every connected server, answering or not: an answer is what brings a link that
+        // stopped answering back up.
+        for link in shards where link.isConnected {
+            let sent = link.commands.eval(ClusterScripts.heartbeat, ["1", link.keys.nodes, nodeID, timeout]) {
                 [weak self, weak link] reply in
+                if reply != nil { link?.beatAnswered() }
                 guard let self, let link, let parts = reply?.elements, let stale = parts.first?.integer else { return }
                 let dead = Set(parts.dropFirst().compactMap(\.text))
                 hub.presenceRelay.nodesLost(dead, where: { self.shard($0) === link })
                 if stale == 1 { hub.presenceRelay.reshare(where: { self.shard($0) === link }) }
             }
+            if sent { link.beatSent() }
         }
     }
 }

@@ -11,7 +11,7 @@ extension ClusterEngine {
     func publish(topic name: String, data: [UInt8], completion: @escaping (Result<UInt64, StoreError>) -> Void) {
         let index = ShardMap.index(of: name, shards: shards.count)
         let link = shards[index]
-        guard link.isUp else { return completion(.failure(.unavailable("Redis \(link.endpoint) is unreachable"))) }
+        guard link.isUp else { return completion(.failure(.unavailable(link.refusal))) }
         guard !link.commands.isSaturated else { return completion(.failure(.unavailable(link.refusal))) }
         publishers[index].add(
             PublishBatch.Message(topic: name, data: data, publishedAt: Clock.microsecondsSinceEpoch()), PublishBatch.Waiter(answer: completion))

@@ -63,7 +63,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         self.hub = hub
         self.historyLimit = max(1, historyLimit)
         self.logger = logger
-        shards = endpoints.map { RedisLink(loop: loop, endpoint: $0, node: nodeID, logger: logger) }
+        let stall = heartbeatTimeoutMilliseconds
+        shards = endpoints.map { RedisLink(loop: loop, endpoint: $0, node: nodeID, stallMilliseconds: stall, logger: logger) }
         for link in shards {
             link.commands.maxPendingCommands = maxPendingCommands
             link.onUp = { [unowned self, unowned link] in self.catchUp(link) }
@@ -239,7 +240,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// Registers a store in Redis; `completion` gets nil when created.
     func createStore(_ name: String, completion: @escaping (StoreError?) -> Void) {
         let link = shard(name), keys = link.keys
-        guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
+        guard link.isUp else { return completion(.unavailable(link.refusal)) }
         let epoch = ModelStore.newEpoch()
         // Commits made before run before it, as a connection sent them (invariant 58).
         committers[ShardMap.index(of: name, shards: shards.count)].sendPending()
@@ -269,7 +270,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// at once is a new replica; the other nodes drop theirs when the notice reaches them.
     func deleteStore(_ name: String, completion: @escaping (StoreError?) -> Void) {
         let link = shard(name), keys = link.keys
-        guard link.isUp else { return completion(.unavailable("Redis \(link.endpoint) is unreachable")) }
+        guard link.isUp else { return completion(.unavailable(link.refusal)) }
         committers[ShardMap.index(of: name, shards: shards.count)].sendPending()
         let sent = link.commands.eval(ClusterScripts.deleteStore, [
             "5", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), keys.stores,

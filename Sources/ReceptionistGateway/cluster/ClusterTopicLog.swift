@@ -18,7 +18,7 @@ final class ClusterTopicLog: TopicLog {
 
     func refusal(for topic: String) -> StoreError? {
         if let refusal = cluster.hub.capacityRefusal(forTopic: topic) { return .overCapacity(refusal) }
-        return cluster.isUp(for: topic) ? nil : .unavailable("Redis \(cluster.shard(topic).endpoint) is unreachable")
+        return cluster.isUp(for: topic) ? nil : .unavailable(cluster.shard(topic).refusal)
     }
 
     func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool {

@@ -4,8 +4,10 @@ import ReceptionistLoop
 /// The node's two connections to one Redis server (a shard) and their health: one for commands,
 /// one subscribed to the cluster's notice channel on that server and to this node's own channel
 /// (where other nodes' publishes are noticed; `ClusterScripts.publish`). Both reconnect with
-/// backoff on their own; the link is up only when both are connected and the channels are
-/// subscribed. Going up or down is logged once.
+/// backoff on their own; the link is up only when both are connected, the channels are
+/// subscribed, and Redis answers: a heartbeat unanswered for `--heartbeat-timeout` (Redis frozen,
+/// or a network that holds the connection open and carries nothing) takes the link down until
+/// one is answered. Going up or down is logged once.
 ///
 /// Loop thread only.
 final class RedisLink: EngineHealth {
@@ -21,14 +23,19 @@ final class RedisLink: EngineHealth {
     private let channels: [String]
     private let logger: Logger
     private var subscribed = false
+    /// When the oldest heartbeat still unanswered was sent (the loop's milliseconds), if any.
+    private var beatSentAt: UInt64?
+    /// How long a heartbeat may go unanswered before the link counts as down.
+    private let stallMilliseconds: UInt64
     private var reportedUp: Bool?
     /// Called each time the link comes up (the engine re-reads what it may have missed).
     var onUp: (() -> Void)?
     /// Called with every notice published on either channel.
     var onNotice: (([UInt8]) -> Void)?
 
-    init(loop: EventLoop, endpoint: RedisEndpoint, node: String, logger: Logger) {
+    init(loop: EventLoop, endpoint: RedisEndpoint, node: String, stallMilliseconds: UInt64, logger: Logger) {
         self.endpoint = endpoint
+        self.stallMilliseconds = stallMilliseconds
         keys = ClusterKeys(database: endpoint.database)
         nodeChannel = keys.nodeChannel(node)
         channels = [keys.channel, nodeChannel]
@@ -36,7 +43,10 @@ final class RedisLink: EngineHealth {
         commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
         events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
         commands.onConnected = { [unowned self] in self.changed() }
-        commands.onDisconnected = { [unowned self] reason in self.changed(reason) }
+        commands.onDisconnected = { [unowned self] reason in
+            self.beatSentAt = nil
+            self.changed(reason)
+        }
         events.onConnected = { [unowned self] in
             _ = self.events.subscribe(self.channels, subscribed: { [unowned self] in
                 self.subscribed = true
@@ -63,17 +73,43 @@ final class RedisLink: EngineHealth {
 
     var name: String { "redis" }
 
-    var isUp: Bool { commands.isConnected && events.isConnected && subscribed }
+    var isUp: Bool { isConnected && isAnswering }
 
-    var downReason: String? {
-        isUp ? nil : commands.lastError ?? events.lastError ?? "connecting"
+    /// Both connections are up and the channels subscribed (whether Redis answers or not).
+    var isConnected: Bool { commands.isConnected && events.isConnected && subscribed }
+
+    /// No heartbeat has waited for its answer past the stall limit.
+    private var isAnswering: Bool {
+        guard let sent = beatSentAt else { return true }
+        return commands.loop.nowMilliseconds - sent < stallMilliseconds
     }
 
-    /// Why a command could not be sent: no connection, or too many replies owed already.
+    var downReason: String? {
+        if isUp { return nil }
+        if isConnected { return "Redis has not answered for \(stallMilliseconds) ms" }
+        return commands.lastError ?? events.lastError ?? "connecting"
+    }
+
+    /// Why a command could not be sent: no connection, no answer for a while, or too many
+    /// replies owed already.
     var refusal: String {
-        commands.isSaturated
-            ? "Redis \(endpoint) is not keeping up: \(commands.pendingCommands) commands wait for it (--redis-max-pending); retry later"
-            : "Redis \(endpoint) is unreachable"
+        if commands.isSaturated {
+            return "Redis \(endpoint) is not keeping up: \(commands.pendingCommands) commands wait for it (--redis-max-pending); retry later"
+        }
+        if isConnected && !isAnswering { return "Redis \(endpoint) has not answered for \(stallMilliseconds) ms; retry later" }
+        return "Redis \(endpoint) is unreachable"
+    }
+
+    /// A heartbeat is sent; the link is down if none is answered within the stall limit.
+    func beatSent() {
+        if beatSentAt == nil { beatSentAt = commands.loop.nowMilliseconds }
+    }
+
+    /// A heartbeat was answered: Redis answers.
+    func beatAnswered() {
+        let wasUp = isUp
+        beatSentAt = nil
+        if !wasUp { changed() }
     }
 
     var pendingCommands: Int { commands.pendingCommands }

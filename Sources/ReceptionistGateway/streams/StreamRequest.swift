@@ -12,7 +12,7 @@ enum StreamRequest {
         let text = request.headers["Last-Event-ID"] ?? query(request, "since")
         let epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
         let options: SubscriptionOptions
-        switch SubscriptionOptions.decode(query: { name in values(request, name) }) {
+        switch options(request) {
         case .success(let decoded): options = decoded
         case .failure(let problem): return .reply(.error(.badRequest, problem.message))
         }
@@ -38,19 +38,29 @@ enum StreamRequest {
         return .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
     }
 
-    /// Every value of `name` in the query string, percent-decoded (`+` is a space); a value that
-    /// does not decode (a bad escape, or bytes that are not UTF-8) is kept as it came: a model id
-    /// may hold `%`, and one written unescaped is still the id its writer meant.
-    static func values(_ request: HTTPRequest, _ name: String) -> [String] {
+    /// A request's subscription options (`models`, `paths`, `maxRate`, `old`), each list split
+    /// on its commas before its items are percent-decoded.
+    static func options(_ request: HTTPRequest) -> Result<SubscriptionOptions, ClientMessage.Problem> {
+        SubscriptionOptions.decode(query: { rawValues(request, $0) }, decoding: decoded)
+    }
+
+    /// Every value of `name` in the query string, as it came (still escaped).
+    static func rawValues(_ request: HTTPRequest, _ name: String) -> [String] {
         guard let query = request.query else { return [] }
         var found: [String] = []
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
             guard parts.first == Substring(name) else { continue }
-            let raw = parts.count > 1 ? parts[1] : ""
-            found.append(RequestPath.percentDecoded(raw) ?? String(raw))
+            found.append(parts.count > 1 ? String(parts[1]) : "")
         }
         return found
+    }
+
+    /// `text` percent-decoded (`+` is a space); one that does not decode (a bad escape, or bytes
+    /// that are not UTF-8) is kept as it came: a model id may hold `%`, and one written unescaped
+    /// is still the id its writer meant.
+    static func decoded(_ text: Substring) -> String {
+        RequestPath.percentDecoded(text) ?? String(text)
     }
 
     /// The first value of `name` in the query string, undecoded (numbers need no decoding).
