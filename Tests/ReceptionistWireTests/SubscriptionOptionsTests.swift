@@ -23,6 +23,16 @@ import Testing
         return String(parts[1])
     }
 
+    /// A list is split on its commas before its items are decoded: an escaped comma stays in
+    /// its item (the decoding here stands for percent-decoding: `~` for a comma).
+    @Test func aListIsSplitBeforeItsItemsAreDecoded() throws {
+        let decoded = SubscriptionOptions.decode(
+            query: { ["models": ["a~b,c"], "paths": ["k~1"], "maxRate": ["2"]][$0] ?? [] },
+            decoding: { String($0.map { $0 == "~" ? "," : $0 }) })
+        let options = try decoded.get()
+        #expect(options.models == ["a,b", "c"] && options.paths == [["k,1"]])
+    }
+
     // MARK: From a subscribe message
 
     /// A model prefix and a key path match by bytes: two written differently (`é` as one code point

@@ -55,6 +55,21 @@ def test_curl_gets_snapshot_then_changes(server):
         assert models == store_snapshot(port, store)["models"]
 
 
+def test_an_escaped_comma_stays_in_its_model_id_and_member_name(server):
+    """Lists in the query are split on commas, then each item is percent-decoded: `a%2Cb` is the
+    model `a,b` (as the client library writes it), not `a` and `b`. Before, the stream sent the
+    models and members the client had not asked for, and left out the one it had."""
+    port = server.port
+    store = new_store(port, {"a,b": {"k,1": 1, "k": 2}, "a": {"k,1": 3}, "b": {"k": 4}})
+    with CurlEvents(port, store_events(store) + "?models=a%2Cb&paths=k%2C1") as stream:
+        assert_stream_head(stream.response)
+        assert stream.reader.next_event().json()["models"] == {"a,b": {"k,1": 1}}
+    # A read of the change sets takes the same lists the same way.
+    read = http_client_request(port, "GET", f"/api/stores/{store}/changes?after=0&models=a%2Cb,b&paths=k%2C1,k")
+    changes = read.json()["changes"][0]["changes"]
+    assert read.status == 200 and {c["model"] for c in changes} == {"a,b", "b"}, read.body
+
+
 def test_a_store_stream_ends_when_its_store_is_deleted(server):
     """The stream hears `unsubscribed` (`deleted`), then ends: nothing more can come on it.
     Before, it stayed open with heartbeats until the client gave up."""

@@ -171,7 +171,7 @@ struct StoreAPI {
             return failure.reply
         }
         var options: SubscriptionOptions
-        switch StreamRequest.options(request) {
+        switch StreamRequest.subscriptionOptions(request) {
         case .success(let decoded): options = decoded
         case .failure(let problem): return .error(.badRequest, problem.message)
         }

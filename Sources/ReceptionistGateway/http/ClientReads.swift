@@ -59,7 +59,7 @@ struct ClientReads {
                     let (user, info) = HookRequests.identity(claims)
                     // What the read asks for, as the hook is told of a subscription's options (a
                     // malformed query is refused by the read itself, once allowed).
-                    let options = (try? StreamRequest.options(request).get()) ?? .none
+                    let options = (try? StreamRequest.subscriptionOptions(request).get()) ?? .none
                     let body = HookRequests.subscribe(
                         client: .string("http " + client), user: user, info: info, target: target, options: options, presence: false)
                     hooks.call(.subscribe, body) { answer in

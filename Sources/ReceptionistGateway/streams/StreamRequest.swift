@@ -12,7 +12,7 @@ enum StreamRequest {
         let text = request.headers["Last-Event-ID"] ?? query(request, "since")
         let epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
         let options: SubscriptionOptions
-        switch options(request) {
+        switch subscriptionOptions(request) {
         case .success(let decoded): options = decoded
         case .failure(let problem): return .reply(.error(.badRequest, problem.message))
         }
@@ -40,7 +40,7 @@ enum StreamRequest {
 
     /// A request's subscription options (`models`, `paths`, `maxRate`, `old`), each list split
     /// on its commas before its items are percent-decoded.
-    static func options(_ request: HTTPRequest) -> Result<SubscriptionOptions, ClientMessage.Problem> {
+    static func subscriptionOptions(_ request: HTTPRequest) -> Result<SubscriptionOptions, ClientMessage.Problem> {
         SubscriptionOptions.decode(query: { rawValues(request, $0) }, decoding: decoded)
     }
 
