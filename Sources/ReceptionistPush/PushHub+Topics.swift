@@ -99,8 +99,9 @@ extension PushHub {
     }
 
     func subscribed(_ topic: Topic, seq: UInt64, resumed: Bool, reset: Bool = false) -> PushEvent {
+        // Numbered, so an `EventSource` that reconnects before any message resumes after it.
         PushEvent(
-            name: "subscribed", id: nil,
+            name: "subscribed", id: seq, epoch: topic.epoch,
             json: PushEncoder.subscribedTopic(topic.name, seq: seq, epoch: topic.epoch, resumed: resumed, reset: reset))
     }
 }

@@ -75,9 +75,14 @@ public final class Subscription {
     private final class Conflation {
         /// The position the subscriber had when conflation began.
         let from: UInt64
+        /// The epoch of what it folds (an event's), for the SSE `id:` of the frame it becomes.
+        let epoch: String?
         var buffer = CoalescingBuffer()
         var changeSets = 0
-        init(from: UInt64) { self.from = from }
+        init(from: UInt64, epoch: String?) {
+            self.from = from
+            self.epoch = epoch
+        }
     }
 
     public init(
@@ -144,7 +149,7 @@ public final class Subscription {
                 sink.endSlowConsumer(self)
                 return false
             }
-            let pending = Conflation(from: position)
+            let pending = Conflation(from: position, epoch: event.epoch)
             pending.buffer.absorb(changeSet)
             pending.changeSets = 1
             conflation = pending
@@ -185,7 +190,7 @@ public final class Subscription {
         }
         let json = PushEncoder.conflated(
             store: target.name, version: position, from: pending.from, changes: changes, old: options.old)
-        sink.sendOwed(PushEvent(name: "changes", id: position, json: json))
+        sink.sendOwed(PushEvent(name: "changes", id: position, epoch: pending.epoch, json: json))
         return pending.changeSets
     }
 }

@@ -2,9 +2,10 @@ import ReceptionistJSON
 
 /// Server-Sent Events framing (the HTML standard's `text/event-stream`). Pure.
 public enum SSEEncoder {
-    /// One event. `data` must hold no line breaks (compact JSON never does); `id` is omitted when nil.
-    public static func event(_ name: String, id: UInt64?, data: [UInt8]) -> [UInt8] {
-        var out = head(name, id: id)
+    /// One event. `data` must hold no line breaks (compact JSON never does); `id` is omitted when
+    /// nil, and written `<id>@<epoch>` with an epoch.
+    public static func event(_ name: String, id: UInt64?, epoch: String? = nil, data: [UInt8]) -> [UInt8] {
+        var out = head(name, id: id, epoch: epoch)
         out.reserveCapacity(out.count + data.count + end.count)
         out += data
         out += end
@@ -13,7 +14,7 @@ public enum SSEEncoder {
 
     /// What comes before an event's data (its name, its id and `data: `), for a sender that lays
     /// the data after it itself; `end` follows the data.
-    public static func head(_ name: String, id: UInt64?) -> [UInt8] {
+    public static func head(_ name: String, id: UInt64?, epoch: String? = nil) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(name.utf8.count + 32)
         out += "event: ".utf8
@@ -21,6 +22,10 @@ public enum SSEEncoder {
         if let id {
             out += "\nid: ".utf8
             JSONWriter.writeDecimal(id, to: &out)
+            if let epoch {
+                out.append(UInt8(ascii: "@"))
+                out += epoch.utf8
+            }
         }
         out += "\ndata: ".utf8
         return out

@@ -27,6 +27,19 @@ class SSEEvent:
     id: str | None
     data: list[str] = field(default_factory=list)
 
+    @property
+    def number(self) -> str | None:
+        """The version or sequence number of the `id:` (`<number>@<epoch>`)."""
+        if self.id is None:
+            return None
+        number, at, epoch = self.id.partition("@")
+        assert at and epoch, f"an id without its epoch: {self.id!r}"
+        return number
+
+    @property
+    def epoch(self) -> str | None:
+        return None if self.id is None else self.id.partition("@")[2]
+
     def json(self) -> dict:
         assert len(self.data) == 1, f"data must be on one line: {self.data}"
         value = json.loads(self.data[0])
@@ -200,19 +213,19 @@ def assert_snapshot_event(event: SSEEvent, port: int, store: str, reset: bool = 
     assert event.event == "snapshot", event
     data = event.json()
     assert data == {"type": "snapshot", "reset": reset, **store_snapshot(port, store)}
-    assert event.id == str(data["version"]), event
+    assert event.number == str(data["version"]) and event.epoch == data["epoch"], event
     return data
 
 
 def assert_changes_event(event: SSEEvent, store: str, version: int) -> dict:
-    assert (event.event, event.id) == ("changes", str(version)), event
+    assert (event.event, event.number) == ("changes", str(version)), event
     data = event.json()
     assert_changes_frame(data, store, version)
     return data
 
 
 def assert_message_event(event: SSEEvent, topic: str, seq: int, value) -> None:
-    assert (event.event, event.id) == ("message", str(seq)), event
+    assert (event.event, event.number) == ("message", str(seq)), event
     data = event.json()
     assert set(data) == {"type", "topic", "seq", "publishedAt", "data"}, data
     assert (data["type"], data["topic"], data["seq"], data["data"]) == ("message", topic, seq, value), data

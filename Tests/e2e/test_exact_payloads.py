@@ -150,14 +150,14 @@ def test_sse_message_data_is_the_published_bytes_live_and_replayed(server):
         event = first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 0})
         for index, (seq, body) in enumerate(zip(seqs, bodies)):
             event = stream.reader.next_event() if index else event
-            assert (event.event, event.id, len(event.data)) == ("message", str(seq), 1), event
+            assert (event.event, event.number, len(event.data)) == ("message", str(seq), 1), event
             assert_message_text(event.data[0], topic, seq, body)
     with HttpEvents(port, topic_events(topic), headers={"Last-Event-ID": "0"}) as stream:
         assert_stream_head(stream.response)
         event = first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": len(bodies)})
         for index, (seq, body) in enumerate(zip(seqs, bodies)):
             event = stream.reader.next_event() if index else event
-            assert (event.event, event.id, len(event.data)) == ("message", str(seq), 1), event
+            assert (event.event, event.number, len(event.data)) == ("message", str(seq), 1), event
             assert_message_text(event.data[0], topic, seq, body)
 
 
@@ -252,15 +252,15 @@ def test_model_literals_and_order_reach_sse_snapshot_changes_and_resume(server):
         assert stream.reader.next_event().event == "snapshot"
         version = put_text(port, store, "m", MODEL)
         event = stream.reader.next_event()
-        assert (event.event, event.id, len(event.data)) == ("changes", str(version), 1), event
+        assert (event.event, event.number, len(event.data)) == ("changes", str(version), 1), event
         assert_same_literals(literal(event.data[0])["changes"][0]["value"], MODEL, "SSE changes event")
     with HttpEvents(port, store_events(store)) as stream:
         event = stream.reader.next_event()
-        assert (event.event, event.id) == ("snapshot", str(version)), event
+        assert (event.event, event.number) == ("snapshot", str(version)), event
         assert_same_literals(literal(event.data[0])["models"]["m"], MODEL, "SSE snapshot event")
     with HttpEvents(port, store_events(store), headers={"Last-Event-ID": "0"}) as stream:
         event = first_event(stream.reader, {"type": "subscribed", "store": store, "version": 0})
-        assert (event.event, event.id) == ("changes", str(version)), event
+        assert (event.event, event.number) == ("changes", str(version)), event
         assert_same_literals(literal(event.data[0])["changes"][0]["value"], MODEL, "SSE replayed changes")
 
 

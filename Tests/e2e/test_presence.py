@@ -231,7 +231,7 @@ def test_sse_streams_get_presence_events_the_list_first(tokened):
                 bob_id = sview.by_user("bob")["client"]
                 seq = publish(port, topic, {"n": 1})
                 event = until(lambda ev: ev.event != "presence", "the message")
-                assert event.event == "message" and event.id == str(seq), event
+                assert event.event == "message" and event.number == str(seq), event
                 assert event.json()["data"] == {"n": 1}, event
             event = until(lambda ev: ev.event == "presence" and leaves_of(ev.json(), bob_id), "bob's leave")
             assert event.json()["leaves"] == [{"client": bob_id, "user": "bob"}], event
@@ -251,7 +251,7 @@ def test_sse_streams_get_presence_events_the_list_first(tokened):
         assert sview.apply(listed.json()) == "members" and sview.users() == ["sse"], listed
         version = patch_model(port, store, "m", {"v": 2})
         event = stream.reader.next_event()
-        assert (event.event, event.id) == ("changes", str(version)), event
+        assert (event.event, event.number) == ("changes", str(version)), event
 
 
 # ---- Stores ------------------------------------------------------------------

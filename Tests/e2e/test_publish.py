@@ -99,7 +99,7 @@ def test_data_reaches_websocket_and_sse_subscribers_as_written_live_and_replayed
         assert recv_json(publisher) == published(topic, 1, "exact")
         assert_message_text(recv_text(subscriber), topic, 1, body)
         event = first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 0})
-        assert (event.event, event.id, len(event.data)) == ("message", "1", 1), event
+        assert (event.event, event.number, len(event.data)) == ("message", "1", 1), event
         assert_message_text(event.data[0], topic, 1, body)
     with connect(port) as replay:
         assert subscribe(replay, topic=topic, since=0)["resumed"] is True
@@ -139,7 +139,7 @@ def test_publishes_sent_back_to_back_are_answered_in_order_and_delivered_in_orde
         event = first_event(stream.reader, {"type": "subscribed", "topic": first, "seq": 0})
         for index, (seq, data) in enumerate(mine):
             event = stream.reader.next_event() if index else event
-            assert (event.event, event.id) == ("message", str(seq)), event
+            assert (event.event, event.number) == ("message", str(seq)), event
             assert_message_text(event.data[0], first, seq, data)
         listing = topics_listing(port)
         assert (listing[first], listing[second]) == (next_seq[first] - 1, next_seq[second] - 1)

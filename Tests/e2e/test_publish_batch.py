@@ -62,7 +62,7 @@ def test_batch_publishes_every_message_in_order_and_answers_every_seq(server):
         event = first_event(stream.reader, {"type": "subscribed", "topic": a, "seq": 1})
         for index, ((t, seq), (_, body)) in enumerate(x for x in zip(expected, messages) if x[0][0] == a):
             event = stream.reader.next_event() if index else event
-            assert (event.event, event.id) == ("message", str(seq)), event
+            assert (event.event, event.number) == ("message", str(seq)), event
             assert_message_text(event.data[0], a, seq, body)
 
 

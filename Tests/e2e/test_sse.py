@@ -2,6 +2,7 @@
 resume with Last-Event-ID and ?since=, reset snapshots, gaps, heartbeats, errors and drain. The
 clients are in sse_client.py."""
 
+import json
 import signal
 import time
 
@@ -199,6 +200,55 @@ def test_topic_resume_with_last_event_id(server):
         assert_message_event(stream.reader.next_event(), topic, 3, {"n": 3})
         live = publish(port, topic, {"n": 4})
         assert_message_event(stream.reader.next_event(), topic, live, {"n": 4})
+
+
+def test_an_event_sources_own_reconnection_resumes_only_in_the_epoch_its_ids_name(server):
+    """A raw `EventSource` cannot send `?epoch=`; its reconnection sends back the last `id:`. The
+    ids are `<number>@<epoch>`, so a store deleted and made again (a new epoch) answers the
+    reconnection with a reset snapshot. Before, `Last-Event-ID: 2` resumed in the new store as if
+    it were the old, and the client kept the old models under the new store's changes."""
+    port = server.port
+    store = new_store(port, {"m": {"n": 1}})
+    patch_model(port, store, "m", {"n": 2})
+    with HttpEvents(port, store_events(store)) as stream:
+        snapshot = stream.reader.next_event()
+    assert snapshot.number == "2", snapshot
+    assert http_client_request(port, "DELETE", f"/api/stores/{store}").status == 200
+    assert http_client_request(port, "POST", "/api/stores", body=json.dumps({"name": store}).encode(),
+                               headers={"Content-Type": "application/json"}).status == 201
+    commit(port, store, [{"op": "put", "model": "x", "value": {"n": 1}}])
+    patch_model(port, store, "x", {"n": 2})
+    patch_model(port, store, "x", {"n": 3})
+    with HttpEvents(port, store_events(store), headers={"Last-Event-ID": snapshot.id}) as stream:
+        event = stream.reader.next_event()
+        assert event.event == "snapshot" and event.json()["reset"] is True, event
+        assert event.json()["models"] == {"x": {"n": 3}} and event.epoch != snapshot.epoch, event
+    # In the same epoch the id resumes exactly, as a number alone does.
+    with HttpEvents(port, store_events(store), headers={"Last-Event-ID": f"{event.number}@{event.epoch}"}) as stream:
+        live = patch_model(port, store, "x", {"n": 4})
+        assert_changes_event(first_event(stream.reader, {"type": "subscribed", "store": store, "version": 3}), store, live)
+
+
+def test_a_topic_streams_subscribed_event_is_numbered_so_a_reconnection_misses_nothing(server):
+    """Before any message, a reconnecting `EventSource` had no id to send back, and what was
+    published while it was away never reached it."""
+    port, topic = server.port, unique("sse-first")
+    publish(port, topic, {"n": 1})
+    with HttpEvents(port, topic_events(topic)) as stream:
+        subscribed = stream.reader.next_event()
+    assert subscribed.event == "subscribed" and subscribed.number == "1", subscribed
+    publish(port, topic, {"n": 2})
+    with HttpEvents(port, topic_events(topic), headers={"Last-Event-ID": subscribed.id}) as stream:
+        assert_message_event(first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 2}),
+                             topic, 2, {"n": 2})
+
+
+@pytest.mark.parametrize("last", ["9007199254740992", "1@", "x@e"])
+def test_a_resume_point_out_of_range_is_400(server, last):
+    """The same bound as over WebSocket (`maxSince`, 2^53 - 1); an id's epoch must not be empty."""
+    store = new_store(server.port, {"m": {"n": 1}})
+    resp = http_client_request(server.port, "GET", store_events(store), headers={"Last-Event-ID": last})
+    assert_json_error(resp, 400, "bad_request")
 
 
 def test_topic_gap_event_then_kept_messages(start_server):

@@ -47,7 +47,7 @@ def test_sse_options_give_a_projected_snapshot_and_filtered_changes(server):
         event = stream.reader.next_event()
         assert event.event == "snapshot", event
         sse_view.take_snapshot(event.json(), port)
-        assert event.id == str(sse_view.version)
+        assert event.number == str(sse_view.version)
         assert set(sse_view.models) == {"a1", "a2", "solo"}
         ws_view.subscribe(ws, port)
         steps = [
@@ -68,7 +68,7 @@ def test_sse_options_give_a_projected_snapshot_and_filtered_changes(server):
             if expected is None:
                 continue
             event = stream.reader.next_event()
-            assert (event.event, event.id) == ("changes", str(version)), f"expected version {version}: {event}"
+            assert (event.event, event.number) == ("changes", str(version)), f"expected version {version}: {event}"
             data = sse_view.accept(event.json())
             assert by_place(data["changes"]) == by_place(expected), data
             assert recv_text(ws) == event.data[0], "SSE and WebSocket carry the same JSON"
@@ -90,7 +90,7 @@ def test_sse_max_rate_with_repeated_parameters_folds_a_burst(server):
         first = commit(port, store, [set_at("a1", "color", "#a10001")])
         event = stream.reader.next_event()
         first_arrival = time.time()
-        assert (event.event, event.id) == ("changes", str(first)), event
+        assert (event.event, event.number) == ("changes", str(first)), event
         data = view.accept(event.json())
         assert (data["from"], data["changes"]) == (start, [change("a1", "color", "updated", "#a10001")]), data
         burst = [commit(port, store, [set_at("a1", "color", "#a10002")]),
@@ -100,7 +100,7 @@ def test_sse_max_rate_with_repeated_parameters_folds_a_burst(server):
         assert time.time() - first_arrival < BURST_BUDGET, "the burst took too long to fall in one interval"
         event = stream.reader.next_event(1 / BURST_RATE + FRAME_TIMEOUT)
         arrival = time.time()
-        assert (event.event, event.id) == ("changes", str(burst[-1])), event
+        assert (event.event, event.number) == ("changes", str(burst[-1])), event
         data = view.accept(event.json(), exact_from=True)
         assert by_place(data["changes"]) == [change("a1", "color", "updated", "#a10003"),
                                              change("a2", "color", "updated", "#a20001")], data

@@ -9,8 +9,19 @@ enum StreamRequest {
         if let problem = hub.check(target) {
             return .reply(.error(problem.code == .noSuchStore ? .notFound : .badRequest, problem.message))
         }
-        let text = request.headers["Last-Event-ID"] ?? query(request, "since")
-        let epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
+        // The stream's own ids are `<number>@<epoch>`: an `EventSource` that reconnects by itself
+        // sends one back, and resumes only within that epoch. `?since=` and `?epoch=` are a
+        // client's first request's.
+        var text = request.headers["Last-Event-ID"] ?? query(request, "since")
+        var epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
+        if let id = text, let at = id.firstIndex(of: "@") {
+            let named = String(id[id.index(after: at)...])
+            guard !named.isEmpty, named.utf8.count <= ClientMessage.maxEpochBytes else {
+                return .reply(.error(.badRequest, "Last-Event-ID's epoch must be 1 to \(ClientMessage.maxEpochBytes) bytes"))
+            }
+            text = String(id[..<at])
+            epoch = named
+        }
         let options: SubscriptionOptions
         switch subscriptionOptions(request) {
         case .success(let decoded): options = decoded
@@ -32,8 +43,8 @@ enum StreamRequest {
         guard let text, !text.isEmpty else {
             return .stream(target, since: nil, epoch: epoch, options: options, presence: presence, grant: grant)
         }
-        guard let since = UInt64(text.trimmingSpaces) else {
-            return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number, not '\(text)'"))
+        guard let since = UInt64(text.trimmingSpaces), since <= ClientMessage.maxSince else {
+            return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number up to \(ClientMessage.maxSince), not '\(text)'"))
         }
         return .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
     }

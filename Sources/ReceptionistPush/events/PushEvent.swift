@@ -17,6 +17,9 @@ public final class PushEvent {
     /// The store version or topic sequence number the event carries, used for ordering and as the
     /// SSE `id:`; nil for events that do not advance the stream (such as `subscribed` or `gap`).
     public let id: UInt64?
+    /// The epoch `id` belongs to (its store's or topic's), written into the SSE `id:` beside it so
+    /// an `EventSource`'s own reconnection resumes only within it; nil where there is no `id`.
+    public let epoch: String?
     public let json: [UInt8]
     /// The change set behind a `changes` event, kept so a slow subscriber can conflate it.
     public let changeSet: ChangeSet?
@@ -29,9 +32,10 @@ public final class PushEvent {
     private var compressedFrames: [(windowBits: Int, frame: SharedBytes, compressed: Int)] = []
     private var sseBytes: SharedBytes?
 
-    public init(name: String, id: UInt64?, json: [UInt8], changeSet: ChangeSet? = nil) {
+    public init(name: String, id: UInt64?, epoch: String? = nil, json: [UInt8], changeSet: ChangeSet? = nil) {
         self.name = name
         self.id = id
+        self.epoch = epoch
         self.json = json
         self.changeSet = changeSet
         run = []
@@ -42,6 +46,7 @@ public final class PushEvent {
         precondition(messages.count > 1, "a run holds two messages or more")
         name = messages[0].name
         id = messages[messages.count - 1].id
+        epoch = messages[messages.count - 1].epoch
         json = []
         changeSet = nil
         run = messages
@@ -114,13 +119,14 @@ public final class PushEvent {
     public var sseEvent: SharedBytes {
         if let sseBytes { return sseBytes }
         let bytes = run.isEmpty
-            ? SharedBytes(SSEEncoder.head(name, id: id), json, SSEEncoder.end)
+            ? SharedBytes(SSEEncoder.head(name, id: id, epoch: epoch), json, SSEEncoder.end)
             : SharedBytes(joining: run.map(\.sseEvent))
         sseBytes = bytes
         return bytes
     }
 
-    public static func changes(_ changeSet: ChangeSet, old: Bool = false) -> PushEvent {
-        PushEvent(name: "changes", id: changeSet.version, json: PushEncoder.changes(changeSet, old: old), changeSet: changeSet)
+    public static func changes(_ changeSet: ChangeSet, old: Bool = false, epoch: String? = nil) -> PushEvent {
+        PushEvent(
+            name: "changes", id: changeSet.version, epoch: epoch, json: PushEncoder.changes(changeSet, old: old), changeSet: changeSet)
     }
 }

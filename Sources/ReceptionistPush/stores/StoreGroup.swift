@@ -95,7 +95,8 @@ final class StoreGroup {
             snapshot = StoreSnapshot(store: snapshot.store, version: snapshot.version, models: filter.project(snapshot.models))
         }
         let event = PushEvent(
-            name: "snapshot", id: snapshot.version, json: PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch))
+            name: "snapshot", id: snapshot.version, epoch: store.epoch,
+            json: PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch))
         cachedSnapshot = (snapshot.version, reset, event)
         return event
     }
@@ -141,7 +142,7 @@ final class StoreGroup {
         var kept = changeSet
         kept.changes = filter.apply(changeSet.changes)
         guard !kept.changes.isEmpty else { return nil }
-        return PushEvent.changes(kept, old: options.old)
+        return PushEvent.changes(kept, old: options.old, epoch: store.epoch)
     }
 
     private func frame(
@@ -152,7 +153,7 @@ final class StoreGroup {
             committedAt: committedAt, changes: changes, old: options.old)
         // The change set behind the frame, for a member that is behind and conflates it further.
         let changeSet = ChangeSet(store: store.name, version: version, committedAtMicroseconds: committedAt, changes: changes)
-        return PushEvent(name: "changes", id: version, json: json, changeSet: changeSet)
+        return PushEvent(name: "changes", id: version, epoch: store.epoch, json: json, changeSet: changeSet)
     }
 
     /// Every member starts again from a fresh snapshot marked reset: a cluster replica was
@@ -200,12 +201,14 @@ final class StoreGroup {
             recent.removeAll()
         }
         guard !members.isEmpty else { return }
+        var epoch = store.epoch
         for changeSet in delivery.changeSets {
             if changeSet.isReset {
                 resetMembers()
+                epoch = store.epoch
                 continue
             }
-            let event = PushEvent.changes(changeSet, old: options.old)
+            let event = PushEvent.changes(changeSet, old: options.old, epoch: epoch)
             if changeSet.version > (recent.newestNumber ?? 0) { recent.append(event, number: changeSet.version, size: event.json.count) }
             for subscription in members where subscription.deliver(event) {
                 delivered += 1

@@ -98,7 +98,7 @@ public final class Topic: PresenceMembers {
         seq += 1
         lastActive = publishedAt
         let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
-        record(PushEvent(name: "message", id: seq, json: json))
+        record(PushEvent(name: "message", id: seq, epoch: epoch, json: json))
         return seq
     }
 
@@ -108,7 +108,7 @@ public final class Topic: PresenceMembers {
         self.seq = seq
         lastActive = publishedAt
         let json = PushEncoder.message(topic: name, seq: seq, publishedAt: publishedAt, data: data)
-        record(PushEvent(name: "message", id: seq, json: json))
+        record(PushEvent(name: "message", id: seq, epoch: epoch, json: json))
     }
 
     /// Cluster: messages `from...to` left Redis before this node read them. The history restarts
@@ -194,7 +194,7 @@ public final class Topic: PresenceMembers {
     /// A message read back from the shared log, for one resume: encoded as a live one is.
     public func event(_ entry: TopicEntry) -> PushEvent {
         PushEvent(
-            name: "message", id: entry.seq,
+            name: "message", id: entry.seq, epoch: epoch,
             json: PushEncoder.message(topic: name, seq: entry.seq, publishedAt: entry.publishedAt, data: entry.data))
     }
 
