@@ -52,6 +52,8 @@ extension ModelStore {
             // `validate` passed it: a put's value is an object.
             guard let value = operation.pointee.value else { return }
             let (id, old) = models.put(value, forKey: id)
+            // The same value again (byte for byte, members in the same order) changes nothing.
+            if let old, old == value { return }
             changes.append(ModelChange(
                 model: id, keyPath: .whole, kind: ModelChange.kind(old: old, new: value), oldValue: old, newValue: value))
         case .patch:
@@ -103,8 +105,9 @@ extension ModelStore {
             return
         }
         let old = keyPath.withComponents { model.replaceValue(value, along: $0) }
-        // Removing what is not there changes nothing.
-        if old == nil && value == nil { return }
+        // Removing what is not there, or setting the value already there (byte for byte),
+        // changes nothing.
+        if old == value { return }
         let kind = ModelChange.kind(old: old, new: value)
         changes.append(ModelChange(
             model: id, keyPath: keyPath, kind: kind, slotHint: slot, oldValue: old, newValue: value))

@@ -63,6 +63,32 @@ import Testing
         token.cancel()
     }
 
+    /// A `set` or a `put` of the value already there (byte for byte, members in their order) makes
+    /// no version and leaves the model's tag, as a `patch` to the same values does; one that
+    /// changes a member's order, a number's text or a string's bytes is a change. (Each made a
+    /// version, moved the ETag and sent every subscriber the same value again.)
+    @Test func writingTheValueAlreadyThereMakesNoVersion() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "m", value: ["a": 5, "b": ["c": "é"]])])
+        let seen = PThreadLock(0)
+        let token = store.observe { _ in seen.withLock { $0 += 1 } }
+        for same: StoreOperation in [
+            .put(model: "m", value: ["a": 5, "b": ["c": "é"]]), .set(model: "m", keyPath: "a", value: 5),
+            .set(model: "m", keyPath: "b.c", value: "é"), .patch(model: "m", patch: ["a": 5]),
+        ] {
+            let answer = try store.commit([same])
+            #expect(answer.changes.isEmpty && answer.version == 1, "\(same)")
+        }
+        #expect(store.model("m")?.tag == 1 && seen.withLock { $0 } == 0)
+        let reordered = try store.commit([.put(model: "m", value: ["b": ["c": "é"], "a": 5])])
+        #expect(reordered.version == 2, "members in another order are another value")
+        let otherText = try store.commit([.set(model: "m", keyPath: "a", value: try JSONParser.parse(Array("5.0".utf8)))])
+        #expect(otherText.version == 3, "5.0 is not 5")
+        let otherBytes = try store.commit([.set(model: "m", keyPath: "b.c", value: "e\u{301}")])
+        #expect(otherBytes.version == 4, "é written another way is another value")
+        token.cancel()
+    }
+
     @Test func modelIDsAreOneTo128BytesWithoutSlashOrControlCharacters() {
         let store = ModelStore(name: "s")
         for bad in ["", "a/b", "a\u{7F}", "tab\t", String(repeating: "x", count: 129), String(repeating: "é", count: 65)] {
@@ -109,7 +135,7 @@ import Testing
         let threads = 8
         let perThread = Int(100_000 * stressScale)
         let store = ModelStore(name: "s")
-        try store.commit((0..<64).map { .put(model: "m\($0)", value: ["color": 0, "twin": 0]) })
+        try store.commit((0..<64).map { .put(model: "m\($0)", value: ["color": -1, "twin": -1]) })
 
         // Every observer call must see versions strictly rising by one.
         let seen = PThreadLock((last: UInt64(1), gaps: 0, halves: 0))
