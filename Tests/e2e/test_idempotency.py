@@ -166,9 +166,12 @@ def test_requests_without_the_header_publish_and_commit_every_time(server):
         for n in (1, 2, 3):
             assert published(send_message(port, topic, {"same": True}), topic) == n
         expect_messages(ws, topic, [(n, {"same": True}) for n in (1, 2, 3)])
+        # Each is applied, none replayed: the same value again changes nothing and makes no
+        # version, and its answer says so (a replay would be marked, and carry the first's count).
         for n in (1, 2, 3):
-            assert committed(send_changes(port, store, changes), store, 1) == n
-        expect_versions(ws, store, [1, 2, 3])
+            body = first_attempt(send_changes(port, store, changes), 200)
+            assert (body["store"], body["version"], body["changes"]) == (store, 1, 1 if n == 1 else 0), body
+        expect_versions(ws, store, [1])
 
 
 # ---- Change sets -------------------------------------------------------
@@ -310,10 +313,12 @@ def test_idempotency_keys_are_scoped_per_api_key(start_server):
         assert topics_listing(port)[topic] == 2
         expect_messages(ws, topic, [(1, {"n": 1}), (2, {"n": 1})])
 
+        # Another body under the same key name: a conflict if keys were not scoped, applied here.
+        other = [{"op": "put", "model": "m", "value": {"n": 2}}]
         commit_a = send_changes(port, store, changes, key="shared-cs", api_key=API_KEY_A)
-        commit_b = send_changes(port, store, changes, key="shared-cs", api_key=API_KEY_B)
+        commit_b = send_changes(port, store, other, key="shared-cs", api_key=API_KEY_B)
         assert (committed(commit_a, store, 1), committed(commit_b, store, 1)) == (1, 2)
-        assert_replayed(send_changes(port, store, changes, key="shared-cs", api_key=API_KEY_B), commit_b)
+        assert_replayed(send_changes(port, store, other, key="shared-cs", api_key=API_KEY_B), commit_b)
         assert store_snapshot(port, store)["version"] == 2
 
 
