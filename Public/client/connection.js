@@ -92,7 +92,9 @@ export class Connection extends Emitter {
     if (target === null) return;
     const route = this._routes.get(target);
     if (type === 'unsubscribed') {
-      if (head && head.kind === 'unsubscribe' && head.key === target) {
+      // The answer to this client's unsubscribe names no reason; one with a reason is the
+      // gateway's own (the store was deleted), whatever this client has asked meanwhile.
+      if (head && head.kind === 'unsubscribe' && head.key === target && frame.reason === undefined) {
         this._pending.shift();
         this._dropLease(head.lease);
         return;

@@ -188,3 +188,16 @@ def test_a_deleted_store_is_no_longer_live_and_comes_back_reset_when_made_again(
         assert snapshot["reset"] is True, snapshot
     finally:
         backend.close()
+
+
+def test_a_store_deleted_while_the_client_unsubscribes_and_subscribes_again_costs_no_restart():
+    """The gateway's own `unsubscribed` (the store was deleted) is not the answer to the client's
+    unsubscribe sent meanwhile: taken for it, the answer that followed (`not_subscribed`) was
+    pinned on the new subscribe, whose snapshot was dropped, and the client restarted its socket.
+    The order is met every time: the client runs on a fake socket that hands it the frames."""
+    script = Path(__file__).parent / "node_unsubscribe_race.mjs"
+    result = subprocess.run([str(NODE), str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome == {"sent": ["subscribe", "unsubscribe", "subscribe"], "status": "live",
+                       "models": {"n": {"v": 1}}, "errors": [], "sockets": 1, "closed": False}, outcome
