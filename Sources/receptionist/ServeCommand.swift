@@ -228,21 +228,16 @@ struct ServeCommand: ParsableCommand {
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         // Bounded above too: a time or rate past these (`inf`, `1e300`) would pass a test of sign
         // and then overflow where it becomes milliseconds or a count.
-        let spans: [(String, Double, ClosedRange<Double>)] = [
-            ("--idle-timeout", idleTimeout, 0.001...86_400), ("--head-timeout", headTimeout, 0.001...86_400),
-            ("--drain-timeout", drainTimeout, 0...3_600), ("--sse-heartbeat", sseHeartbeat, 0.001...86_400),
-            ("--idempotency-window", idempotencyWindow, 0.001...31_536_000),
+        let bounded: [(String, Double, ClosedRange<Double>, unit: String)] = [
+            ("--idle-timeout", idleTimeout, 0.001...86_400, " seconds"), ("--head-timeout", headTimeout, 0.001...86_400, " seconds"),
+            ("--drain-timeout", drainTimeout, 0...3_600, " seconds"), ("--sse-heartbeat", sseHeartbeat, 0.001...86_400, " seconds"),
+            ("--idempotency-window", idempotencyWindow, 0.001...31_536_000, " seconds"),
+            ("--demo-rate", demoRate, 0.001...100_000, ""), ("--publish-rate", publishRate, 0...1e9, ""),
+            ("--publish-burst", publishBurst, 1...1e9, ""), ("--client-message-rate", clientMessageRate, 0...1e9, ""),
+            ("--client-message-burst", clientMessageBurst, 1...1e9, ""),
         ]
-        for (name, value, range) in spans where !range.contains(value) {
-            throw ValidationError("\(name) must be \(range.lowerBound) to \(range.upperBound) seconds")
-        }
-        let rates: [(String, Double, ClosedRange<Double>)] = [
-            ("--demo-rate", demoRate, 0.001...100_000), ("--publish-rate", publishRate, 0...1e9),
-            ("--publish-burst", publishBurst, 1...1e9), ("--client-message-rate", clientMessageRate, 0...1e9),
-            ("--client-message-burst", clientMessageBurst, 1...1e9),
-        ]
-        for (name, value, range) in rates where !range.contains(value) {
-            throw ValidationError("\(name) must be \(range.lowerBound) to \(range.upperBound)")
+        for (name, value, range, unit) in bounded where !range.contains(value) {
+            throw ValidationError("\(name) must be \(range.lowerBound) to \(range.upperBound)\(unit)")
         }
         guard maxConnections > 0 else { throw ValidationError("--max-connections must be positive") }
         // A connection keeps both in half words (`TCPConnection`, `WebSocketDecoder`): 2 GiB each.

@@ -70,15 +70,30 @@ import Testing
                 + "Content-Length: \(body.utf8.count)\r\nConnection: close\r\n\r\n\(body)", port: port)
     }
 
-    /// A store request over HTTP is answered `503 over_capacity`, and a commit over WebSocket the
-    /// `unavailable` error with its `ref`, while the job queue is full; then both are served.
-    @Test func aStoreRequestPastTheQueuedWorkIsAnswered503OverCapacity() throws {
+    /// A gateway with one job thread and room for one more piece of work in its queue.
+    static func startWithOneJobThread() throws -> Running {
         var config = GatewayConfig()
         config.host = "127.0.0.1"
         config.port = 0
         config.jobThreads = 1
         config.maxQueuedWork = 1
-        let gateway = try Self.start(config)
+        return try start(config)
+    }
+
+    /// Holds the one job thread and takes the one place in the queue; `release` lets both go,
+    /// and `queuedRan` is signalled once the queued work has run.
+    static func fillTheJobQueue(of gateway: Running) -> (release: DispatchSemaphore, queuedRan: DispatchSemaphore) {
+        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), queuedRan = DispatchSemaphore(value: 0)
+        #expect(gateway.jobs.submit { held.signal(); release.wait() })
+        #expect(held.wait(timeout: .now() + 10) == .success)
+        #expect(gateway.jobs.submit { queuedRan.signal() })
+        return (release, queuedRan)
+    }
+
+    /// A store request over HTTP is answered `503 over_capacity`, and a commit over WebSocket the
+    /// `unavailable` error with its `ref`, while the job queue is full; then both are served.
+    @Test func aStoreRequestPastTheQueuedWorkIsAnswered503OverCapacity() throws {
+        let gateway = try Self.startWithOneJobThread()
         #expect(try Self.createStore("queued", port: gateway.port).hasPrefix("HTTP/1.1 201 "))
         let ws = try TestClient(port: gateway.port)
         ws.send(Array((
@@ -95,10 +110,7 @@ import Testing
         }
 
         // The one job thread waits for `release`; the one place in the queue is taken.
-        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), queuedRan = DispatchSemaphore(value: 0)
-        #expect(gateway.jobs.submit { held.signal(); release.wait() })
-        #expect(held.wait(timeout: .now() + 10) == .success)
-        #expect(gateway.jobs.submit { queuedRan.signal() })
+        let (release, queuedRan) = Self.fillTheJobQueue(of: gateway)
 
         let refused = try Self.createStore("refused", port: gateway.port)
         #expect(refused.hasPrefix("HTTP/1.1 503 "))
@@ -126,19 +138,11 @@ import Testing
     /// thread held and the queue full they are refused `503 over_capacity`, while the loop goes on
     /// answering `/healthz`; then they are served.
     @Test func theListingsOfStoresAndTopicsAreBuiltOnAJobThread() throws {
-        var config = GatewayConfig()
-        config.host = "127.0.0.1"
-        config.port = 0
-        config.jobThreads = 1
-        config.maxQueuedWork = 1
-        let gateway = try Self.start(config)
+        let gateway = try Self.startWithOneJobThread()
         func get(_ path: String) throws -> String {
             try Self.exchange("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", port: gateway.port)
         }
-        let held = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0), queuedRan = DispatchSemaphore(value: 0)
-        #expect(gateway.jobs.submit { held.signal(); release.wait() })
-        #expect(held.wait(timeout: .now() + 10) == .success)
-        #expect(gateway.jobs.submit { queuedRan.signal() })
+        let (release, queuedRan) = Self.fillTheJobQueue(of: gateway)
         for path in ["/api/stores", "/api/topics"] {
             let refused = try get(path)
             #expect(refused.hasPrefix("HTTP/1.1 503 ") && refused.contains("\"error\":\"over_capacity\""), "\(path): \(refused)")
