@@ -23,6 +23,15 @@ public struct JSONNumber: Sendable, Hashable, CustomStringConvertible, Expressib
 
     private let storage: Storage
 
+    /// About how many bytes `literal` takes, without making it: an integer at most 20, a literal
+    /// kept as text its length.
+    public var approximateBytes: Int {
+        switch storage {
+        case .integer: 20
+        case .text(let text): text.utf8.count
+        }
+    }
+
     /// The number's text, valid by the RFC 8259 grammar.
     public var literal: String {
         switch storage {

@@ -176,7 +176,7 @@ extension JSONValue {
     public var approximateBytes: Int {
         switch self {
         case .null, .bool: return 5
-        case .number(let number): return number.literal.utf8.count
+        case .number(let number): return number.approximateBytes
         case .string(let text): return text.utf8.count + 2
         case .array(let items):
             var total = 2

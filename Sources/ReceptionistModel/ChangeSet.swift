@@ -1,3 +1,5 @@
+import ReceptionistJSON
+
 /// Everything one commit changed, under one version. Observers always see a change set whole.
 public struct ChangeSet: Sendable, Hashable {
     public let store: String
@@ -20,12 +22,20 @@ public struct ChangeSet: Sendable, Hashable {
 
 extension ChangeSet {
     /// About how many bytes the change set holds (its values before and after, model ids and key
-    /// paths): its weight in a store's history (`--history-bytes`).
+    /// paths): its weight in a store's history (`--history-bytes`). Counted on every commit, so
+    /// the common values are weighed here, without a call per value.
     public var approximateBytes: Int {
+        @inline(__always) func weight(_ value: JSONValue?) -> Int {
+            switch value {
+            case nil, .null?, .bool?: 5
+            case .number(let number)?: number.approximateBytes
+            case .string(let text)?: text.utf8.count + 2
+            case let value?: value.approximateBytes
+            }
+        }
         var total = 64
         for change in changes {
-            total += 32 + change.model.utf8.count + change.keyPath.utf8Count
-            total += (change.oldValue?.approximateBytes ?? 0) + (change.newValue?.approximateBytes ?? 0)
+            total += 32 + change.model.utf8.count + change.keyPath.utf8Count + weight(change.oldValue) + weight(change.newValue)
         }
         return total
     }
