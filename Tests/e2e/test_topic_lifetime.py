@@ -9,6 +9,8 @@ Every wait is for a real condition: the topic gone from `GET /api/topics`, or ba
 
 from __future__ import annotations
 
+import pytest
+
 from cluster_redis import redis, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import api, assert_json_error, json_ok, wait_for
 from data_dir import start_on, stop_with
@@ -76,7 +78,9 @@ def test_a_subscriber_coming_back_to_a_forgotten_topic_gets_a_reset_in_a_new_epo
         assert frame["type"] == "message" and frame["seq"] == 2 and frame["data"] == {"n": "next"}, frame
 
 
-def test_a_forgotten_topic_leaves_the_data_directory_and_its_name_starts_over(start_server, tmp_path):
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_forgotten_topic_leaves_the_data_directory_and_its_name_starts_over(start_server, tmp_path, how):
+    """With `--fsync always` the new life's acknowledged message survives a kill too."""
     data = tmp_path / "data"
     server = start_on(start_server, data, "--topic-ttl", TTL)
     gone, reused = unique("gone"), unique("reused")
@@ -85,7 +89,7 @@ def test_a_forgotten_topic_leaves_the_data_directory_and_its_name_starts_over(st
             assert publish(server.port, topic, {"n": n}) == n
     forgotten(server.port, gone, reused)
     assert publish(server.port, reused, {"n": "again"}) == 1
-    stop_with(server, "SIGTERM")
+    stop_with(server, how)
 
     # Kept for good from here: what the first gateway forgot is not brought back.
     server = start_on(start_server, data, "--topic-ttl", "0")
