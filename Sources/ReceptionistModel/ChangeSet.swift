@@ -25,7 +25,7 @@ extension ChangeSet {
     /// paths): its weight in a store's history (`--history-bytes`). Counted on every commit, so
     /// the common values are weighed here, without a call per value.
     public var approximateBytes: Int {
-        @inline(__always) func weight(_ value: JSONValue?) -> Int {
+        @inline(__always) func weight(_ value: borrowing JSONValue?) -> Int {
             switch value {
             case nil, .null?, .bool?: 5
             case .number(let number)?: number.approximateBytes
@@ -33,10 +33,16 @@ extension ChangeSet {
             case let value?: value.approximateBytes
             }
         }
-        var total = 64
-        for change in changes {
-            total += 32 + change.model.utf8.count + change.keyPath.utf8Count + weight(change.oldValue) + weight(change.newValue)
+        // Read in place: a change copied out of the array retains and releases each of its fields.
+        return changes.withUnsafeBufferPointer { buffer in
+            var total = 64
+            guard let base = buffer.baseAddress else { return total }
+            for index in 0..<buffer.count {
+                let change = base + index
+                total += 32 + change.pointee.model.utf8.count + change.pointee.keyPath.utf8Count
+                total += weight(change.pointee.oldValue) + weight(change.pointee.newValue)
+            }
+            return total
         }
-        return total
     }
 }
