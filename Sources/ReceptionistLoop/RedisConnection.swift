@@ -44,6 +44,12 @@ public final class RedisConnection {
     private var context: UnsafeMutablePointer<redisAsyncContext>?
     private var backoff: RedisBackoff
     private var retryTimer: LoopTimer?
+    /// After `close`, frees a connection whose server still owes replies (`closeTimeoutMilliseconds`).
+    private var closeTimer: LoopTimer?
+    /// How long `close` waits for the replies still owed before it drops the connection: hiredis
+    /// disconnects only once every reply has come, and a server that stopped answering would
+    /// hold the connection, and the loop with it, for good.
+    public static let closeTimeoutMilliseconds: UInt64 = 2000
     /// Pub/sub callbacks live as long as the context; hiredis calls them once per message.
     private var subscriptionBoxes: [ReplyBox] = []
     /// Commands are queued in hiredis's buffer; the loop writes them once, at the end of the
@@ -176,6 +182,19 @@ public final class RedisConnection {
             // Commands of this iteration not written yet go out first: their replies are due.
             if wasConnected { receptionist_redis_flush(context) }
             redisAsyncDisconnect(context)
+            // Still here: replies are owed. Past the time-out hiredis frees the context, answering
+            // each of them with nothing, and calls the disconnect callback (the connection was
+            // connected: a connecting one ends through its connect callback).
+            if wasConnected, self.context != nil {
+                let timer = LoopTimer(loop: loop) { [weak self] in
+                    guard let self else { return }
+                    closeTimer?.close()
+                    closeTimer = nil
+                    if let context = self.context { redisAsyncFree(context) }
+                }
+                closeTimer = timer
+                timer.start(delayMilliseconds: Self.closeTimeoutMilliseconds)
+            }
         }
     }
 
@@ -247,6 +266,8 @@ public final class RedisConnection {
     private func contextFreed(_ reason: String) {
         context = nil
         subscriptionBoxes.removeAll()
+        closeTimer?.close()
+        closeTimer = nil
         if state == .closed { return }
         failed(reason)
     }

@@ -60,7 +60,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Seconds a topic nobody publishes to or follows is kept, with its history; then it is forgotten, and a subscriber coming back gets a reset. 0 keeps topics for good.")
     var topicTtl = 86_400.0
 
-    @Option(help: "Most topics kept at once; a publish that would make one more is answered 503 unavailable.")
+    @Option(help: "Most topics kept at once; a publish that would make one more is answered 503 over_capacity.")
     var maxTopics = 100_000
 
     @Flag(help: "Create the 'tiles' demo store (64 models) and animate it.")

@@ -6,8 +6,10 @@ Redis is slowed for real with `DEBUG SLEEP`, which blocks the server for that ma
 
 import json
 import re
+import signal
 import socket
 import threading
+import time
 
 from cluster_redis import redis, redis_sleep, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import HOST, api, json_ok, wait_for
@@ -283,3 +285,23 @@ def test_a_redis_that_stops_answering_is_reported_down_and_up_again(start_server
         sleeper.close()
     wait_for(lambda: readiness(node.port).get("redis") == "up", 10.0, "the link never came back up")
     assert api(node.port, "POST", f"/api/topics/{unique('thawed')}/messages", {"n": 1}).status == 201
+    # Logged once each way, as a lost connection is (the first "redis up" is the start's).
+    log = node.stderr_text()
+    assert log.count("redis down") == 1 and "has not answered" in log and log.count("redis up") == 2, log
+
+
+def test_a_node_whose_redis_stopped_answering_still_exits_when_drained(start_server, redis):
+    """The node's last writes at shutdown (its presence entries) wait for replies a frozen Redis
+    never sends: the drained node waited for Redis to wake (90 s in the review) before it exited.
+    It now waits at most two seconds (`RedisConnection.closeTimeoutMilliseconds`)."""
+    node = start_node(start_server, redis, "--drain-timeout", "1")
+    with connect(node.port) as ws:
+        assert subscribe(ws, topic=unique("room"), presence=True)["type"] == "subscribed"
+    sleeper = redis_sleep(redis, 15)
+    try:
+        signalled = time.monotonic()
+        node.send_signal(signal.SIGTERM)
+        assert node.wait_exit(12) == 0, node.stderr_text()
+        assert time.monotonic() - signalled < 1 + 2 + 3, "the exit waited for Redis"
+    finally:
+        sleeper.close()

@@ -50,6 +50,7 @@ extension ClusterEngine: PresenceSource {
         // Beats on every connected server, answering or not: an answer is what brings a link that
         // stopped answering back up.
         for link in shards where link.isConnected {
+            link.checkAnswering()
             let sent = link.commands.eval(ClusterScripts.heartbeat, ["1", link.keys.nodes, nodeID, timeout]) {
                 [weak self, weak link] reply in
                 if reply != nil { link?.beatAnswered() }

@@ -100,6 +100,12 @@ final class RedisLink: EngineHealth {
         return "Redis \(endpoint) is unreachable"
     }
 
+    /// Before each heartbeat: a link that has stopped answering is reported down (logged once,
+    /// as a lost connection is), and comes back up with the next answer (`beatAnswered`).
+    func checkAnswering() {
+        if reportedUp == true, !isUp { changed(downReason) }
+    }
+
     /// A heartbeat is sent; the link is down if none is answered within the stall limit.
     func beatSent() {
         if beatSentAt == nil { beatSentAt = commands.loop.nowMilliseconds }
