@@ -142,7 +142,10 @@ class LoadRun:
         self.resets = 0
 
     def start(self):
-        return start_on(self.start_server, self.data_dir, "--fsync", self.fsync, "--history", "100000")
+        # Every change set and message of the run stays readable, by number and by bytes, for
+        # the check that reads them all back.
+        return start_on(self.start_server, self.data_dir, "--fsync", self.fsync, "--history", "100000",
+                        "--history-bytes", str(1 << 30))
 
     def round(self, number: int) -> None:
         port = self.server.port
