@@ -77,6 +77,10 @@ public struct GatewayConfig: Sendable {
     /// The most seconds a log entry is kept in Redis; 0 keeps entries until `redisHistory` pushes
     /// them out.
     public var redisHistoryTTLSeconds = 0.0
+    /// How long a topic's keys stay in Redis after its last publish, or after the last node that
+    /// follows it renewed them; then Redis deletes them, and the topic starts again in a new
+    /// epoch. 0 keeps them for good.
+    public var redisTopicTTLSeconds = 2_592_000.0
 
     // Trust: see docs/SECURITY.md.
     /// Keys that mutating API calls must present as `Authorization: Bearer`; empty means none is

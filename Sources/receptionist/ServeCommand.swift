@@ -217,6 +217,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "The most seconds an entry stays in Redis's history; 0 for no age limit.")
     var redisHistoryTtl = 0.0
 
+    @Option(help: "Seconds a topic's keys stay in Redis after its last publish or the last node following it; then the topic starts over in a new epoch. 0 keeps them for good.")
+    var redisTopicTtl = 2_592_000.0
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error or critical. Debug logs every request.")
     var logLevel = "info"
 
@@ -283,8 +286,8 @@ struct ServeCommand: ParsableCommand {
         guard engine != "redis" || redisHistory >= history else {
             throw ValidationError("--redis-history (\(redisHistory)) must be at least --history (\(history))")
         }
-        guard redisHistoryTtl >= 0, redisHistoryTtl <= 31_536_000 else {
-            throw ValidationError("--redis-history-ttl must be 0 to 31536000 seconds")
+        for (name, ttl) in [("--redis-history-ttl", redisHistoryTtl), ("--redis-topic-ttl", redisTopicTtl)] where !(0...31_536_000).contains(ttl) {
+            throw ValidationError("\(name) must be 0 to 31536000 seconds")
         }
         guard idempotencyKeys > 0 else { throw ValidationError("--idempotency-keys must be positive") }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format must be text or json") }
@@ -381,6 +384,7 @@ struct ServeCommand: ParsableCommand {
         config.heartbeatTimeoutSeconds = heartbeatTimeout
         config.redisHistory = redisHistory
         config.redisHistoryTTLSeconds = redisHistoryTtl
+        config.redisTopicTTLSeconds = redisTopicTtl
 
         let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])

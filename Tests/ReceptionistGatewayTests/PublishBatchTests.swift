@@ -26,7 +26,7 @@ import Testing
         let keys = ClusterKeys(database: 0)
         var epochs = 0
         let arguments = batch.arguments(
-            keys: keys, nodeChannel: keys.nodeChannel("n1"), history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2),
+            keys: keys, nodeChannel: keys.nodeChannel("n1"), history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2, topicKeysSeconds: 60),
             known: { $0 == 0 ? PublishBatch.Known(epoch: "e7", number: 41) : nil }
         ) {
             epochs += 1
@@ -36,7 +36,7 @@ import Testing
             "8",
             keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"), keys.topicLast("news"),
             keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"), keys.topicLast("chat"),
-            "500", "2000", keys.channel, keys.nodeChannel("n1"),
+            "500", "2000", "60000", keys.channel, keys.nodeChannel("n1"),
             "t:news", "fresh1", "e7", "41", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
             "t:chat", "fresh2", "", "0", "1", "{\"n\":2}", "11",
         ].map { Array($0.utf8) }))

@@ -2,15 +2,20 @@ import ReceptionistJSON
 import ReceptionistModel
 import ReceptionistPush
 
-/// What each topic's and store's log keeps in Redis (`--redis-history`, `--redis-history-ttl`).
+/// What each topic's and store's log keeps in Redis (`--redis-history`, `--redis-history-ttl`),
+/// and how long a quiet topic's keys stay there (`--redis-topic-ttl`).
 struct RedisHistory: Sendable, Equatable {
     let maxEntries: Int
     /// 0: no age limit.
     let maxAgeMilliseconds: Int
+    /// How long a topic's keys (its number, log, epoch and last entry's ID) live after its last
+    /// publish or the last renewal by a node following it; 0: for good.
+    let topicKeysMilliseconds: Int
 
-    init(maxEntries: Int, maxAgeSeconds: Double) {
+    init(maxEntries: Int, maxAgeSeconds: Double, topicKeysSeconds: Double = 0) {
         self.maxEntries = max(1, maxEntries)
         maxAgeMilliseconds = max(0, Int(maxAgeSeconds * 1000))
+        topicKeysMilliseconds = topicKeysSeconds > 0 ? max(1, Int(topicKeysSeconds * 1000)) : 0
     }
 }
 

@@ -30,7 +30,9 @@ extension ClusterEngine {
         }
         let engine = ClusterEngine(
             loop: loop, endpoints: endpoints, stores: stores, hub: hub, historyLimit: config.historyLimit,
-            redisHistory: RedisHistory(maxEntries: config.redisHistory, maxAgeSeconds: config.redisHistoryTTLSeconds),
+            redisHistory: RedisHistory(
+                maxEntries: config.redisHistory, maxAgeSeconds: config.redisHistoryTTLSeconds,
+                topicKeysSeconds: config.redisTopicTTLSeconds),
             maxPendingCommands: config.redisMaxPendingCommands,
             timeoutSeconds: config.redisTimeoutSeconds, heartbeatTimeoutSeconds: config.heartbeatTimeoutSeconds, logger: logger)
         hub.topicSource = engine

@@ -39,6 +39,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// `--heartbeat-timeout`: a node silent this long is taken for dead.
     let heartbeatTimeoutMilliseconds: UInt64
     private var heartbeatTimer: LoopTimer?
+    /// Renews the keys of the topics followed here (`renewFollowedTopics`); nil when they live for good.
+    private var renewalTimer: LoopTimer?
     /// Read by the history lookups (`ClusterEngine+History`).
     var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
     private var storeReaders: [String: (reader: StreamReader, follower: StoreFollower)] = [:]
@@ -84,12 +86,21 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let period = max(100, heartbeatTimeoutMilliseconds / 3)
         timer.start(delayMilliseconds: period, repeatMilliseconds: period)
         heartbeatTimer = timer
+        let keep = UInt64(redisHistory.topicKeysMilliseconds)
+        if keep > 0 {
+            let renewal = LoopTimer(loop: loop) { [unowned self] in self.renewFollowedTopics() }
+            let every = min(max(keep / 4, 50), 60_000)
+            renewal.start(delayMilliseconds: every, repeatMilliseconds: every)
+            renewalTimer = renewal
+        }
     }
 
     /// Closes every connection and stops the replica thread. Loop thread, at shutdown.
     func close() {
         heartbeatTimer?.close()
         heartbeatTimer = nil
+        renewalTimer?.close()
+        renewalTimer = nil
         // The drain has closed every connection: this node's entries go now (each link writes
         // what it was given before it disconnects), not when the heartbeat times out.
         hub.presenceRelay.shareAll()
@@ -189,7 +200,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let link = shard(name)
         let follower = TopicFollower(
             name: name, hub: hub, commands: link.commands, keys: link.keys, tail: historyLimit,
-            waitMilliseconds: UInt64(timeoutSeconds * 1000), logger: logger)
+            waitMilliseconds: UInt64(timeoutSeconds * 1000), keysMilliseconds: redisHistory.topicKeysMilliseconds, logger: logger)
         let reader = StreamReader(key: link.keys.topicLog(name), cursor: nil, commands: link.commands, follower: follower)
         topicReaders[name] = (reader, follower)
         _ = hub.topic(name)

@@ -116,22 +116,19 @@ enum ClusterScripts {
         return epoch
         """)
 
-    /// The topic's epoch (KEYS[3]), set to `fresh` if it has none; and whether it was just made.
-    /// Prefixed to `topicTail`; `publish` does the same in line, as it does `trimByAge`.
-    private static let topicEpoch = """
-        local function topicEpoch(key, fresh)
-          local epoch = redis.call('GET', key)
-          if epoch then return epoch, false end
-          redis.call('SET', key, fresh)
-          return fresh, true
+    /// Sets the topic's epoch key to `epoch`, living `keep` ms (`'0'`: for good), as the publish
+    /// script keeps the topic's other keys. Prefixed to `topicTail`.
+    private static let setTopicEpoch = """
+        local function setTopicEpoch(key, epoch, keep)
+          if keep == '0' then redis.call('SET', key, epoch) else redis.call('SET', key, epoch, 'PX', keep) end
         end
 
         """
 
     /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log, epoch and
     /// last entry's ID (`ClusterKeys.topicLast`).
-    /// ARGV: max log length, max log age in ms (0: none), the cluster's channel, the publishing
-    /// node's channel, then for each topic: its notice, a fresh epoch, the epoch the publishing node
+    /// ARGV: max log length, max log age in ms (0: none), how long the topic's keys live in ms (0:
+    /// for good), the cluster's channel, the publishing node's channel, then for each topic: its notice, a fresh epoch, the epoch the publishing node
     /// follows and the last number it has read in it ("" and 0: none), its count n, and n pairs of
     /// data JSON and publishedAt. The fresh epoch is taken by a topic that has none (new, or Redis
     /// lost it) and by one whose number is behind what the node has read in the epoch Redis still
@@ -142,7 +139,7 @@ enum ClusterScripts {
     /// channel marked `m:`, `ClusterKeys.carryingMark`, with the messages themselves, numbered,
     /// and the ID of the entry before them, up to 64 KiB of data: that node then mirrors them
     /// without reading the log), and its log trimmed once (by the last `XADD`, and by age as
-    /// `trimByAge` does). Returns first seq, epoch, last entry ID and the ID of the entry before
+    /// `trimByAge` does), and its keys' lifetime renewed. Returns first seq, epoch, last entry ID and the ID of the entry before
     /// the batch ('0-0': none) for each topic in turn, in one flat array: enough for the
     /// publishing node to mirror its own messages without reading them back, when the entry before
     /// them is the last it read (otherwise entries it has not read came between, or Redis went
@@ -166,21 +163,22 @@ enum ClusterScripts {
     /// listener list for a lone node, the topic's epoch read in line, one flat answer): each costs
     /// Redis instructions on every call (`bench/callgrind-redis.sh`).
     static let publish = RedisScript("""
-        local counts = redis.call('PUBSUB', 'NUMSUB', ARGV[3], ARGV[4])
+        local counts = redis.call('PUBSUB', 'NUMSUB', ARGV[4], ARGV[5])
         local listeners
         if counts[2] > counts[4] then
           listeners = {}
-          local nodes = redis.call('PUBSUB', 'CHANNELS', ARGV[3] .. ':*')
+          local nodes = redis.call('PUBSUB', 'CHANNELS', ARGV[4] .. ':*')
           for _, channel in ipairs(nodes) do
-            if channel ~= ARGV[4] then listeners[#listeners + 1] = channel end
+            if channel ~= ARGV[5] then listeners[#listeners + 1] = channel end
           end
-          if counts[2] > #nodes then listeners[#listeners + 1] = ARGV[3] end
+          if counts[2] > #nodes then listeners[#listeners + 1] = ARGV[4] end
         end
-        local mark = #ARGV[3] + 2
+        local mark = #ARGV[4] + 2
         local ttl = tonumber(ARGV[2])
+        local keep = ARGV[3]
         local format = string.format
         local out = {}
-        local a = 5
+        local a = 6
         for k = 1, #KEYS, 4 do
           local seqKey, logKey, epochKey, lastKey = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
           local notice, n = ARGV[a], tonumber(ARGV[a + 4])
@@ -205,7 +203,14 @@ enum ClusterScripts {
             a = a + 2
           end
           id = redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
-          redis.call('SET', lastKey, id)
+          if keep == '0' then
+            redis.call('SET', lastKey, id)
+          else
+            redis.call('SET', lastKey, id, 'PX', keep)
+            redis.call('PEXPIRE', seqKey, keep)
+            redis.call('PEXPIRE', logKey, keep)
+            redis.call('PEXPIRE', epochKey, keep)
+          end
           a = a + 2
           if ttl > 0 then
             local now = redis.call('TIME')
@@ -252,18 +257,24 @@ enum ClusterScripts {
 
     /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch, the epochs that may not be the
     /// topic's (joined by commas: one this node saw go back, ones it has left), the cluster's
-    /// channel, the topic's notice. The fresh epoch is taken by a topic that has none, and in
+    /// channel, the topic's notice, how long an epoch it makes lives in ms (0: for good, else until
+    /// a publish or the renewal of a node following it, `renewTopics`: so that a name only
+    /// subscribed to holds no key for good). The fresh epoch is taken by a topic that has none, and in
     /// place of one of those (Redis came back with older data; unless another node renewed it
     /// first), and then every node is told with the notice, its number and the new epoch, so none
     /// stays in the old. Returns {seq, the newest entries, newest first, epoch}, read together:
     /// where a node starts mirroring a topic it has just heard of, or starts again on one whose
     /// log went back.
-    static let topicTail = RedisScript(topicEpoch + listed + """
-        local epoch = topicEpoch(KEYS[3], ARGV[2])
+    static let topicTail = RedisScript(setTopicEpoch + listed + """
+        local epoch = redis.call('GET', KEYS[3])
+        if not epoch then
+          epoch = ARGV[2]
+          setTopicEpoch(KEYS[3], epoch, ARGV[6])
+        end
         local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
         if epoch ~= ARGV[2] and listed(ARGV[3], epoch) then
           epoch = ARGV[2]
-          redis.call('SET', KEYS[3], epoch)
+          setTopicEpoch(KEYS[3], epoch, ARGV[6])
           redis.call('PUBLISH', ARGV[4], ARGV[5] .. ':' .. seq .. ':' .. epoch)
         end
         return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), epoch}

@@ -94,7 +94,7 @@ struct PublishBatch: ScriptBatch {
     }
 
     /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log,
-    /// epoch and last-entry keys, then the log's bounds, the cluster's channel and the publishing node's
+    /// epoch and last-entry keys, then the log's bounds and its keys' lifetime, the cluster's channel and the publishing node's
     /// (`nodeChannel`), and for each topic its notice, a fresh epoch (for a topic that has none, or
     /// whose log Redis holds less of than this node has read), what this node has read of it
     /// (`known`, by the topic's slot; "" and 0 for nothing), its count, and its messages as data
@@ -108,6 +108,7 @@ struct PublishBatch: ScriptBatch {
         for topic in topics { keys.appendTopicKeys(topic.name, to: &arguments) }
         arguments.append(history.maxEntries)
         arguments.append(history.maxAgeMilliseconds)
+        arguments.append(history.topicKeysMilliseconds)
         arguments.append(keys.channel)
         arguments.append(nodeChannel)
         for (slot, topic) in topics.enumerated() {

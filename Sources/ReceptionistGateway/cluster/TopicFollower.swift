@@ -36,11 +36,17 @@ final class TopicFollower: StreamFollower {
     /// epoch in Redis, once for every node.
     private var retired = RetiredEpochs()
     private let channel: String
+    /// How long an epoch the tail's read makes lives in Redis (`RedisHistory.topicKeysMilliseconds`).
+    private let keysMilliseconds: Int
+    /// When (the loop's milliseconds) this node last renewed the topic's keys in Redis while a
+    /// subscriber here followed it (`ClusterEngine.renewFollowedTopics`); nil: not yet.
+    var keysRenewedAt: UInt64?
 
     init(
         name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
-        logger: Logger
+        keysMilliseconds: Int = 0, logger: Logger
     ) {
+        self.keysMilliseconds = keysMilliseconds
         channel = keys.channel
         self.waitMilliseconds = waitMilliseconds
         self.name = name
@@ -233,7 +239,7 @@ final class TopicFollower: StreamFollower {
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let arguments = [
             "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
-            ModelStore.newEpoch(), retired.list, channel, ClusterKeys.encode(.topicPublished(name)),
+            ModelStore.newEpoch(), retired.list, channel, ClusterKeys.encode(.topicPublished(name)), String(keysMilliseconds),
         ]
         let sent = commands.eval(ClusterScripts.topicTail, arguments) { [self] reply in
             guard let parts = reply?.elements, parts.count == 3, let seq = parts[0].integer, seq >= 0, let epoch = parts[2].text else {
