@@ -27,7 +27,7 @@ import Testing
         var epochs = 0
         let arguments = batch.arguments(
             keys: keys, nodeChannel: keys.nodeChannel("n1"), history: RedisHistory(maxEntries: 500, maxAgeSeconds: 2, topicKeysSeconds: 60),
-            known: { $0 == 0 ? PublishBatch.Known(epoch: "e7", number: 41) : nil }
+            known: { $0 == 0 ? PublishBatch.Known(epoch: "e7", number: 41) : nil }, renew: { $0 == 1 }
         ) {
             epochs += 1
             return "fresh\(epochs)"
@@ -37,8 +37,8 @@ import Testing
             keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"), keys.topicLast("news"),
             keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"), keys.topicLast("chat"),
             "500", "2000", "60000", keys.channel, keys.nodeChannel("n1"),
-            "t:news", "fresh1", "e7", "41", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
-            "t:chat", "fresh2", "", "0", "1", "{\"n\":2}", "11",
+            "t:news", "fresh1", "e7", "41", "0", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
+            "t:chat", "fresh2", "", "0", "1", "1", "{\"n\":2}", "11",
         ].map { Array($0.utf8) }))
     }
 

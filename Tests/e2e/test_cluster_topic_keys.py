@@ -53,6 +53,22 @@ def test_a_topic_nobody_publishes_to_or_follows_leaves_redis_and_starts_over_in_
         assert answer["seq"] == 1 and answer["epoch"] != first["epoch"], answer
 
 
+def test_a_topic_published_to_keeps_its_keys_and_its_numbers_past_their_lifetime(start_server, redis):
+    node = start_node(start_server, redis, "--redis-topic-ttl", TTL)
+    topic = unique("busy")
+    started = time.monotonic()
+    n = 0
+    # Three lifetimes of a publish every 0.1 s: each renewal (at most every eighth of the lifetime)
+    # comes with a publish, and numbering goes on without a new epoch.
+    while time.monotonic() - started < 3 * TTL_MS / 1000:
+        n += 1
+        assert publish(node.port, topic, {"n": n}) == n
+        assert all(0 < life <= TTL_MS for life in lifetimes(redis, topic)), lifetimes(redis, topic)
+        time.sleep(0.1)
+    assert n >= 10
+    gone(redis, topic)
+
+
 def test_a_followed_topic_keeps_its_keys_while_nobody_publishes_and_loses_them_once_left(start_server, redis):
     publisher = start_node(start_server, redis, "--redis-topic-ttl", TTL)
     follower = start_node(start_server, redis, "--redis-topic-ttl", TTL)

@@ -8,9 +8,12 @@ struct RedisHistory: Sendable, Equatable {
     let maxEntries: Int
     /// 0: no age limit.
     let maxAgeMilliseconds: Int
-    /// How long a topic's keys (its number, log, epoch and last entry's ID) live after its last
-    /// publish or the last renewal by a node following it; 0: for good.
+    /// How long a topic's keys (its number, log, epoch and last entry's ID) live after their last
+    /// renewal, by a publish or by a node following the topic; 0: for good.
     let topicKeysMilliseconds: Int
+    /// How often a node renews them at most: an eighth of their lifetime, so they live at least
+    /// seven eighths of it after a topic's last publish.
+    var topicKeysRenewalMilliseconds: UInt64 { UInt64(topicKeysMilliseconds / 8) }
 
     init(maxEntries: Int, maxAgeSeconds: Double, topicKeysSeconds: Double = 0) {
         self.maxEntries = max(1, maxEntries)

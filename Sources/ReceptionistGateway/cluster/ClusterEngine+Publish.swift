@@ -21,11 +21,12 @@ extension ClusterEngine {
     func send(_ batch: PublishBatch, _ waiters: [PublishBatch.Waiter], to link: RedisLink) {
         let answers = PublishAnswers(loop: loop, seconds: timeoutSeconds, waiters: waiters)
         let following = batch.topics.map { topicReader($0.name) }
+        let now = loop.nowMilliseconds, renewal = redisHistory.topicKeysRenewalMilliseconds
         // What this node has read of each topic: Redis behind it in that epoch came back with
         // older data, and the script starts a new epoch rather than hand its numbers out again.
         let arguments = batch.arguments(
             keys: link.keys, nodeChannel: link.nodeChannel, history: redisHistory, known: { following[$0].follower.known(following[$0].reader) },
-            freshEpoch: ModelStore.newEpoch)
+            renew: { following[$0].follower.renewingKeys(now: now, every: renewal) }, freshEpoch: ModelStore.newEpoch)
         let sent = link.commands.eval(ClusterScripts.publish, arguments) { reply in
             defer { for (reader, follower) in following { follower.ownAnswered(reader: reader) } }
             switch reply {

@@ -5,22 +5,19 @@ extension ClusterEngine {
     static let topicsPerRenewal = 128
 
     /// Renews, in Redis, the keys of every topic a subscriber here follows and whose keys this node
-    /// last renewed half their lifetime ago or more (`--redis-topic-ttl`): a publish renews them
-    /// too, so only a topic followed while nobody publishes to it would otherwise lose them, and
-    /// its subscribers their epoch. Run every quarter of the lifetime (within 50 ms and a minute),
-    /// so a topic's keys are renewed before they end however the timer runs late; a topic costs a
-    /// renewal every half lifetime, a day's topics 4 keys a day in a call of up to
-    /// `topicsPerRenewal` topics.
+    /// last renewed an eighth of their lifetime ago or more (`--redis-topic-ttl`): a publish renews
+    /// them too, so only a topic followed while nobody publishes to it would otherwise lose them,
+    /// and its subscribers their epoch. Run every eighth of the lifetime (within 50 ms and a
+    /// minute), so a followed topic's keys keep at least three quarters of it however the timer
+    /// runs late; a topic costs a renewal every eighth, in a call of up to `topicsPerRenewal` topics.
     func renewFollowedTopics() {
-        let keep = UInt64(redisHistory.topicKeysMilliseconds)
+        let keep = redisHistory.topicKeysMilliseconds
         guard keep > 0 else { return }
-        let now = loop.nowMilliseconds
+        let now = loop.nowMilliseconds, every = redisHistory.topicKeysRenewalMilliseconds
         var due = Array(repeating: [String](), count: shards.count)
-        for (name, pair) in topicReaders where pair.follower.keysRenewedAt.map({ $0 + keep / 2 <= now }) ?? true {
-            guard hub.topic(name).subscriberCount > 0 else { continue }
+        for (name, pair) in topicReaders where hub.topic(name).subscriberCount > 0 {
             let index = ShardMap.index(of: name, shards: shards.count)
-            guard shards[index].isUp else { continue }
-            pair.follower.keysRenewedAt = now
+            guard shards[index].isUp, pair.follower.renewingKeys(now: now, every: every) else { continue }
             due[index].append(name)
         }
         for (index, names) in due.enumerated() {
@@ -31,7 +28,7 @@ extension ClusterEngine {
                 var arguments = RedisArguments(capacity: 16 + chunk.count * 160)
                 arguments.append(chunk.count * 4)
                 for name in chunk { link.keys.appendTopicKeys(name, to: &arguments) }
-                arguments.append(Int(keep))
+                arguments.append(keep)
                 link.commands.eval(ClusterScripts.renewTopics, arguments) { _ in }
                 start += Self.topicsPerRenewal
             }

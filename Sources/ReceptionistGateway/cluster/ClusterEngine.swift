@@ -86,10 +86,9 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let period = max(100, heartbeatTimeoutMilliseconds / 3)
         timer.start(delayMilliseconds: period, repeatMilliseconds: period)
         heartbeatTimer = timer
-        let keep = UInt64(redisHistory.topicKeysMilliseconds)
-        if keep > 0 {
+        if redisHistory.topicKeysMilliseconds > 0 {
             let renewal = LoopTimer(loop: loop) { [unowned self] in self.renewFollowedTopics() }
-            let every = min(max(keep / 4, 50), 60_000)
+            let every = min(max(redisHistory.topicKeysRenewalMilliseconds, 50), 60_000)
             renewal.start(delayMilliseconds: every, repeatMilliseconds: every)
             renewalTimer = renewal
         }

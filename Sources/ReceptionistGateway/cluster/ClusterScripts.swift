@@ -128,8 +128,10 @@ enum ClusterScripts {
     /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log, epoch and
     /// last entry's ID (`ClusterKeys.topicLast`).
     /// ARGV: max log length, max log age in ms (0: none), how long the topic's keys live in ms (0:
-    /// for good), the cluster's channel, the publishing node's channel, then for each topic: its notice, a fresh epoch, the epoch the publishing node
-    /// follows and the last number it has read in it ("" and 0: none), its count n, and n pairs of
+    /// for good), the cluster's channel, the publishing node's channel, then for each topic: its
+    /// notice, a fresh epoch, the epoch the publishing node follows and the last number it has read
+    /// in it ("" and 0: none), whether to renew its keys' lifetime ("1": the node last did an eighth
+    /// of it ago or more), its count n, and n pairs of
     /// data JSON and publishedAt. The fresh epoch is taken by a topic that has none (new, or Redis
     /// lost it) and by one whose number is behind what the node has read in the epoch Redis still
     /// names: Redis came back with older data (a restart from a lagging snapshot, a failover to a
@@ -139,7 +141,9 @@ enum ClusterScripts {
     /// channel marked `m:`, `ClusterKeys.carryingMark`, with the messages themselves, numbered,
     /// and the ID of the entry before them, up to 64 KiB of data: that node then mirrors them
     /// without reading the log), and its log trimmed once (by the last `XADD`, and by age as
-    /// `trimByAge` does), and its keys' lifetime renewed. Returns first seq, epoch, last entry ID and the ID of the entry before
+    /// `trimByAge` does). Its keys get their lifetime when asked, and when the topic (or its epoch)
+    /// is new; otherwise they keep theirs (`KEEPTTL`): a renewal costs Redis four commands, so a
+    /// node asks for one at most every eighth of the lifetime. Returns first seq, epoch, last entry ID and the ID of the entry before
     /// the batch ('0-0': none) for each topic in turn, in one flat array: enough for the
     /// publishing node to mirror its own messages without reading them back, when the entry before
     /// them is the last it read (otherwise entries it has not read came between, or Redis went
@@ -181,21 +185,23 @@ enum ClusterScripts {
         local a = 6
         for k = 1, #KEYS, 4 do
           local seqKey, logKey, epochKey, lastKey = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-          local notice, n = ARGV[a], tonumber(ARGV[a + 4])
+          local notice, n = ARGV[a], tonumber(ARGV[a + 5])
           local last = redis.call('INCRBY', seqKey, n)
           local first = last - n + 1
+          local renew = ARGV[a + 4] == '1' or first == 1
           local epoch = redis.call('GET', epochKey)
           local previous = redis.call('GET', lastKey) or '0-0'
           local id = '*'
           if not epoch or (epoch == ARGV[a + 2] and first <= tonumber(ARGV[a + 3])) then
             epoch = ARGV[a + 1]
+            renew = true
             redis.call('SET', epochKey, epoch)
             local now = redis.call('TIME')
             local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + 1
             local top = redis.call('XREVRANGE', logKey, '+', '-', 'COUNT', 1)
             if #top == 0 or tonumber(string.match(top[1][1], '^%d+')) < ms then id = ms .. '-0' end
           end
-          a = a + 5
+          a = a + 6
           local from = a
           for i = 0, n - 2 do
             redis.call('XADD', logKey, id, 's', format('%d', first + i), 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
@@ -203,13 +209,13 @@ enum ClusterScripts {
             a = a + 2
           end
           id = redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
-          if keep == '0' then
-            redis.call('SET', lastKey, id)
-          else
+          if renew and keep ~= '0' then
             redis.call('SET', lastKey, id, 'PX', keep)
             redis.call('PEXPIRE', seqKey, keep)
             redis.call('PEXPIRE', logKey, keep)
             redis.call('PEXPIRE', epochKey, keep)
+          else
+            redis.call('SET', lastKey, id, 'KEEPTTL')
           end
           a = a + 2
           if ttl > 0 then

@@ -97,11 +97,11 @@ struct PublishBatch: ScriptBatch {
     /// epoch and last-entry keys, then the log's bounds and its keys' lifetime, the cluster's channel and the publishing node's
     /// (`nodeChannel`), and for each topic its notice, a fresh epoch (for a topic that has none, or
     /// whose log Redis holds less of than this node has read), what this node has read of it
-    /// (`known`, by the topic's slot; "" and 0 for nothing), its count, and its messages as data
-    /// and `publishedAt` pairs.
+    /// (`known`, by the topic's slot; "" and 0 for nothing), whether to renew its keys' lifetime
+    /// (`renew`, by slot), its count, and its messages as data and `publishedAt` pairs.
     func arguments(
         keys: ClusterKeys, nodeChannel: String, history: RedisHistory, known: (Int) -> Known? = { _ in nil },
-        freshEpoch: () -> String
+        renew: (Int) -> Bool = { _ in false }, freshEpoch: () -> String
     ) -> RedisArguments {
         var arguments = RedisArguments(capacity: 256 + topics.count * 224 + messages.count * 48 + bytes)
         arguments.append(topics.count * 4)
@@ -117,6 +117,7 @@ struct PublishBatch: ScriptBatch {
             let read = known(slot)
             arguments.append(read?.epoch ?? "")
             arguments.append(read?.number ?? 0)
+            arguments.append(renew(slot) ? 1 : 0)
             arguments.append(topic.indexes.count)
             for index in topic.indexes {
                 arguments.append(messages[index].data)

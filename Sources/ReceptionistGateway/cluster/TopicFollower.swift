@@ -38,9 +38,18 @@ final class TopicFollower: StreamFollower {
     private let channel: String
     /// How long an epoch the tail's read makes lives in Redis (`RedisHistory.topicKeysMilliseconds`).
     private let keysMilliseconds: Int
-    /// When (the loop's milliseconds) this node last renewed the topic's keys in Redis while a
-    /// subscriber here followed it (`ClusterEngine.renewFollowedTopics`); nil: not yet.
-    var keysRenewedAt: UInt64?
+    /// When (the loop's milliseconds) this node last renewed the topic's keys in Redis, by a
+    /// publish or while a subscriber here followed it (`ClusterEngine.renewFollowedTopics`); nil:
+    /// not yet.
+    private var keysRenewedAt: UInt64?
+
+    /// Whether this node should renew the topic's keys now: it last did `every` ms ago or more, or
+    /// never. If so, now counts as done.
+    func renewingKeys(now: UInt64, every: UInt64) -> Bool {
+        if let last = keysRenewedAt, now < last + every { return false }
+        keysRenewedAt = now
+        return true
+    }
 
     init(
         name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
