@@ -26,6 +26,8 @@ final class StreamServices {
     /// Where a client's commits go: the stores, on a job thread.
     let stores: StoreRegistry
     let handoff: JobHandoff
+    /// What each WebSocket connection's client is still owed (its close waits for it).
+    let owedAnswers = OwedAnswers()
 
     init(
         config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,

@@ -167,6 +167,7 @@ extension StreamSession {
             services.hub.unsubscribe(subscription)
         }
         core.subscriptions.removeAll()
+        services.owedAnswers.forget(connection)
         services.table.sessionDidClose(connection)
     }
 }

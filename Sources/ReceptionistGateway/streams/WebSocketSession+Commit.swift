@@ -84,9 +84,11 @@ extension WebSocketSession {
         }
         return { [unowned self] resume in
             let hold = JobHold()
+            let settle = owing()
             services.handoff.inOrder(hold).run({ reply in
                 store.commit(operations, if: condition) { result in reply(result.map(\.version)) }
             }, answer: { [weak self] (result: Result<UInt64, StoreError>) in
+                defer { settle() }
                 guard let self, connection.state == .open else { return }
                 switch result {
                 case .success(let version): sendText(PushEncoder.committed(store: name, version: version, ref: ref))

@@ -73,7 +73,9 @@ extension WebSocketSession {
         }
         let (user, info) = hookIdentity
         let body: JSONValue = ["client": clientName, "user": user, "info": info, "method": .string(method), "data": data]
+        let settle = owing()
         hooks.call(.rpc, body) { [weak self] answer in
+            defer { settle() }
             guard let self, connection.state == .open else { return }
             switch HookDecision.rpc(answer) {
             case .result(let value): sendText(PushEncoder.rpcResult(id: id, data: value))

@@ -104,9 +104,13 @@ final class WebSocketSession: StreamSession {
         if let error {
             services.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])
             if error.closeCode == WebSocketCloseCode.messageTooBig { services.counters.refused(.messageTooBig) }
-            // Failing the connection (RFC 6455 section 7.1.7): the close frame, then the socket.
-            close(code: error.closeCode, reason: Self.reason(for: error))
-            connection.closeAfterFlush()
+            // Failing the connection (RFC 6455 section 7.1.7): the close frame, then the socket;
+            // after the answers to what was taken before the bad frame.
+            let reason = Self.reason(for: error)
+            closeWhenAnswered { [weak self] in
+                self?.close(code: error.closeCode, reason: reason)
+                self?.connection.closeAfterFlush()
+            }
         }
     }
 
@@ -143,15 +147,15 @@ final class WebSocketSession: StreamSession {
         case .pong:
             break
         case .close(let code, _):
-            if state.sendingClose(now: connection.loop.nowMilliseconds) {
-                // Echo the peer's status code, as RFC 6455 section 5.5.1 asks.
-                if let code {
-                    connection.write(WebSocketEncoder.close(code: code, reason: ""))
-                } else {
-                    connection.write(WebSocketEncoder.frame(.close, payload: []))
+            // Echo the peer's status code, as RFC 6455 section 5.5.1 asks, once what it asked
+            // before is answered.
+            closeWhenAnswered { [weak self] in
+                guard let self, connection.state == .open else { return }
+                if state.sendingClose(now: connection.loop.nowMilliseconds) {
+                    connection.write(code.map { WebSocketEncoder.close(code: $0, reason: "") } ?? WebSocketEncoder.frame(.close, payload: []))
                 }
+                connection.closeAfterFlush()
             }
-            connection.closeAfterFlush()
         }
         return nil
     }
@@ -279,7 +283,9 @@ final class WebSocketSession: StreamSession {
 
     /// Hands an allowed publish to the topic; the client is told its `seq` once it is in the history.
     func sequence(_ topic: String, data: [UInt8], ref: String?) {
+        let settle = owing()
         services.publisher.publish(topic, data: data) { [weak self] result in
+            defer { settle() }
             guard let self, self.connection.state == .open else { return }
             switch result {
             case .success(let seq):

@@ -1,0 +1,64 @@
+"""A WebSocket request the gateway took is answered before the connection closes (docs/PROTOCOL.md,
+"Closing"; invariant 64): commits and publishes sent in one write ahead of a frame that breaks the
+protocol (too big: 1009; unmasked: 1002), or of the client's own close, each get their answer, with
+their `ref`, and only then the close frame. Before, the close went at once and the answers still on
+their way (a commit on its job thread; a publish to the disk) were dropped: applied, never answered.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import api, json_ok
+from wsclient import (
+    OP_CLOSE,
+    OP_TEXT,
+    SUBPROTOCOL,
+    RawWebSocket,
+    close_payload,
+    encode_frame,
+    new_store,
+    unique,
+)
+
+MAX_MESSAGE = 1024
+REQUESTS = 5  # of each kind
+
+ENDINGS = {
+    "too-big": (encode_frame(OP_TEXT, b'"' + b"x" * MAX_MESSAGE + b'"'), 1009),
+    "unmasked": (encode_frame(OP_TEXT, b"{}", mask=False), 1002),
+    "client-close": (encode_frame(OP_CLOSE, close_payload(1000)), 1000),
+}
+
+
+@pytest.mark.parametrize("data_dir", [False, True], ids=["memory", "data-dir"])
+@pytest.mark.parametrize("ending", list(ENDINGS))
+def test_every_request_taken_is_answered_before_the_close(start_server, tmp_path, data_dir, ending):
+    args = ["--max-message-bytes", str(MAX_MESSAGE)] + (["--data-dir", str(tmp_path / "data")] if data_dir else [])
+    port = start_server(*args).port
+    store, topic = new_store(port), unique("answered")
+    requests = []
+    for n in range(REQUESTS):
+        requests.append({"type": "commit", "store": store, "ref": f"c{n}",
+                         "changes": [{"op": "put", "model": f"m{n}", "value": {"n": n}}]})
+        requests.append({"type": "publish", "topic": topic, "data": {"n": n}, "ref": f"p{n}"})
+    tail, code = ENDINGS[ending]
+    with RawWebSocket(port).open(subprotocols=(SUBPROTOCOL,)) as ws:
+        ws.send(b"".join(encode_frame(OP_TEXT, json.dumps(r).encode()) for r in requests) + tail)
+        answers = {}
+        while True:
+            opcode, payload = ws.read_message()
+            if opcode == OP_CLOSE:
+                break
+            frame = json.loads(payload)
+            assert frame["type"] in ("committed", "published"), frame
+            assert frame["ref"] not in answers, f"answered twice: {frame}"
+            answers[frame["ref"]] = frame
+        assert int.from_bytes(payload[:2], "big") == code, payload
+    assert sorted(answers) == sorted(r["ref"] for r in requests)
+    # Each in its own order: commits as applied, publishes as numbered.
+    assert [answers[f"c{n}"]["version"] for n in range(REQUESTS)] == list(range(1, REQUESTS + 1))
+    assert [answers[f"p{n}"]["seq"] for n in range(REQUESTS)] == list(range(1, REQUESTS + 1))
+    assert json_ok(api(port, "GET", f"/api/stores/{store}"))["version"] == REQUESTS
