@@ -28,6 +28,9 @@ struct StreamCore {
         var fromHook = false
         /// A refresh hook call is under way, or was made and not answered.
         var refreshing = false
+        /// The subscriptions the subscribe hook allowed, which no token covered: a new token does
+        /// not end them (`StreamSession.endSubscriptionsNotCovered`).
+        var hookGranted: [ObjectIdentifier] = []
         private(set) var presenceUser: PresenceUser?
 
         private static func presenceUser(_ claims: TokenClaims) -> PresenceUser? {
@@ -65,6 +68,20 @@ struct StreamCore {
         set { presented { $0.refreshing = newValue } }
     }
 
+    /// Whether the subscribe hook allowed `subscription` (`granted`), not a token.
+    func isHookGranted(_ subscription: Subscription) -> Bool {
+        credentials?.hookGranted.contains(ObjectIdentifier(subscription)) ?? false
+    }
+
+    /// Records that the subscribe hook allowed `subscription`; forgets those that ended.
+    mutating func markHookGranted(_ subscription: Subscription) {
+        let live = subscriptions
+        presented { box in
+            box.hookGranted.removeAll { id in !live.contains { ObjectIdentifier($0) == id } }
+            box.hookGranted.append(ObjectIdentifier(subscription))
+        }
+    }
+
     /// A new box for every change (they are rare: an `auth` message), so no copy of this value
     /// ever sees another's change.
     private mutating func presented(_ change: (Credentials) -> Void) {
@@ -73,8 +90,9 @@ struct StreamCore {
         box.publishRateKey = credentials?.publishRateKey
         box.fromHook = credentials?.fromHook ?? false
         box.refreshing = credentials?.refreshing ?? false
+        box.hookGranted = credentials?.hookGranted ?? []
         change(box)
-        credentials = box.claims == nil && box.publishRateKey == nil ? nil : box
+        credentials = box.claims == nil && box.publishRateKey == nil && box.hookGranted.isEmpty ? nil : box
     }
 
     /// Whether the token ran out by `nowSeconds` (seconds since the Unix epoch).

@@ -112,6 +112,7 @@ extension StreamSession {
         switch subscribed {
         case .success(let subscription):
             core.subscriptions.append(subscription)
+            if granted { core.markHookGranted(subscription) }
             return nil
         case .failure(let problem):
             return problem
@@ -128,6 +129,25 @@ extension StreamSession {
         }
         services.hub.unsubscribe(subscription)
         return nil
+    }
+
+    /// Ends each subscription the connection's token does not cover now (a new one was presented,
+    /// with narrower grants), telling the client (`unsubscribed`, reason `forbidden`); those the
+    /// subscribe hook allowed stay. Nothing ends when the gateway asks for no token.
+    func endSubscriptionsNotCovered() {
+        guard services.access.requiresToken else { return }
+        let claims = core.claims
+        let ended = core.subscriptions.filter { subscription in
+            guard !core.isHookGranted(subscription) else { return false }
+            guard let claims, claims.allows(subscription.target) else { return true }
+            return subscription.followsPresence && !claims.allowsPresence(of: subscription.target)
+        }
+        for subscription in ended {
+            _ = core.subscriptions.remove(where: { $0 === subscription })
+            services.hub.unsubscribe(subscription)
+            services.counters.refused(.tokenScope)
+            sendOwed(PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(subscription.target, reason: "forbidden")))
+        }
     }
 
     /// Ends the stream if its token ran out; the sweep asks before anything else.

@@ -175,6 +175,8 @@ final class WebSocketSession: StreamSession {
         case .success(.commit(let store, let request, let ref)):
             return commit(store, request: request, ref: ref)
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
+            // A token that ran out lets nothing through, as for publishes; the stream ends.
+            if expireTokenIfDue() { return nil }
             if needsSubscribeHook(target, presence: presence) {
                 return { [unowned self] resume in
                     askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
@@ -202,35 +204,6 @@ final class WebSocketSession: StreamSession {
             }
         }
         return nil
-    }
-
-    private func authenticate(_ token: String) {
-        switch services.access.checkToken(token) {
-        case .success(let verified):
-            core.claims = verified
-            // A token's claims are its own: the refresh hook extends only the connect hook's grant,
-            // and an answer to a refresh asked for that grant no longer applies.
-            core.grantFromHook = false
-            core.refreshing = false
-            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticated(expiresAt: verified.expiresAt)))
-        case .failure(.expired):
-            services.counters.refused(.tokenExpired)
-            end(.tokenExpired)
-        case .failure(let failure):
-            services.counters.refused(.tokenInvalid)
-            sendError(ClientMessage.Problem(failure.code, failure.description))
-        }
-    }
-
-    private func authenticate(apiKey: String) {
-        switch services.access.checkKey(presented: apiKey) {
-        case .allowed(let rateKey, _):
-            core.publishRateKey = rateKey
-            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticatedKey))
-        case .refused(let detail), .forbidden(let detail):  // a key alone: never `forbidden`
-            services.counters.refused(.apiKey)
-            sendError(ClientMessage.Problem(.unauthorized, detail))
-        }
     }
 
     // MARK: Publishing
