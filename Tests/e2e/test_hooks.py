@@ -272,3 +272,28 @@ def test_a_hook_answer_of_1_mib_is_read_and_one_byte_more_is_unavailable(start_s
         frames = [recv_json(ws), recv_json(ws)]
         assert {f["type"] for f in frames} == {"published", "message"}, frames
     assert api(gateway.port, "GET", "/healthz").status == 200
+
+
+def test_a_tokens_publish_over_http_goes_through_the_publish_hook(start_server, backend):
+    """A client's publish over HTTP, by its token's `publish` grant, is asked about as one over its
+    WebSocket is; the backend's own, with the API key, is not. Before, the same token published over
+    HTTP what the hook refused over WebSocket."""
+    from conftest import http_client_request
+    from test_trust import SECRET, make_token
+    server = start_server("--api-key", API_KEY, "--token-secret", SECRET, *backend.hook_args("publish"))
+    topic = unique("chat")
+    token = make_token({"sub": "erin", "exp": time.time() + 300, "topics": [topic], "publish": [topic]})
+
+    def post(data, credential: str):
+        return http_client_request(server.port, "POST", f"/api/topics/{topic}/messages", body=json.dumps(data).encode(),
+                                   headers={"Content-Type": "application/json", "Authorization": f"Bearer {credential}"})
+
+    refused = post({"text": "forbidden"}, token)
+    assert refused.status == 403, refused
+    assert json.loads(refused.body) == {"error": "forbidden", "detail": "that word is not allowed"}
+    assert json_ok(post({"text": "rewrite"}, token), 201) == {"topic": topic, "seq": 1}
+    assert json_ok(post({"text": "forbidden"}, API_KEY), 201) == {"topic": topic, "seq": 2}
+    read = http_client_request(server.port, "GET", f"/api/topics/{topic}/messages?after=0",
+                               headers={"Authorization": f"Bearer {API_KEY}"})
+    assert [m["data"] for m in json_ok(read)["messages"]] == [
+        {"text": "rewritten by the backend", "by": "erin"}, {"text": "forbidden"}]

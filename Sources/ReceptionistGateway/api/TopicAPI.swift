@@ -41,23 +41,24 @@ struct TopicAPI {
         case 2 where segments[first + 1] == "messages":
             if method == .get || method == .head { return messages(segments[first], request) }
             guard method == .post else { return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST")) }
-            let key: IdempotencyKey?
-            switch Idempotency.key(of: request) {
-            case .success(let parsed): key = parsed
-            case .failure(let failure): return .reply(failure.reply)
-            }
-            return publish(segments[first], request, key: key, scope: scope)
+            return publish(segments[first], request, scope: scope)
         default:
             return .reply(.error(.notFound, "no such resource"))
         }
     }
 
-    /// Publishes through the engine's log. In memory the answer is ready at once (and the
-    /// idempotency table, in memory too, may be asked on the loop); on disk or through Redis the
-    /// reply waits on the loop, and no thread does.
-    private func publish(_ name: String, _ request: HTTPRequest, key: IdempotencyKey?, scope: String) -> RouteResult {
+    /// Publishes `request`'s body (or `data`, what the publish hook put in its place) through the
+    /// engine's log. In memory the answer is ready at once (and the idempotency table, in memory
+    /// too, may be asked on the loop); on disk or through Redis the reply waits on the loop, and no
+    /// thread does.
+    func publish(_ name: String, _ request: HTTPRequest, scope: String, data: [UInt8]? = nil) -> RouteResult {
+        let key: IdempotencyKey?
+        switch Idempotency.key(of: request) {
+        case .success(let parsed): key = parsed
+        case .failure(let failure): return .reply(failure.reply)
+        }
         let json: [UInt8]
-        switch Reply.compactJSONBody(request) {
+        switch data.map({ .success($0) }) ?? Reply.compactJSONBody(request) {
         case .success(let bytes): json = bytes
         case .failure(let failure): return .reply(failure.reply)
         }

@@ -20,6 +20,8 @@ final class Router {
     private let namespaces: Namespaces
     /// A client's store reads, decided as subscriptions are; nil without a subscribe hook.
     private let clientReads: ClientReads?
+    /// Asks the publish hook about a token's publishes; nil without one.
+    private let clientPublishes: ClientPublishes?
     private let access: AccessControl
     private let origins: OriginPolicy
     private let publisher: TopicPublisher
@@ -50,6 +52,10 @@ final class Router {
                 ? ClientReads(
                     access: access, hooks: hooks, forwardHeaders: config.hooks.forwardHeaders, counters: counters,
                     namespaces: config.namespaces) : nil
+        }
+        clientPublishes = hooks.flatMap { hooks in
+            hooks.isSet(.publish)
+                ? ClientPublishes(access: access, hooks: hooks, counters: counters, namespaces: config.namespaces) : nil
         }
         self.access = access
         origins = OriginPolicy(allowed: config.allowedOrigins)
@@ -144,6 +150,11 @@ final class Router {
                 if case .topic = target { return topicAPI.route(request, rest, scope: scope) }
                 return storeAPI.route(request, rest, scope: scope, limit: allowed)
             }, perform: { result, handoff, done in Self.perform(result, handoff: handoff, done) })
+        case "topics" where segments.count == 3 && segments[2] == "messages" && request.method == .post
+            && clientPublishes?.decides(segments[1], rateKey: caller.rateKey) == true:
+            return clientPublishes!.route(request, topic: segments[1], client: client, publish: { [topicAPI] data in
+                topicAPI.publish(segments[1], request, scope: scope, data: data)
+            }, perform: { result, handoff, done in Self.perform(result, handoff: handoff, done) })
         case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
@@ -182,7 +193,7 @@ final class Router {
             return .failure(ReplyError(.error(.forbidden, detail)))
         case .allowed(let rateKey, let scope):
             // A token's publish (a client's, not the backend's) obeys its topic's namespace.
-            if rateKey.hasPrefix("token "), case .topic(let name)? = Self.grantable(request, segments),
+            if rateKey.hasPrefix(AccessControl.tokenRateKeyPrefix), case .topic(let name)? = Self.grantable(request, segments),
                !namespaces.allowsClientPublish(to: name) {
                 counters.refused(.tokenScope)
                 return .failure(ReplyError(.error(.forbidden, "clients may not publish to '\(name)' (its namespace)")))

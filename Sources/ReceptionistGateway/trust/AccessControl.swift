@@ -58,7 +58,7 @@ struct AccessControl: Sendable {
         case .failure(let failure):
             return .refused("the token is not valid: \(failure.description)")
         case .success(let claims):
-            let who = "token " + (claims.subject ?? "address " + client)
+            let who = Self.tokenRateKeyPrefix + (claims.subject ?? "address " + client)
             switch grantable {
             case .store(let name) where claims.allowsWriting(to: name),
                  .topic(let name) where claims.allowsPublishing(to: name):
@@ -93,6 +93,9 @@ struct AccessControl: Sendable {
         guard let tokenSecret else { return .failure(.malformed("no token secret is configured")) }
         return JSONWebToken.verify(token, secret: tokenSecret, now: Self.nowSeconds())
     }
+
+    /// How a caller allowed by a token, not an API key, is named in its rate key.
+    static let tokenRateKeyPrefix = "token "
 
     /// Sent before a stream whose token ran out is ended.
     static let expiredProblem = ClientMessage.Problem(.tokenExpired, "the subscription token has expired")
