@@ -90,8 +90,12 @@ public final class PushHub {
         case .store(let name):
             guard let store = stores.store(name), !feed(store).accepts(options) else { return nil }
             return Problem(.tooManySubscriptions, "store '\(name)' already serves \(StoreFeed.maxGroups) distinct sets of subscription options")
-        case .topic:
-            return options.isNone ? nil : Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions")
+        case .topic(let name):
+            guard options.isNone else {
+                return Problem(.badMessage, "\"models\", \"paths\", \"maxRate\" and \"old\" apply to store subscriptions")
+            }
+            // A subscriber makes a topic as a publish does, and is bounded as one is.
+            return capacityRefusal(forTopic: name).map { Problem(.unavailable, $0) }
         }
     }
 
@@ -156,10 +160,22 @@ public final class PushHub {
     /// (`capacityRefusal`). Set before use.
     public var maxTopics = Int.max
 
-    /// Why a publish may not make topic `name` now (there are `maxTopics`), or nil.
+    /// Why a publish or a subscribe may not make topic `name` now (there are `maxTopics`), or nil.
     public func capacityRefusal(forTopic name: String) -> String? {
         guard topics.count >= maxTopics, topics[name] == nil else { return nil }
-        return "the gateway keeps \(maxTopics) topics, its limit: none is made until unused ones are forgotten; retry later"
+        return capacityRefusal
+    }
+
+    /// Why a batch may not make the topics it names that do not exist yet (they would be more than
+    /// `maxTopics`), or nil.
+    public func capacityRefusal(forTopics names: some Sequence<String>) -> String? {
+        var new = Set<String>()
+        for name in names where topics[name] == nil { new.insert(name) }
+        return new.isEmpty || topics.count + new.count <= maxTopics ? nil : capacityRefusal
+    }
+
+    private var capacityRefusal: String {
+        "the gateway keeps \(maxTopics) topics, its limit: none is made until unused ones are forgotten; retry later"
     }
 
     /// Forgets every topic that nobody follows or publishes through now, and that has been quiet

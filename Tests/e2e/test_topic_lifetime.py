@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from cluster_redis import redis, start_node  # noqa: F401  (`redis` is a fixture)
-from conftest import api, assert_json_error, json_ok, wait_for
+from conftest import api, assert_json_error, curl, json_ok, wait_for
 from data_dir import start_on, stop_with
 from publishing import assert_error, http_publish, publish_text, ws_publish
 from wsclient import connect, publish, recv_json, send_json, subscribe, topics_listing, unique
@@ -53,6 +53,28 @@ def test_a_publish_that_would_make_a_topic_past_the_limit_is_503_until_one_is_fo
         assert kept in topics_listing(port)
         assert ws_publish(publisher, extra, {"n": 1}, "r2") == 1
         assert metric(port, "receptionist_topics_forgotten_total") >= 2
+
+
+def test_a_subscriber_or_a_batch_cannot_make_topics_past_the_limit(start_server):
+    """Subscribing makes a topic as publishing does, and a batch's new topics count together:
+    before, subscribers made topics without bound, and a batch made any number past the limit."""
+    port = start_server("--max-topics", "3").port
+    kept = [unique("kept"), unique("kept")]
+    for topic in kept:
+        assert publish(port, topic, {"n": 1}) == 1
+    with connect(port) as ws:
+        first = unique("watched")
+        assert subscribe(ws, topic=first)["type"] == "subscribed"  # the third topic
+        assert_error(subscribe(ws, topic=unique("fourth")), "unavailable")
+        assert subscribe(ws, topic=kept[0])["type"] == "subscribed"  # one kept is still open to all
+        refused = curl(port, f"/api/topics/{unique('fourth')}/events", "--max-time", "5")
+        assert refused.status == 503 and refused.json()["error"] == "over_capacity", refused
+        # Two new topics would make five: none of the batch is published.
+        batch = {"messages": [{"topic": kept[1], "data": 1}, {"topic": unique("new"), "data": 2},
+                              {"topic": unique("new"), "data": 3}]}
+        assert_json_error(api(port, "POST", "/api/publish", batch), 503, "over_capacity")
+        assert set(topics_listing(port)) == {*kept, first}
+        assert publish(port, kept[1], {"n": 2}) == 2
 
 
 def test_a_subscriber_coming_back_to_a_forgotten_topic_gets_a_reset_in_a_new_epoch(start_server):

@@ -32,10 +32,16 @@ extension TopicAPI {
             }
         }
         if let refusal = charge(messages.count - 1) { return .reply(refusal.reply) }
+        // The topics it would make count together against `--max-topics`, not one by one.
+        if let refusal = hub.capacityRefusal(forTopics: messages.lazy.map(\.topic)) {
+            return .reply(.error(.overCapacity("\(refusal); none was published")))
+        }
         for message in messages {
             // Every message's engine must take it, or none is published: the batch stays retriable.
-            if let refusal = log.refusal(for: message.topic) {
-                return .reply(.error(.unavailable("\(refusal.description); none was published")))
+            switch log.refusal(for: message.topic) {
+            case nil: continue
+            case .overCapacity(let why)?: return .reply(.error(.overCapacity("\(why); none was published")))
+            case let refusal?: return .reply(.error(.unavailable("\(refusal.description); none was published")))
             }
         }
         if log.answersAtOnce {

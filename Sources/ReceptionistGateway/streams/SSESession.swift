@@ -52,6 +52,7 @@ final class SSESession: StreamSession {
                 let status: HTTPStatus = switch problem.code {
                 case .tooManySubscriptions: .tooManyRequests
                 case .noSuchStore: .notFound
+                case .unavailable: .overCapacity
                 default: .badRequest
                 }
                 return refuse(status, problem.message, date: date)
