@@ -61,6 +61,12 @@ public final class AnimateJob: Sendable {
     func dueSlices(now: Double, threads: Int) -> [Int] {
         state.withLock { state in
             guard state.state == .running else { return [] }
+            // A job whose store is gone fails at once, whether or not it has a commit to make
+            // (an empty store, or a slow rate, would never try one).
+            if store.isDeleted {
+                state.state = .failed(StoreError.noSuchStore(store.name).description)
+                return []
+            }
             let due = Int((now - state.baseline) * state.rate - state.issued)
             let room = max(0, threads * 2 - state.slicesInFlight)
             guard due >= 1, room > 0 else {

@@ -108,6 +108,9 @@ public final class ModelStore: Sendable {
         state.withLock { $0.deleted = true }
     }
 
+    /// Whether the store was deleted.
+    var isDeleted: Bool { state.withLock { $0.deleted } }
+
     public func snapshot() -> StoreSnapshot {
         // The slots are copied under the lock (a reference each), the dictionary built outside it.
         let (models, version, unsettled) = state.withLock { ($0.models, $0.settled, $0.unsettled) }

@@ -78,4 +78,20 @@ import Testing
         while job.isRunning, Clock.monotonicSeconds() < deadline { usleep(1000) }
         #expect(job.info.state == .failed(StoreError.noSuchStore("s").description))
     }
+
+    @Test(arguments: [(models: 0, rate: 1000.0), (models: 1, rate: 0.001)])
+    func aJobOnADeletedStoreFailsWithNothingToCommit(models: Int, rate: Double) throws {
+        // An empty store gives the job nothing to commit, and a slow rate no commit soon: neither
+        // may keep the job running on a store that is gone.
+        let runner = JobRunner(threads: 1, tickSeconds: 0.001)
+        defer { runner.shutDown() }
+        let stores = StoreRegistry(historyLimit: 10)
+        let store = try stores.create("s")
+        for n in 0..<models { try store.commit([.put(model: "m\(n)", value: ["color": "#000000"])]) }
+        let job = try #require(runner.startAnimate(store: store, rate: rate))
+        try stores.delete("s")
+        let deadline = Clock.monotonicSeconds() + 10
+        while job.isRunning, Clock.monotonicSeconds() < deadline { usleep(1000) }
+        #expect(job.info.state == .failed(StoreError.noSuchStore("s").description))
+    }
 }
