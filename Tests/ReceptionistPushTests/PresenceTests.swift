@@ -124,6 +124,26 @@ import Testing
         #expect(try frames(follower).count == 2)
     }
 
+    /// A follower that comes while a join is pending is sent the member in its whole list: the
+    /// member's leave within the same interval reaches it, not cancelled out with the join. (It
+    /// kept the member for good, while the counts said it had left.)
+    @Test func aLeaveOfAMemberAWholeListNamedIsSentThoughItsJoinWasPending() throws {
+        let push = fixture()
+        let early = FakeSink()
+        try join(push, early, follows: true)
+        let brief = FakeSink()
+        let subscription = try join(push, brief)
+        let late = FakeSink()
+        try join(push, late, follows: true)
+        #expect(clients(try #require(try frames(late).first)["members"]).contains(id(brief)))
+        push.hub.unsubscribe(subscription)
+        tick(push)
+        let frame = try #require(try frames(late).last)
+        #expect(frame["leaves"] == [["client": .string(id(brief)), "user": ""]])
+        #expect(!clients(frame["joins"]).contains(id(brief)))
+        #expect(frame["clients"] == 2)
+    }
+
     @Test func aLeaveThenAJoinOfOneClientIsAJoin() throws {
         let push = fixture()
         let follower = FakeSink(), client = FakeSink()

@@ -56,8 +56,10 @@ public final class Presence {
     var shareDue = false
 
     enum Change {
-        /// `afterLeave`: the join replaced a leave still pending, of a member the followers know.
-        case joined(Subscription, afterLeave: Bool)
+        /// `known`: some follower knows the member already: the join replaced a leave still
+        /// pending, or a whole list named the member since (a follower that came meanwhile). Its
+        /// leave is then sent, never cancelled out.
+        case joined(Subscription, known: Bool)
         case joinedElsewhere(RemotePresence.Member)
         case left(user: String)
     }
@@ -120,9 +122,9 @@ public final class Presence {
         if !followers.isEmpty {
             // A leave then a join of one client is a join: the list gets its new `joinedAt`.
             let client = subscription.sink.clientID
-            var afterLeave = false
-            if case .left? = pending[client] { afterLeave = true }
-            pending[client] = .joined(subscription, afterLeave: afterLeave)
+            var known = false
+            if case .left? = pending[client] { known = true }
+            pending[client] = .joined(subscription, known: known)
             scheduleFlush()
         }
         if let watch = subscription.presenceWatch {
@@ -150,7 +152,7 @@ public final class Presence {
             return
         }
         let client = subscription.sink.clientID
-        if case .joined(let joined, let afterLeave) = pending[client], joined === subscription, !afterLeave {
+        if case .joined(let joined, let known) = pending[client], joined === subscription, !known {
             // Joined and left within one interval: nobody needs to hear of it.
             pending.removeValue(forKey: client)
         } else {
@@ -203,6 +205,11 @@ public final class Presence {
         // What the subscriber asked for (or is owed after missing a frame) goes out past the live
         // limit, within the connection's hard limit for owed messages (invariant 28).
         watch.state = subscription.sink.sendOwed(event) == .queued ? state : .stale
+        // The list named every member that joined since the last flush: a leave of one of them
+        // within this interval must reach this follower too, not cancel its join out.
+        for (client, change) in pending {
+            if case .joined(let joined, known: false) = change { pending[client] = .joined(joined, known: true) }
+        }
     }
 
     func scheduleFlush() {
