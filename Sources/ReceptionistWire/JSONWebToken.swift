@@ -51,6 +51,8 @@ public enum JSONWebToken {
         guard let header = decodeJSON(parts[0]) else { throw .malformed("the header is not base64url JSON") }
         guard let algorithm = header["alg"]?.stringValue else { throw .malformed("the header names no \"alg\"") }
         guard algorithm == "HS256" else { throw .unsupportedAlgorithm(algorithm) }
+        // RFC 7515 section 4.1.11: extensions named critical must be understood; none is here.
+        guard header["crit"] == nil else { throw .malformed("the header's \"crit\" names extensions this gateway does not understand") }
         guard let signature = Base64URL.decode(String(decoding: parts[2], as: UTF8.self)) else {
             throw .malformed("the signature is not base64url")
         }
@@ -59,7 +61,10 @@ public enum JSONWebToken {
         // Only a genuine token's payload is parsed.
         guard let payload = decodeJSON(parts[1]) else { throw .malformed("the payload is not base64url JSON") }
         let claims = try TokenClaims(payload: payload)
-        if let notBefore = payload["nbf"]?.numberValue, now < notBefore { throw .notYetValid }
+        if let notBefore = payload["nbf"], notBefore != .null {
+            guard let seconds = notBefore.numberValue, seconds.isFinite else { throw .malformed("\"nbf\" must be a number") }
+            if now < seconds { throw .notYetValid }
+        }
         guard now < claims.expiresAt else { throw .expired }
         return claims
     }

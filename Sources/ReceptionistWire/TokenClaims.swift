@@ -75,7 +75,11 @@ public struct TokenClaims: Sendable, Equatable {
             throw .malformed("the token needs a numeric \"exp\" claim")
         }
         expiresAt = exp
-        subject = payload["sub"]?.stringValue
+        switch payload["sub"] {
+        case nil, .null?: subject = nil
+        case .string(let text)?: subject = text
+        default: throw .malformed("\"sub\" must be a string")
+        }
         stores = try Self.names(payload["stores"], claim: "stores")
         topics = try Self.names(payload["topics"], claim: "topics")
         publish = try Self.names(payload["publish"], claim: "publish")

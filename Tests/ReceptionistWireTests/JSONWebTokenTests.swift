@@ -106,6 +106,26 @@ import ReceptionistWire
         let badClaims = token(["exp": .number(JSONNumber(now + 60)), "stores": "tiles"])
         #expect(JSONWebToken.verify(badClaims, secret: secret, now: now) == .failure(.malformed("\"stores\" must be an array of names")))
     }
+
+    /// A claim of the wrong type is refused, not read as absent: a future `nbf` written as a
+    /// string let the token in early, and a `sub` that is not a string made its holder anonymous.
+    @Test func refusesClaimsOfTheWrongType() {
+        let exp: JSONValue = .number(JSONNumber(now + 60))
+        #expect(JSONWebToken.verify(token(["exp": exp, "nbf": .string(String(Int(now + 30)))]), secret: secret, now: now)
+            == .failure(.malformed("\"nbf\" must be a number")))
+        #expect(JSONWebToken.verify(token(["exp": exp, "sub": 42]), secret: secret, now: now) == .failure(.malformed("\"sub\" must be a string")))
+        #expect((try? JSONWebToken.verify(token(["exp": exp, "nbf": .null, "sub": .null]), secret: secret, now: now).get()) != nil)
+    }
+
+    /// RFC 7515 section 4.1.11: a token that names critical extensions is refused.
+    @Test func refusesCriticalExtensions() {
+        let header = Base64URL.encode(Array(#"{"alg":"HS256","crit":["exp2"],"exp2":1}"#.utf8))
+        let body = Base64URL.encode(Array(#"{"exp":9999999999}"#.utf8))
+        let input = header + "." + body
+        let signed = input + "." + Base64URL.encode(HMACSHA256.mac(key: secret, message: Array(input.utf8)))
+        #expect(JSONWebToken.verify(signed, secret: secret, now: now)
+            == .failure(.malformed("the header's \"crit\" names extensions this gateway does not understand")))
+    }
 }
 
 @Suite struct Base64URLTests {

@@ -109,6 +109,8 @@ struct AccessControl: Sendable {
         guard let header else { return nil }
         let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return String(parts[1])
+        // RFC 9110 section 11.4: one or more spaces after the scheme.
+        let credential = parts[1].drop { $0 == " " }
+        return credential.isEmpty ? nil : String(credential)
     }
 }
