@@ -164,8 +164,11 @@ public final class StoreRegistry: Sendable {
     /// How many stores there are.
     public var count: Int { stores.withLock { $0.count } }
 
+    /// 1 to 64 of `A-Z a-z 0-9 _ . -`, but not `.` or `..`: a URL's path cannot name those (a
+    /// client resolves them away), so a store or topic so named could be made but never reached.
     public static func isValidName(_ name: String) -> Bool {
-        guard (1...64).contains(name.utf8.count) else { return false }
+        let count = name.utf8.count
+        guard (1...64).contains(count), count > 2 || name != "." && name != ".." else { return false }
         // Read in place: every publish checks its topic's name, and the UTF-8 view's iterator
         // cost it 20 instructions a byte.
         var name = name

@@ -78,7 +78,7 @@ public final class PushHub {
             stores.store(name) == nil ? Problem(.noSuchStore, "no store named '\(name)'") : nil
         case .topic(let name):
             Self.isValidTopicName(name)
-                ? nil : Problem(.invalidTopic, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -")
+                ? nil : Problem(.invalidTopic, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -, not . or ..")
         }
     }
 

@@ -117,8 +117,9 @@ def test_store_names_within_the_pattern_are_accepted(server, name):
 @pytest.mark.parametrize("payload", [
     {"name": ""}, {"name": "x" * 65}, {"name": "has space"}, {"name": "slash/name"},
     {"name": "caf\u00e9"}, {"name": "semi;colon"}, {"name": 5}, {"name": None}, {"name": ["a"]}, {},
+    {"name": "."}, {"name": ".."},
 ], ids=["empty", "65-chars", "space", "slash", "non-ascii", "semicolon", "number", "null", "list",
-        "missing"])
+        "missing", "dot", "dot-dot"])
 def test_bad_store_name_is_400(server, payload):
     before = stores_listing(server.port)
     assert_json_error(api(server.port, "POST", "/api/stores", payload), 400, "bad_request")

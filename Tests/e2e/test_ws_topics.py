@@ -217,8 +217,8 @@ def test_messages_lost_from_history_are_reported_as_a_gap(start_server):
 
 # ---- Errors ------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["", "x" * 65, "has space", "slash/name", "caf\u00e9", "semi;colon", "star*"],
-                         ids=["empty", "65-chars", "space", "slash", "non-ascii", "semicolon", "star"])
+@pytest.mark.parametrize("name", ["", "x" * 65, "has space", "slash/name", "caf\u00e9", "semi;colon", "star*", ".", ".."],
+                         ids=["empty", "65-chars", "space", "slash", "non-ascii", "semicolon", "star", "dot", "dot-dot"])
 def test_invalid_topic_name_is_an_error(server, name):
     with connect(server.port) as ws:
         frame = subscribe(ws, topic=name)

@@ -21,7 +21,7 @@ struct PresenceAPI {
         case .store(let name) where stores.store(name) == nil:
             return .reply(.error(.notFound, "no store named '\(name)'"))
         case .topic(let name) where !PushHub.isValidTopicName(name):
-            return .reply(.error(.badRequest, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -"))
+            return .reply(.error(.badRequest, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -, not . or .."))
         default:
             break
         }
