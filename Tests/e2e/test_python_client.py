@@ -88,6 +88,9 @@ def test_publish_batch(server):
             gateway.publish_batch([])
         with pytest.raises(ValueError):
             gateway.publish_batch([{"topic": news}])
+        for name in (".", ".."):  # a URL path cannot name them: refused before anything is sent
+            with pytest.raises(ValueError):
+                gateway.publish(name, "a")
 
 
 def test_every_store_method_with_conditions(server):

@@ -17,9 +17,9 @@ _TOPIC = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 
 def check_topic(name: object) -> str:
-    """A topic name: 1 to 64 of ``A-Z a-z 0-9 _ . -``."""
-    if not isinstance(name, str) or not _TOPIC.fullmatch(name):
-        raise ValueError(f"a topic name is 1 to 64 of A-Z a-z 0-9 _ . -, not {name!r}")
+    """A topic name: 1 to 64 of ``A-Z a-z 0-9 _ . -``, but not ``.`` or ``..`` (a URL path cannot name them)."""
+    if not isinstance(name, str) or not _TOPIC.fullmatch(name) or name in (".", ".."):
+        raise ValueError(f"a topic name is 1 to 64 of A-Z a-z 0-9 _ . -, not . or .., not {name!r}")
     return name
 
 
