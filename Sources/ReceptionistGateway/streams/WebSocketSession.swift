@@ -256,9 +256,10 @@ final class WebSocketSession: StreamSession {
 
     /// Hands an allowed publish to the topic; the client is told its `seq` once it is in the history.
     func sequence(_ topic: String, data: [UInt8], ref: String?) {
-        let settle = owing()
+        // In memory the answer is written before `publish` returns: nothing is owed meanwhile.
+        let settle = services.publisher.log.answersAtOnce ? nil : owing()
         services.publisher.publish(topic, data: data) { [weak self] result in
-            defer { settle() }
+            defer { settle?() }
             guard let self, self.connection.state == .open else { return }
             switch result {
             case .success(let seq):
