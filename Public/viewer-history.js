@@ -28,10 +28,12 @@ export function sameValue(a, b) {
 
 /**
  * Wires the scrubber's elements (#history…) to `view`, the live TileView.
- * `store()` and `epoch()` name the store shown and its live epoch; `showToast(text)` reports errors.
+ * `store()` and `epoch()` name the store shown and its live epoch; `showToast(text)` reports errors;
+ * `token`, when the page has one, goes with every read (`Authorization: Bearer`), as the page's
+ * other calls to the API do.
  * Call `livePainted()` after each paint of the live view and `reset()` when the store changes.
  */
-export function createHistory({ view, store, epoch, showToast }) {
+export function createHistory({ view, store, epoch, showToast, token }) {
   const $ = (id) => document.getElementById(id);
   const el = {
     root: $('history'), range: $('history-range'), label: $('history-label'),
@@ -50,6 +52,7 @@ export function createHistory({ view, store, epoch, showToast }) {
     oldestAskedAt: -Infinity,
     oldestInFlight: false,
     dragging: false, // a pointer holds the thumb: the range's end stays put under it
+    refused: null, // why the gateway refuses to read this store's past (401, 403), or null
   };
   const cache = new Map(); // `${epoch}:${version}` -> Map of models
 
@@ -59,7 +62,9 @@ export function createHistory({ view, store, epoch, showToast }) {
   const path = (version) => `/api/stores/${encodeURIComponent(store())}?at=${version}`;
 
   async function read(version) {
-    const response = await fetch(path(version), { headers: { Accept: 'application/json' } });
+    const headers = { Accept: 'application/json' };
+    if (token) headers.Authorization = `Bearer ${token}`;
+    const response = await fetch(path(version), { headers });
     let payload = null;
     try { payload = await response.json(); } catch { payload = null; }
     return { status: response.status, payload: payload && typeof payload === 'object' ? payload : {} };
@@ -93,7 +98,18 @@ export function createHistory({ view, store, epoch, showToast }) {
       setOldest(0);
     } else if (answer && answer.status === 410) {
       setOldest(answer.payload.oldest);
+    } else if (answer && (answer.status === 401 || answer.status === 403)) {
+      refuse(answer);
     }
+  }
+
+  /** The gateway will not read this store's past for this page: said once, and the range stays put. */
+  function refuse({ status, payload }) {
+    const reason = payload.detail || payload.error || `HTTP ${status}`;
+    if (s.refused === null) showToast(`The history cannot be read: ${reason}`);
+    s.refused = reason;
+    if (s.mode === 'past') goLive();
+    render();
   }
 
   function onMove() {
@@ -164,6 +180,8 @@ export function createHistory({ view, store, epoch, showToast }) {
       }
     } else if (status === 200 || status === 400) {
       goLive(); // another life of the store (a restart without --data-dir): its past is not this one
+    } else if (status === 401 || status === 403) {
+      refuse({ status, payload });
     } else {
       showToast(`Could not read version ${version}: ${payload.detail || payload.error || `HTTP ${status}`}`);
       if (s.shown === null && s.wanted === null) goLive();
@@ -211,11 +229,11 @@ export function createHistory({ view, store, epoch, showToast }) {
     // The thumb rests on the version shown, or live; while a position is being read it is left alone.
     if (!past) el.range.value = String(live);
     else if (s.shown !== null && s.wanted === null && !s.inFlight) el.range.value = String(s.shown);
-    el.range.disabled = !past && min >= max;
+    el.range.disabled = (!past && min >= max) || s.refused !== null;
     setText(el.min, String(min));
     setText(el.max, String(max));
     let label;
-    if (!past) label = `Live · version ${live}`;
+    if (!past) label = s.refused === null ? `Live · version ${live}` : `Live · version ${live} · history not readable`;
     else if (s.shown !== null) label = `version ${s.shown} of ${live}`;
     else label = `Reading version ${el.range.value}…`;
     setText(el.label, label);
@@ -233,6 +251,7 @@ export function createHistory({ view, store, epoch, showToast }) {
       s.epoch = current;
       s.life += 1;
       s.oldest = null;
+      s.refused = null;
       cache.clear();
       if (s.mode === 'past') goLive();
       refreshOldest(true);
@@ -246,6 +265,7 @@ export function createHistory({ view, store, epoch, showToast }) {
     s.mode = 'live';
     s.epoch = undefined;
     s.oldest = null;
+    s.refused = null;
     s.shown = null;
     s.wanted = null;
     clearTimeout(s.timer);
@@ -282,6 +302,7 @@ export function createHistory({ view, store, epoch, showToast }) {
       label: el.label.textContent,
       changed: [...view.changed].sort(),
       busy: s.inFlight || s.wanted !== null,
+      refused: s.refused,
     }),
   };
 }

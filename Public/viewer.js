@@ -22,6 +22,9 @@ import { TileView } from './viewer/tile-view.js';
 import { showToast } from './viewer/toast.js';
 
 const DEFAULT_STORE = 'tiles';
+// The names the gateway gives stores: 1 to 64 of A-Z a-z 0-9 . _ -, but not `.` or `..`, which
+// no URL path can name (docs/PROTOCOL.md).
+const STORE_NAME = /^(?!\.\.?$)[A-Za-z0-9._-]{1,64}$/;
 const LATENCY_SMOOTHING = 0.2;
 const COALESCED_PATHS = ['color'];
 
@@ -33,8 +36,7 @@ const state = {
 };
 
 function chooseStore() {
-  const named = params.get('store');
-  return named && named.length <= 256 ? named : DEFAULT_STORE;
+  return params.get('store') || DEFAULT_STORE;
 }
 
 const liveView = new TileView({
@@ -79,16 +81,33 @@ const connection = {
 
 // The history scrubber under the tiles (viewer-history.js) pins the live view to past versions.
 const scrubber = createHistory({
-  view: liveView, store: () => state.store, epoch: () => (liveSub ? liveSub.epoch : null), showToast,
+  view: liveView, store: () => state.store, epoch: () => (liveSub ? liveSub.epoch : null), showToast, token,
 });
 
 /** A fresh subscription to `state.store` for the live view. */
 function subscribeLive() {
   if (liveSub) liveSub.unsubscribe();
+  liveSub = null;
+  if (!STORE_NAME.test(state.store)) {
+    // No store can have this name: nothing to subscribe to, and no retry would change that.
+    liveView.attach(null);
+    const shown = state.store.length > 64 ? `${state.store.slice(0, 64)}…` : state.store;
+    setStatus('offline', `“${shown}” is not a store name (1 to 64 of A–Z a–z 0–9 . _ -)`);
+    renderStats();
+    return;
+  }
   const sub = liveClient.subscribeStore(state.store);
   liveSub = sub;
   liveView.attach(sub);
-  sub.on('status', (event) => { if (sub === liveSub) onLiveStatus(event); });
+  sub.on('status', (event) => {
+    if (sub !== liveSub) return;
+    // The store is gone (deleted, or a restarted gateway does not have it): what the tiles show
+    // no longer exists. Both views start over empty, and wait for a store of that name.
+    if (event.error && event.error.code === 'no_such_store' && sub.version !== null) {
+      queueMicrotask(() => { if (sub === liveSub) switchTo(state.store); });
+    }
+    onLiveStatus(event);
+  });
   sub.on('error', (error) => { if (sub === liveSub) showToast(`The gateway says: ${error.message || error.code}`); });
   onLiveStatus({ status: sub.status, retryAt: null, error: null });
 }

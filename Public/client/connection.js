@@ -84,7 +84,13 @@ export class Connection extends Emitter {
     }
     if ((type === 'committed' || type === 'error' || type === 'rpc_result' || type === 'rpc_error') && this._settleCommit(frame)) return;
     if (type === 'error') {
-      this._onError(frame);
+      // An error with a `ref` or an `id` answers a commit or an RPC (one no longer waiting),
+      // never what `_pending` holds: only the answers to those carry neither.
+      if (typeof frame.ref === 'string' || typeof frame.id === 'string') {
+        this._emit('error', { code: String(frame.code || 'error'), message: String(frame.message || frame.code || 'error') });
+      } else {
+        this._onError(frame);
+      }
       return;
     }
     const target = typeof frame.store === 'string' ? `store:${frame.store}`
@@ -99,15 +105,17 @@ export class Connection extends Emitter {
         this._dropLease(head.lease);
         return;
       }
-      // Unasked: the gateway ended the subscription (its store was deleted), and the copy is
-      // stale. It is refused as a subscribe to a missing store is, and retried with backoff, so a
-      // store made again comes back as a reset snapshot, as over SSE.
+      // Unasked: the gateway ended the subscription (its store was deleted, or a new token no
+      // longer covers it), and the copy is stale. It is refused as a subscribe to a missing store
+      // (or outside the token) is, and retried with backoff, so a store made again comes back as
+      // a reset snapshot, as over SSE.
       const ended = route && route[0];
       if (ended && !ended.dead) {
         this._dropLease(ended);
         const sub = ended.sub;
         sub._lease = null;
-        const error = { code: 'no_such_store', message: `the gateway ended the subscription (${frame.reason || 'unsubscribed'})` };
+        const code = frame.reason === 'forbidden' ? 'forbidden' : 'no_such_store';
+        const error = { code, message: `the gateway ended the subscription (${frame.reason || 'unsubscribed'})` };
         this._emit('error', { ...error, subscription: sub });
         sub._refused(error);
       }
@@ -201,6 +209,7 @@ export class Connection extends Emitter {
     this._open = false;
     this._pending = [];
     this._routes = new Map();
+    this._failCommits();
     for (const sub of this._subs) { sub._lease = null; sub._cancelRetry(); }
     const code = event && typeof event.code === 'number' ? event.code : 0;
     this._emit('close', { code, reason: event && event.reason ? String(event.reason) : '' });
@@ -257,15 +266,20 @@ export class Connection extends Emitter {
     this._open = false;
     this._pending = [];
     this._routes = new Map();
+    this._failCommits();
+    if (socket) {
+      socket.onopen = socket.onmessage = socket.onclose = null;
+      try { socket.close(1000); } catch { /* already closing */ }
+    }
+  }
+
+  /** The socket is gone: no answer comes to the commits and RPCs it carried. */
+  _failCommits() {
     const commits = [...this._commits.values()];
     this._commits.clear();
     for (const waiting of commits) {
       waiting.reject(Object.assign(new Error(`${waiting.label}: the connection closed before the answer; its outcome is unknown`),
         { code: 'unavailable' }));
-    }
-    if (socket) {
-      socket.onopen = socket.onmessage = socket.onclose = null;
-      try { socket.close(1000); } catch { /* already closing */ }
     }
   }
 

@@ -26,8 +26,9 @@ export interface PublishError extends Error {
  * What `commit()` rejects with: an `Error` whose `code` is the gateway's (`forbidden`,
  * `unauthorized`, `precondition_failed`, `no_such_store`, `bad_message`, `rate_limited`), or
  * `'unavailable'` when the backend's hook did not answer or the connection is not open or closed
- * before the answer (the outcome is then unknown). `version` is the store's version, for
- * `precondition_failed`.
+ * before the answer (the outcome is then unknown). `bad_message` also comes at once, with nothing
+ * sent, for changes the gateway could not read (a value JSON cannot hold, nesting past 256
+ * levels, a lone UTF-16 surrogate). `version` is the store's version, for `precondition_failed`.
  */
 export interface CommitError extends Error {
   code: string;

@@ -29,3 +29,43 @@ export function utf8Length(text) {
 export function browserOffline() {
   return typeof navigator !== 'undefined' && navigator.onLine === false;
 }
+
+/** The deepest a value may sit in a message: the gateway's JSON reader refuses nesting past it. */
+const MAX_JSON_DEPTH = 256;
+
+/**
+ * `message` as the JSON text to send, or `{ problem }` when the gateway could not read it: a
+ * value JSON cannot hold (a BigInt, a cycle), nesting past the gateway's depth, or a lone UTF-16
+ * surrogate, which is no Unicode text (JSON.stringify writes it as an escape the gateway refuses,
+ * without the `ref` that would tie the refusal to its message).
+ */
+export function encodeMessage(message) {
+  let text;
+  try { text = JSON.stringify(message); } catch (error) { return { problem: `not JSON: ${error && error.message ? error.message : error}` }; }
+  if (typeof text !== 'string') return { problem: 'not a JSON value' };
+  let depth = 0;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) { // a string: its escapes, and raw surrogates that should pair
+      for (i += 1; i < text.length && text.charCodeAt(i) !== 0x22; i += 1) {
+        const s = text.charCodeAt(i);
+        if (s === 0x5c) {
+          i += 1;
+          if (text[i] === 'u' && /^d[89a-f]/i.test(text.slice(i + 1, i + 3))) return { problem: 'a string holds a lone surrogate, which is not Unicode text' };
+          if (text[i] === 'u') i += 4;
+        } else if (s >= 0xd800 && s <= 0xdbff && (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+          i += 1;
+        } else if (s >= 0xd800 && s <= 0xdfff) {
+          return { problem: 'a string holds a lone surrogate, which is not Unicode text' };
+        }
+      }
+    } else if (c === 0x7b || c === 0x5b) { // { or [: it sits at `depth`, what it holds one deeper
+      depth += 1;
+      const empty = text[i + 1] === '}' || text[i + 1] === ']';
+      if (depth > MAX_JSON_DEPTH || (!empty && depth >= MAX_JSON_DEPTH)) return { problem: `nesting deeper than ${MAX_JSON_DEPTH} levels` };
+    } else if (c === 0x7d || c === 0x5d) {
+      depth -= 1;
+    }
+  }
+  return { text };
+}

@@ -114,7 +114,8 @@ export class ReceptionistClient extends Emitter<ClientEventMap> {
   /**
    * Calls the backend's RPC hook over the open WebSocket (`docs/HOOKS.md`). Resolves with its
    * answer; rejects with an `Error` whose `code` is `unavailable`, `forbidden`, `rpc_failed`,
-   * `unauthorized` or `rate_limited`.
+   * `unauthorized`, `rate_limited` or `bad_message` (at once, nothing sent, for data the gateway
+   * could not read, as for `commit`).
    */
   rpc(method: string, data?: JSONValue): Promise<JSONValue>;
   /** Closes every subscription and the connection. */

@@ -3,10 +3,13 @@
 import { Connection } from './connection.js';
 import { DEFAULTS } from './defaults.js';
 import { TOKEN_ERRORS } from './errors.js';
-import { isObject } from './helpers.js';
+import { encodeMessage, isObject } from './helpers.js';
 import { STORE_OPTION_KEYS, resolveBase, validateStoreOptions } from './options.js';
 import { StoreSubscription } from './store-subscription.js';
 import { TopicSubscription } from './topic-subscription.js';
+
+/** A commit's or an RPC's promise, rejected at once with `code`. */
+const failed = (label, code, message) => Promise.reject(Object.assign(new Error(`${label}: ${message}`), { code }));
 
 /**
  * A connection to one gateway.
@@ -124,43 +127,60 @@ export class ReceptionistClient extends Connection {
    * or by the backend's write hook. Resolves with the store's version after it; rejects with an
    * Error carrying the gateway's `code`: `forbidden`, `unauthorized`, `precondition_failed` (with
    * `version`, when `ifVersion` or `ifMatch` no longer holds: nothing was applied),
-   * `no_such_store`, `bad_message`, `unavailable` (the backend's hook did not answer, or the
-   * connection is not open, or it closed before the answer: the outcome is then unknown).
+   * `no_such_store`, `bad_message` (also, at once and with nothing sent, for changes the gateway
+   * could not read: a value JSON cannot hold, nesting past 256 levels, a lone UTF-16 surrogate),
+   * `unavailable` (the backend's hook did not answer, or the connection is not open, or it closed
+   * before the answer: the outcome is then unknown).
    */
   commit(store, changes, { ifVersion, ifMatch } = {}) {
     if (typeof store !== 'string' || store === '') throw new TypeError('commit: the store name must be a non-empty string');
     if (!Array.isArray(changes) || changes.length === 0) throw new TypeError('commit: `changes` must be a non-empty array');
     if (ifVersion !== undefined && (!Number.isSafeInteger(ifVersion) || ifVersion < 0)) throw new TypeError('commit: `ifVersion` must be a whole number');
     if (ifMatch !== undefined && !isObject(ifMatch)) throw new TypeError('commit: `ifMatch` must map model ids to entity tags');
-    const failed = (code, message) => Promise.reject(Object.assign(new Error(`commit to ${store}: ${message}`), { code }));
-    if (!this._socket || !this._open || this._socket.send === undefined) return failed('unavailable', 'the WebSocket is not open');
-    if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed('rate_limited', `${DEFAULTS.maxPendingCommits} commits are waiting already`);
+    const label = `commit to ${store}`;
+    if (!this._socket || !this._open || this._socket.send === undefined) return failed(label, 'unavailable', 'the WebSocket is not open');
+    if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed(label, 'rate_limited', `${DEFAULTS.maxPendingCommits} commits are waiting already`);
     const ref = `c${++this._commitCount}`;
     const message = { type: 'commit', store, changes, ref };
     if (ifVersion !== undefined) message.ifVersion = ifVersion;
     if (ifMatch !== undefined) message.ifMatch = ifMatch;
-    return new Promise((resolve, reject) => {
-      this._commits.set(ref, { resolve, reject, label: `commit to ${store}` });
-      this._socket.send(JSON.stringify(message));
-    });
+    return this._call(ref, label, message);
   }
 
   /**
    * Calls the backend's RPC hook with `method` and `data` (any JSON value) over the open
    * WebSocket (`docs/HOOKS.md`). Resolves with the hook's answer; rejects with an Error whose
    * `code` is `unavailable` (the backend did not answer, or the connection is not open or closed
-   * first), `forbidden`, `rpc_failed` or `unauthorized`.
+   * first), `forbidden`, `rpc_failed`, `unauthorized`, or `bad_message` (at once, with nothing
+   * sent, for data the gateway could not read, as for `commit`).
    */
   rpc(method, data = null) {
     if (typeof method !== 'string' || method === '') throw new TypeError('rpc: the method must be a non-empty string');
     if (JSON.stringify(data) === undefined) throw new TypeError('rpc: `data` must be a JSON value');
-    const failed = (code, message) => Promise.reject(Object.assign(new Error(`rpc ${method}: ${message}`), { code }));
-    if (!this._socket || !this._open || this._socket.send === undefined) return failed('unavailable', 'the WebSocket is not open');
-    if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed('rate_limited', `${DEFAULTS.maxPendingCommits} calls are waiting already`);
+    const label = `rpc ${method}`;
+    if (!this._socket || !this._open || this._socket.send === undefined) return failed(label, 'unavailable', 'the WebSocket is not open');
+    if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed(label, 'rate_limited', `${DEFAULTS.maxPendingCommits} calls are waiting already`);
     const id = `r${++this._commitCount}`;
+    return this._call(id, label, { type: 'rpc', id, method, data });
+  }
+
+  /**
+   * Sends a commit or an RPC and waits for the answer to `key`. A message the gateway could not
+   * read (its refusal would carry no `ref`) is refused here with `bad_message`, and a send that
+   * throws with `unavailable`: neither takes a place among the calls waiting.
+   */
+  _call(key, label, message) {
+    const { text, problem } = encodeMessage(message);
+    if (problem) return failed(label, 'bad_message', `${problem}; nothing was sent`);
     return new Promise((resolve, reject) => {
-      this._commits.set(id, { resolve, reject, label: `rpc ${method}` });
-      this._socket.send(JSON.stringify({ type: 'rpc', id, method, data }));
+      this._commits.set(key, { resolve, reject, label });
+      try {
+        this._socket.send(text);
+      } catch (error) {
+        this._commits.delete(key);
+        reject(Object.assign(new Error(`${label}: the WebSocket did not take the message (${error && error.message ? error.message : error})`),
+          { code: 'unavailable' }));
+      }
     });
   }
 

@@ -115,7 +115,8 @@ export class Subscription extends Emitter {
     this._cancelRetry();
     this._retryTimer = setTimeout(() => {
       this._retryTimer = null;
-      this._client._retrySubscribe(this, error);
+      if (this._client.transport === 'sse') this._startSse();
+      else this._client._retrySubscribe(this, error);
     }, delay);
     this._setStatus('reconnecting', { retryAt: Date.now() + delay, error });
   }
@@ -150,6 +151,8 @@ export class Subscription extends Emitter {
         return;
       }
       this._source = source;
+      let opened = false;
+      source.onopen = () => { opened = true; };
       const onEvent = (event) => {
         if (generation !== this._sseGeneration || typeof event.data !== 'string') return;
         let frame;
@@ -189,9 +192,52 @@ export class Subscription extends Emitter {
         }
         source.close();
         this._source = null;
-        this._sseLost(generation);
+        if (opened) this._sseLost(generation);
+        else this._askWhy(generation, url);
       };
     });
+  }
+
+  /**
+   * The stream failed before it opened. EventSource cannot tell a refusal from a network failure,
+   * so the same URL is asked again with fetch: a 4xx is the gateway refusing the subscription,
+   * reported with its code as over WebSocket and retried (or `failed`) alike; anything else is a
+   * failure to reach it, retried with backoff.
+   */
+  _askWhy(generation, url) {
+    if (typeof fetch !== 'function') {
+      this._sseLost(generation);
+      return;
+    }
+    const abort = typeof AbortController === 'function' ? new AbortController() : null;
+    fetch(url, { headers: { Accept: 'text/event-stream' }, cache: 'no-store', signal: abort ? abort.signal : undefined })
+      .then(async (response) => {
+        if (response.status < 400 || response.status >= 500) {
+          if (abort) abort.abort(); // a stream after all, or a gateway in trouble: not a refusal
+          return null;
+        }
+        let body = null;
+        try { body = await response.json(); } catch { /* not JSON */ }
+        return this._refusal(response.status, isObject(body) ? body : {});
+      })
+      .catch(() => null)
+      .then((error) => {
+        if (generation !== this._sseGeneration || this._closed) return;
+        if (error === null) {
+          this._sseLost(generation);
+          return;
+        }
+        this._client._emit('error', { ...error, subscription: this });
+        this._refused(error);
+      });
+  }
+
+  /** An event stream's refusal (its HTTP status and JSON body), with the WebSocket's code for it. */
+  _refusal(status, body) {
+    const codes = { 400: this.kind === 'topic' ? 'invalid_topic' : 'bad_message', 401: 'unauthorized', 403: 'forbidden',
+      404: this.kind === 'store' ? 'no_such_store' : 'not_found', 429: 'too_many_subscriptions' };
+    const code = codes[status] || String(body.error || `http_${status}`);
+    return { code, message: String(body.detail || body.error || `the gateway answered ${status}`), status };
   }
 
   _stopSse() {

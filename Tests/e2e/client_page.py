@@ -35,6 +35,7 @@ HARNESS = """<!doctype html>
   const LIMIT = 5000;
   const clients = new Map();
   const subs = new Map();
+  const calls = new Map();
   const push = (list, value) => { if (list.length < LIMIT) list.push(value); };
 
   function track(id, sub) {
@@ -91,6 +92,16 @@ HARNESS = """<!doctype html>
       const { client, log } = clients.get(id);
       return { transport: client.transport, status: client.status, ...log };
     },
+    // Commits and RPCs: a test starts them on `clientOf(id)` and hands each promise to `settle`;
+    // `outcome` is null until it settles.
+    clientOf(id) { return clients.get(id).client; },
+    settle(id, promise) {
+      calls.set(id, null);
+      promise.then((value) => calls.set(id, { value }),
+        (error) => calls.set(id, { name: error.name, code: error.code ?? null, message: String(error.message) }));
+    },
+    outcome(id) { return calls.get(id) ?? null; },
+    outcomes(prefix) { return [...calls].filter(([id]) => id.startsWith(prefix)).map(([, outcome]) => outcome); },
   };
 </script>
 </html>

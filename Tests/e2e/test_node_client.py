@@ -201,3 +201,14 @@ def test_a_store_deleted_while_the_client_unsubscribes_and_subscribes_again_cost
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome == {"sent": ["subscribe", "unsubscribe", "subscribe"], "status": "live",
                        "models": {"n": {"v": 1}}, "errors": [], "sockets": 1, "closed": False}, outcome
+
+
+def test_a_subscription_a_new_token_no_longer_covers_is_reported_forbidden():
+    """The gateway ends a subscription a new token does not cover (`unsubscribed`, reason
+    `forbidden`): the client reports `forbidden`, not a deleted store (`no_such_store`)."""
+    script = Path(__file__).parent / "node_unsubscribed_forbidden.mjs"
+    result = subprocess.run([str(NODE), str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome["errors"] == ["forbidden"], outcome
+    assert outcome["status"] in ("reconnecting", "failed"), outcome

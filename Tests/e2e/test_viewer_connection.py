@@ -211,3 +211,63 @@ def test_falls_back_to_sse_when_websocket_fails(quiet, breakage):
         assert driver.execute_script("return window.__wsAttempts") == attempts
     finally:
         driver.quit()
+
+
+# ---- Stores that are not there -----------------------------------------------------------
+
+def status_text(driver) -> str:
+    return driver.find_element(By.ID, "status-text").text
+
+
+def tile_ids(driver) -> list[str]:
+    return driver.execute_script("return [...document.querySelectorAll('#grid [data-model]')].map(t => t.dataset.model)")
+
+
+@pytest.mark.parametrize("transport", ["ws", "sse"])
+def test_a_store_that_does_not_exist_is_named_over_both_transports(browser, demo, transport):
+    """Over SSE the gateway's 404 reaches the page as over WebSocket: before, an event stream's
+    refusal looked like a network failure, and the page said "Reconnecting" for good."""
+    store = f"nowhere-{transport}"
+    browser.get(f"http://127.0.0.1:{demo.port}/?store={store}&transport={'sse' if transport == 'sse' else 'auto'}")
+    wait(browser, lambda d: status_text(d) == f"No store named “{store}”", 10.0,
+         f"the missing store was never named: {status_text(browser)!r}")
+    assert browser.execute_script("return window.receptionistViewer.transport()") == transport
+    assert browser.find_element(By.ID, "toast").text == f"The gateway says: no store named '{store}'"
+
+
+def test_a_name_no_store_can_have_is_said_and_never_asked_for(demo):
+    driver = new_browser(RECORDING_WEBSOCKET)
+    try:
+        for name, shown in (("bad%20name", "bad name"), ("x" * 65, "x" * 64 + "…"), ("%3Cb%3E", "<b>"), ("..", "..")):
+            driver.get(f"http://127.0.0.1:{demo.port}/?store={name}")
+            wait(driver, lambda d: status_text(d) == f"“{shown}” is not a store name (1 to 64 of A–Z a–z 0–9 . _ -)",
+                 5.0, f"the name was not refused: {status_text(driver)!r}")
+            assert status(driver) == "offline" and tile_ids(driver) == []
+            assert driver.execute_script("return window.__sockets.length") == 0
+    finally:
+        driver.quit()
+
+
+@pytest.mark.parametrize("transport", ["auto", "sse"])
+def test_a_deleted_store_leaves_the_view_empty_until_made_again(browser, demo, transport):
+    """Before, the tiles and the caption ("3 models · version 3") of a deleted store stayed on
+    screen under "No store named"."""
+    port = demo.port
+    store = f"deleted-{transport}"
+    json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(3):
+        json_ok(api(port, "PUT", f"/api/stores/{store}/models/m{n}", {"color": "#336699"}), 201)
+    open_viewer(browser, port, f"?store={store}&transport={transport}")
+    wait(browser, lambda d: sorted(tile_ids(d)) == ["m0", "m1", "m2"], 5.0, "the store was never shown")
+    assert browser.find_element(By.ID, "board-meta").text == "3 models · version 3"
+
+    json_ok(api(port, "DELETE", f"/api/stores/{store}"))
+    wait(browser, lambda d: status_text(d) == f"No store named “{store}”" and tile_ids(d) == []
+         and d.find_element(By.ID, "board-meta").text == "Waiting for the first snapshot", 10.0,
+         f"the deleted store stayed on screen: {status_text(browser)!r} {tile_ids(browser)}")
+
+    json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+    json_ok(api(port, "PUT", f"/api/stores/{store}/models/again", {"color": "#996633"}), 201)
+    wait(browser, lambda d: status(d) == "live" and tile_ids(d) == ["again"], 20.0,
+         f"the store made again was never shown: {status_text(browser)!r} {tile_ids(browser)}")
+    assert browser.find_element(By.ID, "board-meta").text == "1 model · version 1"

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from conftest import REPO_ROOT, api, http_client_request, json_ok, store_snapshot, store_version, wait_for
 # The browser, the gateway fixtures and the helpers of the viewer's own tests.
-from viewer import (PUBLIC, browser, chromium_installed, css_rgb, demo, open_viewer,  # noqa: F401
+from hooks import Backend as HookBackend
+from test_trust import SECRET, bearer, request, token_for
+from viewer import (PUBLIC, browser, chromium_installed, css_rgb, demo, new_browser, open_viewer,  # noqa: F401
                          painted_colors, patch_color, quiet, stop_animation, wait, wait_colors_match_store)
 
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -261,6 +263,60 @@ def test_the_range_starts_at_the_oldest_version_the_gateway_keeps(browser, start
     wait_shows_version(browser, port, now_oldest)
     browser.find_element(By.ID, "history-live").click()
     wait_colors_match_store(browser, port)
+
+
+# ---- Pages opened with a token -------------------------------------------------------------
+
+# Answers the page's reads of the past with the gateway's 403 once `window.__refuseHistory` is set.
+REFUSE_HISTORY = """
+    const gatewayFetch = window.fetch;
+    window.fetch = function (url, init) {
+        if (window.__refuseHistory && String(url).includes('?at=')) {
+            const body = {error: 'forbidden', detail: 'the token does not cover store tiles'};
+            return Promise.resolve(new Response(JSON.stringify(body), {status: 403, headers: {'Content-Type': 'application/json'}}));
+        }
+        return gatewayFetch.apply(this, arguments);
+    };"""
+
+
+def test_a_page_with_a_token_reads_the_past_with_it_and_says_when_it_may_not(start_server, tmp_path):
+    """Where a read needs an identity (tokens and a subscribe hook), the scrubber reads the past
+    with the page's `?token=`, as the page's other calls do. Before, it read without it: every
+    read was answered 401, and the range stayed disabled with nothing said. A read refused (401,
+    403) is now said, once."""
+    hooks = HookBackend(tmp_path / "hooks")
+    driver = new_browser(REFUSE_HISTORY)
+    try:
+        # The animate job's rate never commits during the test; only the PATCHes move the store.
+        server = start_server("--demo", "--demo-rate", "0.001", "--token-secret", SECRET,
+                              *hooks.hook_args("subscribe"), public=PUBLIC)
+        port = server.port
+        token = token_for(stores=["tiles"])
+        assert api(port, "GET", "/api/stores/tiles?at=0").status == 401
+        for n in range(3):
+            patch_color(port, f"tile-{n}", f"#{n * 60:02x}40a0")
+        current = json_ok(request(port, "GET", "/api/stores/tiles", headers=bearer(token)))["version"]
+        open_viewer(driver, port, f"?token={token}")
+        wait(driver, lambda d: range_bounds(d)[:2] == (0, current) and not range_bounds(d)[3], 5.0,
+             "the range never spanned the store's versions")
+        scrub_to(driver, current - 2)
+        wait(driver, lambda d: history(d)["shownVersion"] == current - 2, 5.0, "the past was never shown")
+        assert history(driver)["refused"] is None and driver.find_element(By.ID, "toast").is_displayed() is False
+        driver.find_element(By.ID, "history-live").click()
+        wait(driver, lambda d: history(d)["mode"] == "live", 5.0, "Live did not go live")
+
+        driver.execute_script("window.__refuseHistory = true")
+        scrub_to(driver, current - 1)
+        wait(driver, lambda d: history(d)["refused"] == "the token does not cover store tiles", 5.0,
+             "the refusal was not kept")
+        toast = driver.find_element(By.ID, "toast")
+        assert toast.is_displayed() and "the token does not cover store tiles" in toast.text
+        state = history(driver)
+        assert state["mode"] == "live" and state["label"] == f"Live · version {current} · history not readable"
+        assert range_bounds(driver)[3] is True
+    finally:
+        driver.quit()
+        hooks.stop()
 
 
 def test_scrubbed_back_screenshot(browser, quiet):
