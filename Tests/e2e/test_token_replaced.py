@@ -63,3 +63,33 @@ def test_a_subscribe_after_the_token_ran_out_is_refused_at_once(stores):
         with pytest.raises(websockets.exceptions.ConnectionClosed) as closed:
             recv_json(ws)
         assert closed.value.rcvd.code == 1008
+
+
+def test_what_the_subscribe_hook_allowed_stays_and_nothing_else_passes_for_it(start_server, tmp_path):
+    """A subscription the subscribe hook allowed is not the token's to end; one the token allowed
+    is, even made where an ended hook-allowed one was (it was then taken for that one, and kept)."""
+    from hooks import Backend
+    backend = Backend(tmp_path / "backend")
+    try:
+        port = start_server("--token-secret", SECRET, *backend.hook_args("subscribe")).port
+        # Short names, kept inline in a subscription, so the two are alike in memory.
+        hooked, covered = "narrow-a", "plain"
+        with connect(port, path=f"/ws?token={token_for(300, topics=[covered])}") as ws:
+            # A hook-allowed subscription ends, and a token-allowed one is made next (where it was).
+            assert subscribe(ws, topic=hooked)["type"] == "subscribed"
+            send_json(ws, {"type": "unsubscribe", "topic": hooked})
+            assert recv_json(ws)["type"] == "unsubscribed"
+            assert subscribe(ws, topic=covered)["type"] == "subscribed"
+            send_json(ws, {"type": "auth", "token": token_for(300, topics=["other"])})
+            assert recv_json(ws)["type"] == "authenticated"
+            assert recv_json(ws) == {"type": "unsubscribed", "topic": covered, "reason": "forbidden"}
+        with connect(port, path=f"/ws?token={token_for(300, topics=[covered])}") as ws:
+            assert subscribe(ws, topic=hooked)["type"] == "subscribed"
+            send_json(ws, {"type": "auth", "token": token_for(300, topics=[unique("other")])})
+            assert recv_json(ws)["type"] == "authenticated"
+            # The hook's grant stands: its topic's messages still come, and nothing ended.
+            json_ok(request(port, "POST", f"/api/topics/{hooked}/messages", {"n": 1}), 201)
+            frame = recv_json(ws)
+            assert frame["type"] == "message" and frame["topic"] == hooked, frame
+    finally:
+        backend.stop()

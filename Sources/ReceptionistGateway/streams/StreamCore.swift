@@ -29,8 +29,10 @@ struct StreamCore {
         /// A refresh hook call is under way, or was made and not answered.
         var refreshing = false
         /// The subscriptions the subscribe hook allowed, which no token covered: a new token does
-        /// not end them (`StreamSession.endSubscriptionsNotCovered`).
-        var hookGranted: [ObjectIdentifier] = []
+        /// not end them (`StreamSession.endSubscriptionsNotCovered`). Held, not named by address:
+        /// a subscription made where an ended one was is not taken for it. Those that ended go at
+        /// the next grant, so at most one more than the connection holds.
+        var hookGranted: [Subscription] = []
         private(set) var presenceUser: PresenceUser?
 
         private static func presenceUser(_ claims: TokenClaims) -> PresenceUser? {
@@ -70,15 +72,15 @@ struct StreamCore {
 
     /// Whether the subscribe hook allowed `subscription` (`granted`), not a token.
     func isHookGranted(_ subscription: Subscription) -> Bool {
-        credentials?.hookGranted.contains(ObjectIdentifier(subscription)) ?? false
+        credentials?.hookGranted.contains { $0 === subscription } ?? false
     }
 
     /// Records that the subscribe hook allowed `subscription`; forgets those that ended.
     mutating func markHookGranted(_ subscription: Subscription) {
         let live = subscriptions
         presented { box in
-            box.hookGranted.removeAll { id in !live.contains { ObjectIdentifier($0) == id } }
-            box.hookGranted.append(ObjectIdentifier(subscription))
+            box.hookGranted.removeAll { granted in !live.contains { $0 === granted } }
+            box.hookGranted.append(subscription)
         }
     }
 
