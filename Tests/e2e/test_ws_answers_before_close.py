@@ -8,10 +8,12 @@ their way (a commit on its job thread; a publish to the disk) were dropped: appl
 from __future__ import annotations
 
 import json
+import signal
+import time
 
 import pytest
 
-from conftest import api, json_ok
+from conftest import api, json_ok, wait_for
 from wsclient import (
     OP_CLOSE,
     OP_TEXT,
@@ -62,3 +64,37 @@ def test_every_request_taken_is_answered_before_the_close(start_server, tmp_path
     assert [answers[f"c{n}"]["version"] for n in range(REQUESTS)] == list(range(1, REQUESTS + 1))
     assert [answers[f"p{n}"]["seq"] for n in range(REQUESTS)] == list(range(1, REQUESTS + 1))
     assert json_ok(api(port, "GET", f"/api/stores/{store}"))["version"] == REQUESTS
+
+
+@pytest.mark.parametrize("how", ["drain", "token-expired"])
+def test_a_close_of_the_gateways_own_waits_for_the_answers_owed(start_server, tmp_path, how):
+    """A drain (SIGTERM), or a token that runs out, closes the connection once the RPC it took is
+    answered (here by the hook's time-out, 3 s): before, the close went first and the answer was lost."""
+    from hooks import Backend
+    from test_trust import SECRET, make_token
+    backend = Backend(tmp_path / "backend")
+    try:
+        args = ["--hook-timeout", "3", "--drain-timeout", "20", *backend.hook_args("rpc")]
+        if how == "token-expired":
+            args += ["--token-secret", SECRET]
+        server = start_server(*args)
+        path = "/ws"
+        if how == "token-expired":
+            path += f"?token={make_token({'exp': time.time() + 0.5})}"
+        with RawWebSocket(server.port).open(path=path, subprotocols=(SUBPROTOCOL,)) as ws:
+            ws.send_json({"type": "rpc", "id": "r1", "method": "slow", "data": None})
+            wait_for(lambda: backend.stats()["calls"].get("rpc") == 1, 10, "the RPC hook was not called")
+            if how == "drain":
+                server.send_signal(signal.SIGTERM)
+            frames = []
+            while True:
+                opcode, payload = ws.read_message(timeout=15)
+                if opcode == OP_CLOSE:
+                    break
+                frames.append(json.loads(payload))
+            answers = [f for f in frames if f.get("id") == "r1"]
+            assert [a["type"] for a in answers] == ["rpc_error"] and answers[0]["code"] == "unavailable", frames
+            expected = 1001 if how == "drain" else 1008
+            assert int.from_bytes(payload[:2], "big") == expected, payload
+    finally:
+        backend.stop()

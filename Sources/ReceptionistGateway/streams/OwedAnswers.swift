@@ -50,6 +50,11 @@ final class OwedAnswers {
         account.closing = close
     }
 
+    /// Whether a close waits for `connection`'s answers.
+    func isClosing(_ connection: AnyObject) -> Bool {
+        !accounts.isEmpty && accounts[ObjectIdentifier(connection)]?.closing != nil
+    }
+
     /// `connection` is closed: nothing waits for its answers any more.
     func forget(_ connection: AnyObject) {
         guard let account = accounts.removeValue(forKey: ObjectIdentifier(connection)) else { return }

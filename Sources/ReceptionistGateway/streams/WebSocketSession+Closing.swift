@@ -13,4 +13,18 @@ extension WebSocketSession {
         connection.stopReading()
         services.owedAnswers.whenSettled(connection, close: close)
     }
+
+    /// Sends our close frame once every answer owed is written (a drain, an expired grant).
+    /// Nothing is read meanwhile, so nothing more is asked; then reading resumes, for the peer's
+    /// answer to the close (whatever else it sends is not acted on, invariant 22).
+    func closeAfterAnswers(code: UInt16, reason: String) {
+        closeWhenAnswered { [weak self] in
+            guard let self, connection.state == .open else { return }
+            close(code: code, reason: reason)
+            connection.startReading()
+        }
+    }
+
+    /// Whether the connection is closing: its close frame sent, or waiting for its answers.
+    var isClosing: Bool { state.closeSent || services.owedAnswers.isClosing(connection) }
 }

@@ -20,7 +20,7 @@ final class WebSocketSession: StreamSession {
     // decoder's tail padding.
     let connection: TCPConnection
     var core: StreamCore
-    private var state: WebSocketSessionState
+    private(set) var state: WebSocketSessionState
     /// Protocol messages this client may still send now (`--client-message-rate`).
     private var messageBucket: TokenBucket
     private var decoder: WebSocketDecoder
@@ -338,12 +338,13 @@ final class WebSocketSession: StreamSession {
         case .slowConsumer:
             close(code: WebSocketCloseCode.policyViolation, reason: "slow consumer")
         case .tokenExpired:
-            // The client is told why, then closed with 1008 (`docs/SECURITY.md`).
+            // The client is told why, then closed with 1008 (`docs/SECURITY.md`), once what it
+            // asked before is answered.
             sendError(AccessControl.expiredProblem)
-            close(code: WebSocketCloseCode.policyViolation, reason: "token expired")
+            closeAfterAnswers(code: WebSocketCloseCode.policyViolation, reason: "token expired")
         case .grantRefused(let reason):
             sendError(ClientMessage.Problem(.tokenExpired, reason))
-            close(code: WebSocketCloseCode.policyViolation, reason: "expired")
+            closeAfterAnswers(code: WebSocketCloseCode.policyViolation, reason: "expired")
         }
     }
 
@@ -353,17 +354,17 @@ final class WebSocketSession: StreamSession {
 
     /// Tells the client when to come back (to any node), then closes with 1001.
     func drain() {
-        guard connection.state == .open, !state.closeSent else { return }
+        guard connection.state == .open, !isClosing else { return }
         if mode == .push {
             writeFrame(WebSocketEncoder.frame(
                 .text, payload: PushEncoder.draining(reconnectAfterMilliseconds: services.reconnectJitterMilliseconds())))
         }
-        close(code: WebSocketCloseCode.goingAway, reason: "going away: draining")
+        closeAfterAnswers(code: WebSocketCloseCode.goingAway, reason: "going away: draining")
     }
 
     func sweep(now: UInt64) {
-        if !state.closeSent, expireTokenIfDue() { return }
-        if !state.closeSent { refreshIfDue() }
+        if !isClosing, expireTokenIfDue() { return }
+        if !isClosing { refreshIfDue() }
         switch state.tick(now: now, services.webSocketTiming) {
         case .none: break
         case .ping: connection.write(WebSocketEncoder.frame(.ping, payload: []))
