@@ -284,14 +284,22 @@ def test_a_tokens_publish_over_http_goes_through_the_publish_hook(start_server, 
     topic = unique("chat")
     token = make_token({"sub": "erin", "exp": time.time() + 300, "topics": [topic], "publish": [topic]})
 
-    def post(data, credential: str):
+    def post(data, credential: str, key: str | None = None):
+        headers = {"Content-Type": "application/json", "Authorization": f"Bearer {credential}"}
+        if key:
+            headers["Idempotency-Key"] = key
         return http_client_request(server.port, "POST", f"/api/topics/{topic}/messages", body=json.dumps(data).encode(),
-                                   headers={"Content-Type": "application/json", "Authorization": f"Bearer {credential}"})
+                                   headers=headers)
 
     refused = post({"text": "forbidden"}, token)
     assert refused.status == 403, refused
     assert json.loads(refused.body) == {"error": "forbidden", "detail": "that word is not allowed"}
-    assert json_ok(post({"text": "rewrite"}, token), 201) == {"topic": topic, "seq": 1}
+    assert json_ok(post({"text": "rewrite"}, token, key="k-1"), 201) == {"topic": topic, "seq": 1}
+    # A retry under its key is answered from the first attempt: the hook is not asked again.
+    asked = backend.stats()["calls"]["publish"]
+    retried = post({"text": "rewrite"}, token, key="k-1")
+    assert json_ok(retried, 201) == {"topic": topic, "seq": 1} and retried.header("Idempotent-Replayed") == "true"
+    assert backend.stats()["calls"]["publish"] == asked
     assert json_ok(post({"text": "forbidden"}, API_KEY), 201) == {"topic": topic, "seq": 2}
     read = http_client_request(server.port, "GET", f"/api/topics/{topic}/messages?after=0",
                                headers={"Authorization": f"Bearer {API_KEY}"})

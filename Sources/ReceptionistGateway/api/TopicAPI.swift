@@ -47,18 +47,23 @@ struct TopicAPI {
         }
     }
 
-    /// Publishes `request`'s body (or `data`, what the publish hook put in its place) through the
-    /// engine's log. In memory the answer is ready at once (and the idempotency table, in memory
-    /// too, may be asked on the loop); on disk or through Redis the reply waits on the loop, and no
-    /// thread does.
-    func publish(_ name: String, _ request: HTTPRequest, scope: String, data: [UInt8]? = nil) -> RouteResult {
+    /// Asked before a client's publish goes to the log (the publish hook, `ClientPublishes`): it
+    /// decides the data to publish (the client's, or a replacement), or the reply that refuses it.
+    typealias Gate = (_ data: [UInt8], _ decided: @escaping (Result<[UInt8], ReplyError>) -> Void) -> Void
+
+    /// Publishes `request`'s body through the engine's log, past `gate` if one decides. In memory
+    /// the answer is ready at once (and the idempotency table, in memory too, may be asked on the
+    /// loop); on disk, through Redis or past a gate the reply waits on the loop, and no thread
+    /// does. An `Idempotency-Key` is claimed before the gate is asked: a retry of a publish made is
+    /// answered from it, not asked about again.
+    func publish(_ name: String, _ request: HTTPRequest, scope: String, gate: Gate? = nil) -> RouteResult {
         let key: IdempotencyKey?
         switch Idempotency.key(of: request) {
         case .success(let parsed): key = parsed
         case .failure(let failure): return .reply(failure.reply)
         }
         let json: [UInt8]
-        switch data.map({ .success($0) }) ?? Reply.compactJSONBody(request) {
+        switch Reply.compactJSONBody(request) {
         case .success(let bytes): json = bytes
         case .failure(let failure): return .reply(failure.reply)
         }
@@ -71,21 +76,26 @@ struct TopicAPI {
             case .failure(let error): .error(error)
             }
         }
-        if log.answersAtOnce {
+        if log.answersAtOnce, gate == nil {
             return .reply(idempotency.run(key, scope: scope, request: request) {
                 let outcome = PublishOutcome()
                 log.publish(name, data: json) { outcome.value = $0 }
                 return answer(outcome.value)
             })
         }
+        let send: (@escaping (Reply) -> Void) -> Void = { reply in
+            guard let gate else { return log.publish(name, data: json) { reply(answer($0)) } }
+            gate(json) { decided in
+                switch decided {
+                case .success(let data): log.publish(name, data: data) { reply(answer($0)) }
+                case .failure(let refusal): reply(refusal.reply)
+                }
+            }
+        }
         // Without a key there is nothing to claim: the answer goes straight to the door, and the
         // request is not kept meanwhile.
-        guard let key else { return .later { done in log.publish(name, data: json) { done(answer($0)) } } }
-        return .later { done in
-            idempotency.run(key, scope: scope, request: request, later: { reply in
-                log.publish(name, data: json) { reply(answer($0)) }
-            }, done: done)
-        }
+        guard let key else { return .later(send) }
+        return .later { done in idempotency.run(key, scope: scope, request: request, later: send, done: done) }
     }
 
     /// `?after=N&limit=K`: the messages after N still kept, as `message` frames: from the topic's

@@ -17,32 +17,23 @@ struct ClientPublishes {
         rateKey.hasPrefix(AccessControl.tokenRateKeyPrefix) && namespaces.calls(.publish, for: topic)
     }
 
-    /// Asks the hook, then answers through `publish` with what it allows: the data as sent, or its
-    /// replacement. A job, so the connection's later requests wait for the hook and the publish,
-    /// and its publishes are numbered in the order it sent them.
-    func route(
-        _ request: HTTPRequest, topic: String, client: String, publish: @escaping ([UInt8]) -> RouteResult,
-        perform: @escaping (RouteResult, JobHandoff, @escaping (Reply) -> Void) -> Void
-    ) -> RouteResult {
-        let data: [UInt8], value: JSONValue
-        switch Reply.compactJSONBody(request) {
-        case .success(let bytes): data = bytes
-        case .failure(let failure): return .reply(failure.reply)
-        }
-        do { value = try JSONParser.parse(data) } catch { return .reply(.error(.badRequest, "the body is not JSON: \(error)")) }
+    /// What asks the hook about `request`'s publish to `topic` (`TopicAPI.Gate`): it allows the
+    /// data as sent, or its replacement, or refuses it (`403` with its reason; no answer: `503`).
+    func gate(_ request: HTTPRequest, topic: String, client: String) -> TopicAPI.Gate {
         let claims = AccessControl.bearer(request.headers["Authorization"]).flatMap { try? access.checkToken($0).get() }
         let (user, _) = HookRequests.identity(claims)
-        let body: JSONValue = ["client": .string("http " + client), "user": user, "topic": .string(topic), "data": value]
-        return .job { [hooks, counters] handoff, done in
+        return { [hooks, counters] data, decided in
+            guard let value = try? JSONParser.parse(data) else { return decided(.failure(ReplyError(.error(.badRequest, "the body is not JSON")))) }
+            let body: JSONValue = ["client": .string("http " + client), "user": user, "topic": .string(topic), "data": value]
             hooks.call(.publish, body) { answer in
                 switch HookDecision.allow(answer, hook: .publish) {
                 case .allow(let answer):
-                    perform(publish(answer["data"].map { JSONWriter.encode($0) } ?? data), handoff, done)
+                    decided(.success(answer["data"].map { JSONWriter.encode($0) } ?? data))
                 case .deny(let reason):
                     counters.refused(.hookDenied)
-                    done(.error(.forbidden, reason))
+                    decided(.failure(ReplyError(.error(.forbidden, reason))))
                 case .unavailable(let why):
-                    done(.error(.serviceUnavailable, why))
+                    decided(.failure(ReplyError(.error(.serviceUnavailable, why))))
                 }
             }
         }

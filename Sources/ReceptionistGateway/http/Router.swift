@@ -152,9 +152,12 @@ final class Router {
             }, perform: { result, handoff, done in Self.perform(result, handoff: handoff, done) })
         case "topics" where segments.count == 3 && segments[2] == "messages" && request.method == .post
             && clientPublishes?.decides(segments[1], rateKey: caller.rateKey) == true:
-            return clientPublishes!.route(request, topic: segments[1], client: client, publish: { [topicAPI] data in
-                topicAPI.publish(segments[1], request, scope: scope, data: data)
-            }, perform: { result, handoff, done in Self.perform(result, handoff: handoff, done) })
+            // A job, so the connection's later requests wait for the hook and the publish, and its
+            // publishes are numbered in the order it sent them.
+            let gate = clientPublishes!.gate(request, topic: segments[1], client: client)
+            return .job { [topicAPI] handoff, done in
+                Self.perform(topicAPI.publish(segments[1], request, scope: scope, gate: gate), handoff: handoff, done)
+            }
         case "stores": return storeAPI.route(request, segments.dropFirst(), scope: scope)
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
