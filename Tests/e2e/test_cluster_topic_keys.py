@@ -109,3 +109,19 @@ def test_without_a_lifetime_a_topic_keeps_its_keys_for_good(start_server, redis)
     topic = unique("kept")
     assert publish(node.port, topic, {"n": 1}) == 1
     assert lifetimes(redis, topic) == [-1, -1, -1, -1]
+
+
+def test_a_node_without_a_lifetime_takes_away_the_one_another_gave(start_server, redis):
+    """A node told to keep topics for good keeps them so, whether it publishes to one or follows
+    it, though a node with a lifetime made it: before, the keys still ended under it."""
+    timed = start_node(start_server, redis, "--redis-topic-ttl", "30")
+    published, followed = unique("published"), unique("followed")
+    for topic in (published, followed):
+        assert publish(timed.port, topic, {"n": 1}) == 1
+        assert all(life > 0 for life in lifetimes(redis, topic)), lifetimes(redis, topic)
+    forever = start_node(start_server, redis, "--redis-topic-ttl", "0")
+    assert publish(forever.port, published, {"n": 2}) == 2
+    assert lifetimes(redis, published) == [-1, -1, -1, -1]
+    with connect(forever.port) as ws:
+        assert subscribe(ws, topic=followed)["seq"] == 1
+        assert lifetimes(redis, followed) == [-1, -1, -1, -1]

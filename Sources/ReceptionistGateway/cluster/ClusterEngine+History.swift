@@ -12,8 +12,9 @@ struct RedisHistory: Sendable, Equatable {
     /// renewal, by a publish or by a node following the topic; 0: for good.
     let topicKeysMilliseconds: Int
     /// How often a node renews them at most: an eighth of their lifetime, so they live at least
-    /// seven eighths of it after a topic's last publish.
-    var topicKeysRenewalMilliseconds: UInt64 { UInt64(topicKeysMilliseconds / 8) }
+    /// seven eighths of it after a topic's last publish; with no lifetime, once (each node takes
+    /// away a lifetime another node's setting gave them).
+    var topicKeysRenewalMilliseconds: UInt64 { topicKeysMilliseconds > 0 ? UInt64(topicKeysMilliseconds / 8) : .max }
 
     init(maxEntries: Int, maxAgeSeconds: Double, topicKeysSeconds: Double = 0) {
         self.maxEntries = max(1, maxEntries)

@@ -10,9 +10,9 @@ extension ClusterEngine {
     /// and its subscribers their epoch. Run every eighth of the lifetime (within 50 ms and a
     /// minute), so a followed topic's keys keep at least three quarters of it however the timer
     /// runs late; a topic costs a renewal every eighth, in a call of up to `topicsPerRenewal` topics.
+    /// With no lifetime (`--redis-topic-ttl 0`), each followed topic's keys lose any they have, once.
     func renewFollowedTopics() {
         let keep = redisHistory.topicKeysMilliseconds
-        guard keep > 0 else { return }
         let now = loop.nowMilliseconds, every = redisHistory.topicKeysRenewalMilliseconds
         var due = Array(repeating: [String](), count: shards.count)
         for (name, pair) in topicReaders where hub.topic(name).subscriberCount > 0 {

@@ -39,7 +39,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     /// `--heartbeat-timeout`: a node silent this long is taken for dead.
     let heartbeatTimeoutMilliseconds: UInt64
     private var heartbeatTimer: LoopTimer?
-    /// Renews the keys of the topics followed here (`renewFollowedTopics`); nil when they live for good.
+    /// Renews the keys of the topics followed here (`renewFollowedTopics`).
     private var renewalTimer: LoopTimer?
     /// Read by the history lookups (`ClusterEngine+History`).
     var topicReaders: [String: (reader: StreamReader, follower: TopicFollower)] = [:]
@@ -86,12 +86,10 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let period = max(100, heartbeatTimeoutMilliseconds / 3)
         timer.start(delayMilliseconds: period, repeatMilliseconds: period)
         heartbeatTimer = timer
-        if redisHistory.topicKeysMilliseconds > 0 {
-            let renewal = LoopTimer(loop: loop) { [unowned self] in self.renewFollowedTopics() }
-            let every = min(max(redisHistory.topicKeysRenewalMilliseconds, 50), 60_000)
-            renewal.start(delayMilliseconds: every, repeatMilliseconds: every)
-            renewalTimer = renewal
-        }
+        let renewal = LoopTimer(loop: loop) { [unowned self] in self.renewFollowedTopics() }
+        let every = min(max(redisHistory.topicKeysRenewalMilliseconds, 50), 60_000)
+        renewal.start(delayMilliseconds: every, repeatMilliseconds: every)
+        renewalTimer = renewal
     }
 
     /// Closes every connection and stops the replica thread. Loop thread, at shutdown.

@@ -116,11 +116,13 @@ enum ClusterScripts {
         return epoch
         """)
 
-    /// Sets the topic's epoch key to `epoch`, living `keep` ms (`'0'`: for good), as the publish
-    /// script keeps the topic's other keys. Prefixed to `topicTail`.
-    private static let setTopicEpoch = """
-        local function setTopicEpoch(key, epoch, keep)
-          if keep == '0' then redis.call('SET', key, epoch) else redis.call('SET', key, epoch, 'PX', keep) end
+    /// Gives every key of `keys` (a topic's) the lifetime `keep` ms, or none (`'0'`: for good), so
+    /// that they end together. Prefixed to `topicTail` and `renewTopics`.
+    static let setLifetime = """
+        local function setLifetime(keys, keep)
+          for i = 1, #keys do
+            if keep == '0' then redis.call('PERSIST', keys[i]) else redis.call('PEXPIRE', keys[i], keep) end
+          end
         end
 
         """
@@ -209,13 +211,18 @@ enum ClusterScripts {
             a = a + 2
           end
           id = redis.call('XADD', logKey, 'MAXLEN', '~', ARGV[1], id, 's', last, 't', ARGV[a + 1], 'e', epoch, 'd', ARGV[a])
-          if renew and keep ~= '0' then
+          if not renew then
+            redis.call('SET', lastKey, id, 'KEEPTTL')
+          elseif keep == '0' then
+            redis.call('SET', lastKey, id)
+            redis.call('PERSIST', seqKey)
+            redis.call('PERSIST', logKey)
+            redis.call('PERSIST', epochKey)
+          else
             redis.call('SET', lastKey, id, 'PX', keep)
             redis.call('PEXPIRE', seqKey, keep)
             redis.call('PEXPIRE', logKey, keep)
             redis.call('PEXPIRE', epochKey, keep)
-          else
-            redis.call('SET', lastKey, id, 'KEEPTTL')
           end
           a = a + 2
           if ttl > 0 then
@@ -261,28 +268,29 @@ enum ClusterScripts {
 
         """
 
-    /// KEYS: seq, log, epoch. ARGV: how many entries, a fresh epoch, the epochs that may not be the
+    /// KEYS: seq, log, epoch, last entry's ID. ARGV: how many entries, a fresh epoch, the epochs that may not be the
     /// topic's (joined by commas: one this node saw go back, ones it has left), the cluster's
-    /// channel, the topic's notice, how long an epoch it makes lives in ms (0: for good, else until
-    /// a publish or the renewal of a node following it, `renewTopics`: so that a name only
-    /// subscribed to holds no key for good). The fresh epoch is taken by a topic that has none, and in
+    /// channel, the topic's notice, how long the topic's keys live in ms (0: for good; else until a
+    /// publish or the renewal of a node following it, `renewTopics`: so that a name only
+    /// subscribed to holds no key for good), renewed here as a node starts following it. The fresh epoch is taken by a topic that has none, and in
     /// place of one of those (Redis came back with older data; unless another node renewed it
     /// first), and then every node is told with the notice, its number and the new epoch, so none
     /// stays in the old. Returns {seq, the newest entries, newest first, epoch}, read together:
     /// where a node starts mirroring a topic it has just heard of, or starts again on one whose
     /// log went back.
-    static let topicTail = RedisScript(setTopicEpoch + listed + """
+    static let topicTail = RedisScript(setLifetime + listed + """
         local epoch = redis.call('GET', KEYS[3])
         if not epoch then
           epoch = ARGV[2]
-          setTopicEpoch(KEYS[3], epoch, ARGV[6])
+          redis.call('SET', KEYS[3], epoch)
         end
         local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
         if epoch ~= ARGV[2] and listed(ARGV[3], epoch) then
           epoch = ARGV[2]
-          setTopicEpoch(KEYS[3], epoch, ARGV[6])
+          redis.call('SET', KEYS[3], epoch)
           redis.call('PUBLISH', ARGV[4], ARGV[5] .. ':' .. seq .. ':' .. epoch)
         end
+        setLifetime(KEYS, ARGV[6])
         return {seq, redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), epoch}
         """)
 

@@ -44,9 +44,9 @@ final class TopicFollower: StreamFollower {
     private var keysRenewedAt: UInt64?
 
     /// Whether this node should renew the topic's keys now: it last did `every` ms ago or more, or
-    /// never. If so, now counts as done.
+    /// never (`.max`: once). If so, now counts as done.
     func renewingKeys(now: UInt64, every: UInt64) -> Bool {
-        if let last = keysRenewedAt, now < last + every { return false }
+        if let last = keysRenewedAt, every == .max || now < last + every { return false }
         keysRenewedAt = now
         return true
     }
@@ -247,7 +247,7 @@ final class TopicFollower: StreamFollower {
     /// went back: the same, in the epoch that replaces the one that went back, after a `reset`.
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let arguments = [
-            "3", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), String(tail),
+            "4", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), keys.topicLast(name), String(tail),
             ModelStore.newEpoch(), retired.list, channel, ClusterKeys.encode(.topicPublished(name)), String(keysMilliseconds),
         ]
         let sent = commands.eval(ClusterScripts.topicTail, arguments) { [self] reply in
@@ -255,6 +255,8 @@ final class TopicFollower: StreamFollower {
                 unreachable(reader)
                 return done(nil)
             }
+            // The script gave the topic's keys their lifetime.
+            keysRenewedAt = commands.loop.nowMilliseconds
             // Entries of another epoch are the life that went back, or were numbered on what
             // Redis went back to before the epoch was renewed: not this epoch's history.
             let all = Array(StreamEntry.parse(range: parts[1]).reversed())
