@@ -156,7 +156,9 @@ export class ReceptionistClient extends Connection {
    */
   rpc(method, data = null) {
     if (typeof method !== 'string' || method === '') throw new TypeError('rpc: the method must be a non-empty string');
-    if (JSON.stringify(data) === undefined) throw new TypeError('rpc: `data` must be a JSON value');
+    // No value at all is a mistake in the call; a value JSON cannot hold (a BigInt, a cycle) is
+    // refused with `bad_message`, as for `commit`.
+    if (data === undefined || typeof data === 'function' || typeof data === 'symbol') throw new TypeError('rpc: `data` must be a JSON value');
     const label = `rpc ${method}`;
     if (!this._socket || !this._open || this._socket.send === undefined) return failed(label, 'unavailable', 'the WebSocket is not open');
     if (this._commits.size >= DEFAULTS.maxPendingCommits) return failed(label, 'rate_limited', `${DEFAULTS.maxPendingCommits} calls are waiting already`);

@@ -124,7 +124,9 @@ def test_a_call_the_gateway_could_not_read_is_refused_at_once_and_sent_never(pag
                  "[{op: 'put', model: 'd', value: JSON.parse('['.repeat(254) + ']'.repeat(254))}]")
     start_commit(page, "one", "bigint", store, "[{op: 'put', model: 'n', value: {v: 1n}}]")
     start_commit(page, "one", "cycle", store, "(() => { const v = {}; v.self = v; return [{op: 'put', model: 'c', value: v}]; })()")
-    refused = ["surrogate", "low-half", "rpc", "deep", "bigint", "cycle"]
+    page.execute_script("harness.settle('rpc-bigint', harness.clientOf('one').rpc('m', {n: 10n}))")
+    page.execute_script("harness.settle('rpc-cycle', harness.clientOf('one').rpc('m', (() => { const v = {}; v.self = v; return v; })()))")
+    refused = ["surrogate", "low-half", "rpc", "deep", "bigint", "cycle", "rpc-bigint", "rpc-cycle"]
     settled = wait_settled(page, refused, 1.0)
     assert [o["code"] for o in settled] == ["bad_message"] * len(refused), settled
     assert all("nothing was sent" in o["message"] for o in settled), settled
