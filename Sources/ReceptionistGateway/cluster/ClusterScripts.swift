@@ -145,8 +145,9 @@ enum ClusterScripts {
     /// without reading the log), and its log trimmed once (by the last `XADD`, and by age as
     /// `trimByAge` does). Its keys get their lifetime when asked, and when the topic (or its epoch)
     /// is new; otherwise they keep theirs (`KEEPTTL`): a renewal costs Redis four commands, so a
-    /// node asks for one at most every eighth of the lifetime. Returns first seq, epoch, last entry ID and the ID of the entry before
-    /// the batch ('0-0': none) for each topic in turn, in one flat array: enough for the
+    /// node asks for one at most every eighth of the lifetime. Returns first seq, epoch, last
+    /// entry ID and the ID of the entry before the batch ('0-0': none) for each topic in turn, in
+    /// one flat array: enough for the
     /// publishing node to mirror its own messages without reading them back, when the entry before
     /// them is the last it read (otherwise entries it has not read came between, or Redis went
     /// back and numbered on from older data).
@@ -268,11 +269,12 @@ enum ClusterScripts {
 
         """
 
-    /// KEYS: seq, log, epoch, last entry's ID. ARGV: how many entries, a fresh epoch, the epochs that may not be the
-    /// topic's (joined by commas: one this node saw go back, ones it has left), the cluster's
-    /// channel, the topic's notice, how long the topic's keys live in ms (0: for good; else until a
-    /// publish or the renewal of a node following it, `renewTopics`: so that a name only
-    /// subscribed to holds no key for good), renewed here as a node starts following it. The fresh epoch is taken by a topic that has none, and in
+    /// KEYS: seq, log, epoch, last entry's ID. ARGV: how many entries, a fresh epoch, the epochs
+    /// that may not be the topic's (joined by commas: one this node saw go back, ones it has
+    /// left), the cluster's channel, the topic's notice, how long the topic's keys live in ms (0:
+    /// for good; else until a publish or the renewal of a node following it, `renewTopics`: so
+    /// that a name only subscribed to holds no key for good), renewed here as a node starts
+    /// following it. The fresh epoch is taken by a topic that has none, and in
     /// place of one of those (Redis came back with older data; unless another node renewed it
     /// first), and then every node is told with the notice, its number and the new epoch, so none
     /// stays in the old. Returns {seq, the newest entries, newest first, epoch}, read together:

@@ -36,7 +36,7 @@ final class TopicFollower: StreamFollower {
     /// epoch in Redis, once for every node.
     private var retired = RetiredEpochs()
     private let channel: String
-    /// How long an epoch the tail's read makes lives in Redis (`RedisHistory.topicKeysMilliseconds`).
+    /// How long the topic's keys live in Redis from the tail's read (`RedisHistory.topicKeysMilliseconds`).
     private let keysMilliseconds: Int
     /// When (the loop's milliseconds) this node last renewed the topic's keys in Redis, by a
     /// publish or while a subscriber here followed it (`ClusterEngine.renewFollowedTopics`); nil:
