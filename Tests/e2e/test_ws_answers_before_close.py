@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import api, json_ok, wait_for
+from conftest import api, http_client_request, json_ok, wait_for
 from wsclient import (
     OP_CLOSE,
     OP_TEXT,
@@ -96,5 +96,46 @@ def test_a_close_of_the_gateways_own_waits_for_the_answers_owed(start_server, tm
             assert [a["type"] for a in answers] == ["rpc_error"] and answers[0]["code"] == "unavailable", frames
             expected = 1001 if how == "drain" else 1008
             assert int.from_bytes(payload[:2], "big") == expected, payload
+    finally:
+        backend.stop()
+
+
+@pytest.mark.parametrize("how", ["drain", "token-expired"])
+def test_a_publish_at_its_hook_is_answered_before_the_close_and_nothing_after_is_acted_on(start_server, tmp_path, how):
+    """A publish waiting for the publish hook when the gateway decides to close is owed from the
+    moment it was taken: published and answered before the close frame. What the client sends
+    after it was told (`draining`, `token_expired`) is neither read nor acted on. Before, the close
+    went first, the hook's publish was applied unanswered, and later messages were acted on."""
+    from hooks import API_KEY, Backend
+    from test_trust import SECRET, make_token
+    backend = Backend(tmp_path / "backend")
+    try:
+        args = ["--api-key", API_KEY, "--token-secret", SECRET, "--hook-timeout", "10", "--drain-timeout", "20",
+                *backend.hook_args("publish")]
+        server = start_server(*args)
+        topic = unique("hooked")
+        expires = time.time() + (1.0 if how == "token-expired" else 300)
+        token = make_token({"exp": expires, "topics": [topic]})
+        with RawWebSocket(server.port).open(path=f"/ws?token={token}", subprotocols=(SUBPROTOCOL,)) as ws:
+            ws.send_json({"type": "publish", "topic": topic, "data": {"n": 1, "hookDelay": 2.5}, "ref": "p1"})
+            wait_for(lambda: backend.stats()["calls"].get("publish") == 1, 10, "the publish hook was not called")
+            if how == "drain":
+                server.send_signal(signal.SIGTERM)
+            told = ws.recv_json(timeout=10)
+            assert told["type"] == ("draining" if how == "drain" else "error"), told
+            ws.send_json({"type": "publish", "topic": topic, "data": {"n": 2}, "ref": "p2"})
+            frames = []
+            while True:
+                opcode, payload = ws.read_message(timeout=15)
+                if opcode == OP_CLOSE:
+                    break
+                frames.append(json.loads(payload))
+            assert [(f["type"], f.get("ref")) for f in frames] == [("published", "p1")], frames
+            assert int.from_bytes(payload[:2], "big") == (1001 if how == "drain" else 1008), payload
+        assert backend.stats()["calls"]["publish"] == 1, "a message sent after the close was decided was acted on"
+        if how == "token-expired":
+            history = json_ok(http_client_request(server.port, "GET", f"/api/topics/{topic}/messages?after=0",
+                                                  headers={"Authorization": f"Bearer {API_KEY}"}))
+            assert [m["data"] for m in history["messages"]] == [{"n": 1, "hookDelay": 2.5}], history
     finally:
         backend.stop()

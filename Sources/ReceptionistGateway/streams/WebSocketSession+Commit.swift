@@ -51,7 +51,10 @@ extension WebSocketSession {
         let (user, _) = hookIdentity
         let body: JSONValue = ["client": clientName, "user": user, "store": .string(name), "changes": request["changes"] ?? .null]
         return { [unowned self] resume in
+            // Owed from now, as for a publish through its hook.
+            let settle = owing()
             hooks.call(.write, body) { [weak self] answer in
+                defer { settle() }
                 guard let self, connection.state == .open else { return }
                 switch HookDecision.allow(answer, hook: .write) {
                 case .allow:

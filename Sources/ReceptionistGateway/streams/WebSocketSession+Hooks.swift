@@ -45,7 +45,11 @@ extension WebSocketSession {
         let (user, _) = hookIdentity
         let body: JSONValue = ["client": clientName, "user": user, "topic": .string(topic), "data": value]
         return { [unowned self] resume in
+            // Owed from now: a close waits for the hook and the publish it allows (which owes its
+            // own answer before this is settled).
+            let settle = owing()
             hooks.call(.publish, body) { [weak self] answer in
+                defer { settle() }
                 guard let self, connection.state == .open else { return }
                 switch HookDecision.allow(answer, hook: .publish) {
                 case .allow(let answer):

@@ -81,6 +81,8 @@ final class WebSocketSession: StreamSession {
 
     /// Acts on `messages` in order. A message that waits for the backend holds back everything
     /// after it, read or not yet read, so that answers come in the order they were asked for.
+    /// Once the connection is closing (a close decided, waiting for its answers), nothing more is
+    /// acted on, nor read.
     private func process(_ messages: ArraySlice<WebSocketMessage>, _ error: WebSocketError?) {
         var rest = messages
         while let message = rest.popFirst() {
@@ -89,7 +91,7 @@ final class WebSocketSession: StreamSession {
                 var pausing = true, endedAtOnce = false
                 pause { [weak self] in
                     if pausing { endedAtOnce = true; return }
-                    guard let self, connection.state == .open else { return }
+                    guard let self, connection.state == .open, !isClosing else { return }
                     connection.startReading()
                     process(rest, error)
                 }
@@ -99,7 +101,7 @@ final class WebSocketSession: StreamSession {
                     return
                 }
             }
-            if connection.state != .open { return }
+            if connection.state != .open || isClosing { return }
         }
         if let error {
             services.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])
