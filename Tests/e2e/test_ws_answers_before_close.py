@@ -28,6 +28,16 @@ from wsclient import (
 MAX_MESSAGE = 1024
 REQUESTS = 5  # of each kind
 
+def until_close(ws: RawWebSocket, timeout: float = 15) -> tuple[list[dict], int]:
+    """Every message up to the server's close frame, parsed, and the close's code."""
+    frames = []
+    while True:
+        opcode, payload = ws.read_message(timeout=timeout)
+        if opcode == OP_CLOSE:
+            return frames, int.from_bytes(payload[:2], "big")
+        frames.append(json.loads(payload))
+
+
 ENDINGS = {
     "too-big": (encode_frame(OP_TEXT, b'"' + b"x" * MAX_MESSAGE + b'"'), 1009),
     "unmasked": (encode_frame(OP_TEXT, b"{}", mask=False), 1002),
@@ -49,16 +59,13 @@ def test_every_request_taken_is_answered_before_the_close(start_server, tmp_path
     tail, code = ENDINGS[ending]
     with RawWebSocket(port).open(subprotocols=(SUBPROTOCOL,)) as ws:
         ws.send(b"".join(encode_frame(OP_TEXT, json.dumps(r).encode()) for r in requests) + tail)
+        frames, closed_with = until_close(ws)
         answers = {}
-        while True:
-            opcode, payload = ws.read_message()
-            if opcode == OP_CLOSE:
-                break
-            frame = json.loads(payload)
+        for frame in frames:
             assert frame["type"] in ("committed", "published"), frame
             assert frame["ref"] not in answers, f"answered twice: {frame}"
             answers[frame["ref"]] = frame
-        assert int.from_bytes(payload[:2], "big") == code, payload
+        assert closed_with == code
     assert sorted(answers) == sorted(r["ref"] for r in requests)
     # Each in its own order: commits as applied, publishes as numbered.
     assert [answers[f"c{n}"]["version"] for n in range(REQUESTS)] == list(range(1, REQUESTS + 1))
@@ -86,16 +93,10 @@ def test_a_close_of_the_gateways_own_waits_for_the_answers_owed(start_server, tm
             wait_for(lambda: backend.stats()["calls"].get("rpc") == 1, 10, "the RPC hook was not called")
             if how == "drain":
                 server.send_signal(signal.SIGTERM)
-            frames = []
-            while True:
-                opcode, payload = ws.read_message(timeout=15)
-                if opcode == OP_CLOSE:
-                    break
-                frames.append(json.loads(payload))
+            frames, closed_with = until_close(ws)
             answers = [f for f in frames if f.get("id") == "r1"]
             assert [a["type"] for a in answers] == ["rpc_error"] and answers[0]["code"] == "unavailable", frames
-            expected = 1001 if how == "drain" else 1008
-            assert int.from_bytes(payload[:2], "big") == expected, payload
+            assert closed_with == (1001 if how == "drain" else 1008)
     finally:
         backend.stop()
 
@@ -124,14 +125,9 @@ def test_a_publish_at_its_hook_is_answered_before_the_close_and_nothing_after_is
             told = ws.recv_json(timeout=10)
             assert told["type"] == ("draining" if how == "drain" else "error"), told
             ws.send_json({"type": "publish", "topic": topic, "data": {"n": 2}, "ref": "p2"})
-            frames = []
-            while True:
-                opcode, payload = ws.read_message(timeout=15)
-                if opcode == OP_CLOSE:
-                    break
-                frames.append(json.loads(payload))
+            frames, closed_with = until_close(ws)
             assert [(f["type"], f.get("ref")) for f in frames] == [("published", "p1")], frames
-            assert int.from_bytes(payload[:2], "big") == (1001 if how == "drain" else 1008), payload
+            assert closed_with == (1001 if how == "drain" else 1008)
         assert backend.stats()["calls"]["publish"] == 1, "a message sent after the close was decided was acted on"
         if how == "token-expired":
             history = json_ok(http_client_request(server.port, "GET", f"/api/topics/{topic}/messages?after=0",
