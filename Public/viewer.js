@@ -164,10 +164,11 @@ function switchTo(store) {
   state.store = store;
   state.smoothedLatencyMs = null;
   connection.everLive = false;
-  scrubber.reset();
   renderStore();
   subscribeLive();
   subscribeCoalesced();
+  // After the new subscription is attached: the scrubber then shows no version, not the old one's.
+  scrubber.reset();
   renderStats();
 }
 
@@ -303,7 +304,7 @@ function renderStore() {
 
 // ---- Animate job ---------------------------------------------------------------------------
 
-const jobs = createJobs({ store: () => state.store });
+const jobs = createJobs({ store: () => state.store, isStoreName: () => STORE_NAME.test(state.store) });
 
 // ---- Painting tiles by hand ----------------------------------------------------------------
 

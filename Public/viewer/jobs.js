@@ -6,8 +6,11 @@ import { showToast } from './toast.js';
 
 const JOB_POLL_MS = 3000;
 
-/** Wires the controls (#animate-…) to the jobs of the store `store()` names; polls them while shown. */
-export function createJobs({ store }) {
+/**
+ * Wires the controls (#animate-…) to the jobs of the store `store()` names; polls them while shown.
+ * Nothing is started for a name no store can have (`isStoreName()` false).
+ */
+export function createJobs({ store, isStoreName = () => true }) {
   let running = []; // this store's running animate jobs
   let known = false;
   let rateEdit = null;
@@ -36,7 +39,7 @@ export function createJobs({ store }) {
     } else {
       ui.jobState.textContent = 'Stopped';
     }
-    ui.start.disabled = !known || running.length > 0;
+    ui.start.disabled = !known || running.length > 0 || !isStoreName();
     ui.stop.disabled = !known || running.length === 0;
   }
 

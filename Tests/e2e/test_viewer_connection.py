@@ -244,6 +244,9 @@ def test_a_name_no_store_can_have_is_said_and_never_asked_for(demo):
                  5.0, f"the name was not refused: {status_text(driver)!r}")
             assert status(driver) == "offline" and tile_ids(driver) == []
             assert driver.execute_script("return window.__sockets.length") == 0
+            # Nor is a job started for it: the animate control stays off once the jobs are known.
+            wait(driver, lambda d: d.find_element(By.ID, "animate-state").text == "Stopped", 5.0, "the jobs were never listed")
+            assert not driver.find_element(By.ID, "animate-start").is_enabled()
     finally:
         driver.quit()
 
@@ -263,8 +266,10 @@ def test_a_deleted_store_leaves_the_view_empty_until_made_again(browser, demo, t
 
     json_ok(api(port, "DELETE", f"/api/stores/{store}"))
     wait(browser, lambda d: status_text(d) == f"No store named “{store}”" and tile_ids(d) == []
-         and d.find_element(By.ID, "board-meta").text == "Waiting for the first snapshot", 10.0,
-         f"the deleted store stayed on screen: {status_text(browser)!r} {tile_ids(browser)}")
+         and d.find_element(By.ID, "board-meta").text == "Waiting for the first snapshot"
+         and d.find_element(By.ID, "history-label").text == "Waiting for the first snapshot", 10.0,
+         f"the deleted store stayed on screen: {status_text(browser)!r} {tile_ids(browser)} "
+         f"{browser.find_element(By.ID, 'history-label').text!r}")
 
     json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
     json_ok(api(port, "PUT", f"/api/stores/{store}/models/again", {"color": "#996633"}), 201)
