@@ -68,8 +68,15 @@ def test_a_backend_that_stops_costs_new_clients_the_time_out_and_nobody_else_any
         assert message["type"] == "message" and message["data"] == {"n": 1}, message
 
 
-def test_a_slow_backend_never_stalls_the_loop(start_server, tmp_path):
-    backend = Backend(tmp_path / "backend")
+@pytest.fixture
+def backend(tmp_path):
+    """A hook backend of the test's own, stopped after it whatever the outcome."""
+    process = Backend(tmp_path / "backend")
+    yield process
+    process.stop()
+
+
+def test_a_slow_backend_never_stalls_the_loop(start_server, backend):
     gateway = start_server("--api-key", API_KEY, "--hook-timeout", "5", *backend.hook_args("connect"))
     backend.set_delay(1.0)
     quick_before, prompt_before, count_before = lag_buckets(gateway.port)
