@@ -1,8 +1,9 @@
 /// The answers each WebSocket connection still owes its client: requests it took and handed on
 /// (a commit to a job thread; a publish to Redis or the disk; an RPC to the backend), whose
-/// answers come later. A connection that must close (its client's close frame, or a frame that
-/// breaks the protocol) sends its close frame once they are written: a request that was taken is
-/// answered, never applied in silence (invariant 64). Kept beside the sessions, not in them: an
+/// answers come later. A connection that must close (its client's close frame, a frame that
+/// breaks the protocol, a drain, an expired token or a refused grant) sends its close frame once
+/// they are written: a request that was taken is answered, never applied in silence (invariant
+/// 64); a slow consumer is closed at once. Kept beside the sessions, not in them: an
 /// idle connection owes nothing and pays nothing, and one that owes nothing keeps no account.
 ///
 /// Each answer is bounded in time by its own path (`--redis-timeout`, `--hook-timeout`, the job
