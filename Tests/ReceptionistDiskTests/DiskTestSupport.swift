@@ -1,11 +1,24 @@
+import Foundation
 import Glibc
 import ReceptionistModel
 import ReceptionistSync
 
-/// A fresh directory under the system's temporary folder.
+/// The test process's one directory under the system's temporary folder, removed with everything
+/// in it when the process exits: a run leaves nothing behind.
+private let testRunDirectory: String = {
+    let path = makeDirectory(template: "/tmp/receptionist-disk-XXXXXX")
+    atexit { try? FileManager.default.removeItem(atPath: testRunDirectory) }
+    return path
+}()
+
+private func makeDirectory(template: String) -> String {
+    var bytes = Array(template.utf8CString)
+    return bytes.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+}
+
+/// A fresh directory of its own, inside the test process's one.
 func temporaryDirectory() -> String {
-    var template = Array("/tmp/receptionist-disk-XXXXXX".utf8CString)
-    return template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    makeDirectory(template: testRunDirectory + "/XXXXXX")
 }
 
 /// An observer of `store` that, on its first change set, says so through `entered` and blocks

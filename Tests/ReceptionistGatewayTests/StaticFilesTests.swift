@@ -3,10 +3,14 @@ import Foundation
 import ReceptionistWire
 import Testing
 
-@Suite struct StaticFilesTests {
+@Suite final class StaticFilesTests {
+    /// This test's directory, removed when it ends.
+    private let base = FileManager.default.temporaryDirectory.appendingPathComponent("static-\(UUID().uuidString)")
+
+    deinit { try? FileManager.default.removeItem(at: base) }
+
     /// A public directory with a nested file, a symlink inside and a symlink out.
     private func makeTree() throws -> (root: URL, files: StaticFiles) {
-        let base = FileManager.default.temporaryDirectory.appendingPathComponent("static-\(UUID().uuidString)")
         let root = base.appendingPathComponent("public")
         try FileManager.default.createDirectory(at: root.appendingPathComponent("css"), withIntermediateDirectories: true)
         try "<h1>hi</h1>".write(to: root.appendingPathComponent("index.html"), atomically: true, encoding: .utf8)
@@ -45,7 +49,6 @@ import Testing
     /// A reply that read the file system per request would serve the new bytes, or none.
     @Test func filesAreReadOnceAndDiskChangesAfterLoadingAreNotSeen() throws {
         let (root, files) = try makeTree()
-        defer { try? FileManager.default.removeItem(at: root.deletingLastPathComponent()) }
         let before = get(files, "/")
         let tag = try #require(before.response.headers["ETag"])
         #expect(before.sharedBody?.array == Array("<h1>hi</h1>".utf8))

@@ -5,7 +5,11 @@ and Selenium from requirements.txt. Every wait polls with a deadline; nothing sl
 
 from __future__ import annotations
 
+import atexit
+import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -30,6 +34,10 @@ CHROMEDRIVER = Path("/usr/bin/chromedriver")
 WINDOW = (1280, 800)
 POLL = 0.05
 HOSTILE_LABEL = "<img src=x onerror=alert(1)>"
+# Chromium leaves a directory in its temporary folder for every browser it starts: the browsers
+# get one of their own, removed when the tests end.
+BROWSER_TEMP = tempfile.mkdtemp(prefix="receptionist-chromium-")
+atexit.register(shutil.rmtree, BROWSER_TEMP, ignore_errors=True)
 
 
 
@@ -48,7 +56,8 @@ def new_browser(init_script: str | None = None):
     for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                      f"--window-size={WINDOW[0]},{WINDOW[1]}", "--hide-scrollbars"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+    service = Service(str(CHROMEDRIVER), env={**os.environ, "TMPDIR": BROWSER_TEMP})
+    driver = webdriver.Chrome(service=service, options=options)
     # The viewport itself, not the window around it, is what a screenshot shows.
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                            {"width": WINDOW[0], "height": WINDOW[1], "deviceScaleFactor": 1, "mobile": False})
