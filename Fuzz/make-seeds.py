@@ -86,6 +86,21 @@ def http_seeds():
         "absolute-form": b"GET http://a:8080/api/topics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n",
         "expect-continue": b"POST /api/topics/t/messages HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n"
                            b"Content-Length: 7\r\n\r\n{\"n\":1}",
+        # RFC 9112 7.1: chunk lines read strictly (http-parser as packaged takes any byte after a
+        # CR as its LF); 6.1: Transfer-Encoding in HTTP/1.0 is faulty; 9.6: close anywhere closes;
+        # 3.2.2: an absolute target's authority is a Host; 2.2: empty lines before a request.
+        "chunk-size-cr": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\rX{}\r\n0\r\n\r\n",
+        "chunk-last-cr": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\rX\r\n",
+        "chunk-end-cr": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\rXGET / HTTP/1.1\r\n\r\n",
+        "chunk-size-space": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2 \r\n{}\r\n0\r\n\r\n",
+        "chunk-ext-control": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;\x01\r\n{}\r\n0\r\n\r\n",
+        "chunk-ext-trailer": b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2;n=v\r\n{}\r\n0\r\nX: y\r\n\r\n"
+                             b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+        "te-http10": b"POST / HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        "close-http10": b"GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\nGET / HTTP/1.0\r\n\r\n",
+        "absolute-empty-host": b"GET http:///healthz HTTP/1.1\r\nHost: a\r\n\r\n",
+        "method-unknown": b"QUERY / HTTP/1.1\r\nHost: a\r\n\r\n",
+        "blank-lines": b"\r\n\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
     }
     splits = [BYTEWISE, PAIRS, RANDOM, HALVES]
     for index, (name, stream) in enumerate(requests.items()):

@@ -18,6 +18,12 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
         fields.append((name, value))
     }
 
+    /// Makes `value` the only value of `name`.
+    public mutating func set(_ name: String, _ value: String) {
+        fields.removeAll { $0.name.asciiCaseInsensitiveEquals(name) }
+        fields.append((name, value))
+    }
+
     /// The first value of `name`, or nil.
     public subscript(name: String) -> String? {
         // Lengths first: most fields are told apart without comparing a byte.

@@ -49,21 +49,31 @@ public struct HTTPRequest: Sendable, Hashable {
     /// A target in absolute form (`http://host/path?query`, which a server must accept: RFC 9112,
     /// section 3.2.2) as the path and query it names; any other target as it is.
     static func originForm(_ target: String) -> String {
+        guard let schemeLength = absoluteSchemeLength(target) else { return target }
         let utf8 = target.utf8
-        // Most targets are already paths: one byte looked at.
-        guard let first = utf8.first, first != UInt8(ascii: "/") else { return target }
-        let scheme = String(decoding: utf8.prefix(8).map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 }, as: UTF8.self)
-        let schemeLength: Int
-        if scheme.hasPrefix("http://") {
-            schemeLength = 7
-        } else if scheme.hasPrefix("https://") {
-            schemeLength = 8
-        } else {
-            return target
-        }
         let rest = utf8.dropFirst(schemeLength)
         guard let start = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") }) else { return "/" }
         let tail = String(target[start...])
         return utf8[start] == UInt8(ascii: "/") ? tail : "/" + tail
+    }
+
+    /// The authority of a target in absolute form (`host:port` in `http://host:port/path`), or nil
+    /// for any other target. A server takes it in place of the Host field (RFC 9112, section 3.2.2).
+    static func absoluteAuthority(_ target: String) -> String? {
+        guard let schemeLength = absoluteSchemeLength(target) else { return nil }
+        let rest = target.utf8.dropFirst(schemeLength)
+        let end = rest.firstIndex(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") })
+        return String(target[rest.startIndex..<(end ?? rest.endIndex)])
+    }
+
+    /// How long the `http://` or `https://` opening a target in absolute form is; nil for a path.
+    private static func absoluteSchemeLength(_ target: String) -> Int? {
+        let utf8 = target.utf8
+        // Most targets are already paths: one byte looked at.
+        guard let first = utf8.first, first != UInt8(ascii: "/") else { return nil }
+        let scheme = String(decoding: utf8.prefix(8).map { $0 >= 65 && $0 <= 90 ? $0 | 0x20 : $0 }, as: UTF8.self)
+        if scheme.hasPrefix("http://") { return 7 }
+        if scheme.hasPrefix("https://") { return 8 }
+        return nil
     }
 }

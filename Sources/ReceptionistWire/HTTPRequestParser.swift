@@ -49,15 +49,12 @@ public final class HTTPRequestParser {
     private var scanningHead = true
     private var pendingError: HTTPParseError?
     private var finished: [HTTPRequest] = []
-    // http-parser as packaged takes any two bytes after a chunk's data as its CRLF, so that
-    // "5\r\nhelloXX0\r\n\r\n" is a whole body to it and something else to a stricter peer. The
-    // decoder checks that terminator itself: the data bytes still due in the current chunk, and
-    // how many bytes of the CRLF after them are still to be checked (they may arrive later).
-    private var chunkBytesLeft: UInt64 = 0
-    private var chunkTerminatorBytesLeft = 0
-    /// One past the last byte of the buffer the C parser is reading, during `parse`.
-    private var bufferEnd: UnsafePointer<CChar>?
-    private var head: (method: HTTPMethod, major: Int, minor: Int, keepAlive: Bool, upgrade: Bool)?
+    /// A chunked body's framing, checked strictly beside http-parser (which is lenient), from
+    /// the end of its head to the end of its message.
+    private var chunked: ChunkedFraming?
+    /// Bytes of empty lines read ahead of the next request line.
+    private var leadingBlankBytes = 0
+    private var head: (method: HTTPMethod, target: String, major: Int, minor: Int, keepAlive: Bool, upgrade: Bool)?
 
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
         self.limits = limits
@@ -72,7 +69,6 @@ public final class HTTPRequestParser {
         settings.pointee.on_header_value = { p, at, length in HTTPRequestParser.from(p).valueBytes(at, length) }
         settings.pointee.on_headers_complete = { p in HTTPRequestParser.from(p).headComplete() }
         settings.pointee.on_body = { p, at, length in HTTPRequestParser.from(p).bodyBytes(at, length) }
-        settings.pointee.on_chunk_header = { p in HTTPRequestParser.from(p).chunkBegan() }
         settings.pointee.on_message_complete = { p in HTTPRequestParser.from(p).messageComplete() }
     }
 
@@ -98,20 +94,18 @@ public final class HTTPRequestParser {
             fieldValue.copyHeld()
         }
         let base = bytes.baseAddress!.assumingMemoryBound(to: CChar.self)
-        bufferEnd = UnsafePointer(base + bytes.count)
-        defer { bufferEnd = nil }
-        if chunkTerminatorBytesLeft > 0, !checkChunkTerminator(at: UnsafePointer(base)) {
-            return fail(Self.badChunkTerminator, into: &output)
-        }
         var offset = 0
         var headEnd = 0
         while offset < bytes.count {
+            // Where the bytes of a body read by the next call start: after a head it completes.
+            var bodyStart = offset
             if scanningHead {
                 switch scanner.scan(bytes, from: offset) {
                 case .needMore:
                     break
                 case .complete(let end):
                     headEnd = end
+                    bodyStart = end
                     scanningHead = false
                 case .invalid(let reason, let index):
                     let error = HTTPParseError(status: .badRequest, detail: reason)
@@ -123,11 +117,25 @@ public final class HTTPRequestParser {
                 }
             }
             // The message-complete callback pauses the parser, so each call ends at a message boundary.
+            let start = offset
             offset += http_parser_execute(parser, settings, base + offset, bytes.count - offset)
+            let errno = chp_errno(parser)
+            let complete = errno == HPE_PAUSED.rawValue
+            if errno == HPE_OK.rawValue || complete, chunked != nil, offset > bodyStart,
+                !checkChunked(UnsafeRawBufferPointer(rebasing: bytes[max(start, bodyStart)..<offset]), complete: complete)
+            {
+                finished.removeAll()
+                return fail(Self.badChunkedFraming, into: &output)
+            }
             output.requests += finished
             finished.removeAll(keepingCapacity: true)
-            let errno = chp_errno(parser)
-            if errno == HPE_PAUSED.rawValue {
+            if phase == .idle, !complete, offset > start {
+                // Empty lines ahead of a request line: one is ignored (RFC 9112, section 2.2); more
+                // are the start of a head, and its time-out runs.
+                leadingBlankBytes += offset - start
+                if leadingBlankBytes > 2 { phase = .head }
+            }
+            if complete {
                 http_parser_pause(parser, 0)
                 scanner.reset()
                 scanningHead = true
@@ -186,6 +194,7 @@ public final class HTTPRequestParser {
 
     private func messageBegan() -> Int32 {
         phase = .head
+        leadingBlankBytes = 0
         url.clear()
         fieldName.clear()
         fieldValue.clear()
@@ -194,10 +203,13 @@ public final class HTTPRequestParser {
         headers = HTTPHeaders(capacity: 8)
         body = []
         head = nil
+        chunked = nil
         return 0
     }
 
     private func urlBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
+        // The method is known once its target starts: a HEAD refused from here on gets no body.
+        if url.isEmpty { headRequest = chp_method(parser) == HTTP_HEAD.rawValue }
         url.add(UnsafeRawBufferPointer(start: at, count: length))
         return 0
     }
@@ -247,6 +259,7 @@ public final class HTTPRequestParser {
         var lengthCount = 0
         var codings: [String] = []
         var expectsContinue = false
+        var closeAsked = false
         for field in headers.fields {
             switch field.name.utf8.count {
             case 4 where field.name.asciiCaseInsensitiveEquals("Host"):
@@ -254,6 +267,8 @@ public final class HTTPRequestParser {
                 if host == nil { host = field.value }
             case 6 where field.name.asciiCaseInsensitiveEquals("Expect"):
                 expectsContinue = field.value.asciiCaseInsensitiveEquals("100-continue")
+            case 10 where field.name.asciiCaseInsensitiveEquals("Connection"):
+                closeAsked = closeAsked || Self.namesClose(field.value)
             case 14 where field.name.asciiCaseInsensitiveEquals("Content-Length"):
                 lengthCount += 1
             case 17 where field.name.asciiCaseInsensitiveEquals("Transfer-Encoding"):
@@ -262,7 +277,7 @@ public final class HTTPRequestParser {
                 break
             }
         }
-        if let problem = Self.framingProblem(lengthCount: lengthCount, codings: codings) {
+        if let problem = Self.framingProblem(lengthCount: lengthCount, codings: codings, minor: minor) {
             pendingError = problem
             return -1
         }
@@ -270,18 +285,32 @@ public final class HTTPRequestParser {
             pendingError = HTTPParseError(status: .badRequest, detail: problem)
             return -1
         }
+        // A target in absolute form names the host in place of the Host field (RFC 9112, section
+        // 3.2.2), and is held to the same rules.
+        let target = url.string
+        if let authority = HTTPRequest.absoluteAuthority(target) {
+            guard HTTPHost.isValid(authority) else {
+                pendingError = HTTPParseError(
+                    status: .badRequest, detail: "the request target's authority is not a host and an optional port")
+                return -1
+            }
+            headers.set("Host", authority)
+        }
         if parser.pointee.content_length != UInt64.max, parser.pointee.content_length > UInt64(limits.maxBodyBytes) {
             pendingError = HTTPParseError(
                 status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")
             return -1
         }
         phase = .body
+        if !codings.isEmpty { chunked = ChunkedFraming() }
         // An HTTP/1.0 client's expectation is ignored (RFC 9110, section 10.1.1).
         let length = parser.pointee.content_length
         awaitsContinue = expectsContinue && minor >= 1 && (!codings.isEmpty || (length != UInt64.max && length > 0))
+        // http-parser keeps an HTTP/1.0 connection that names both keep-alive and close; a
+        // close anywhere closes it (RFC 9112, section 9.6).
         head = (
-            Self.method(chp_method(parser)), major, minor,
-            http_should_keep_alive(parser) != 0, chp_upgrade(parser) != 0
+            Self.method(chp_method(parser)), HTTPRequest.originForm(target), major, minor,
+            http_should_keep_alive(parser) != 0 && !closeAsked, chp_upgrade(parser) != 0
         )
         return 0
     }
@@ -293,42 +322,17 @@ public final class HTTPRequestParser {
             return 1
         }
         body.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
-        if chunkBytesLeft > 0, let at, length > 0 {
-            chunkBytesLeft -= UInt64(length)
-            if chunkBytesLeft == 0 {
-                // The chunk's data ends here; its CRLF follows, in this buffer or the next.
-                chunkTerminatorBytesLeft = 2
-                guard checkChunkTerminator(at: at + length) else {
-                    pendingError = Self.badChunkTerminator
-                    return 1
-                }
-            }
-        }
         return 0
     }
 
-    /// http-parser has read a chunk-size line; `content_length` holds the chunk's size.
-    private func chunkBegan() -> Int32 {
-        // The last chunk (size 0) has no data and no CRLF of its own; trailers follow it.
-        chunkBytesLeft = parser.pointee.content_length
-        chunkTerminatorBytesLeft = 0
-        return 0
+    /// Checks the body bytes http-parser took in one call against the strict framing; at the
+    /// message's end (`complete`), that the framing ends there too.
+    private func checkChunked(_ bytes: UnsafeRawBufferPointer, complete: Bool) -> Bool {
+        guard chunked!.take(bytes) else { return false }
+        return !complete || chunked!.isDone
     }
 
-    /// Checks the bytes of a chunk's CRLF that lie between `start` and the end of the buffer.
-    private func checkChunkTerminator(at start: UnsafePointer<CChar>) -> Bool {
-        guard let bufferEnd else { return true }
-        var byte = start
-        while chunkTerminatorBytesLeft > 0 && byte < bufferEnd {
-            let expected = chunkTerminatorBytesLeft == 2 ? CChar(13) : CChar(10)
-            guard byte.pointee == expected else { return false }
-            chunkTerminatorBytesLeft -= 1
-            byte += 1
-        }
-        return true
-    }
-
-    private static let badChunkTerminator = HTTPParseError(status: .badRequest, detail: "chunk data not followed by CRLF")
+    private static let badChunkedFraming = HTTPParseError(status: .badRequest, detail: "malformed chunked body")
 
     /// The `100 Continue` the request being read asked for was sent.
     public func continueSent() {
@@ -339,7 +343,7 @@ public final class HTTPRequestParser {
         guard let head else { return 1 }
         finished.append(
             HTTPRequest(
-                method: head.method, target: HTTPRequest.originForm(url.string),
+                method: head.method, target: head.target,
                 versionMajor: head.major, versionMinor: head.minor, headers: headers, body: body,
                 keepAlive: head.keepAlive, isUpgrade: head.upgrade))
         self.head = nil
@@ -375,7 +379,8 @@ public final class HTTPRequestParser {
         case HPE_INVALID_METHOD.rawValue:
             // http-parser refuses a method at its first byte that no known method continues with,
             // before the request line is whole, so it cannot tell an unknown method ("BREW /") from
-            // a malformed line ("HELLO"): both are bad input, answered 400 however they are split.
+            // a malformed line ("HELLO"): both are bad input, answered 400 however they are split
+            // (a 501 would read as the gateway's failure to clients and API checkers alike).
             return HTTPParseError(status: .badRequest, detail: "unknown or malformed method")
         case HPE_INVALID_VERSION.rawValue:
             return HTTPParseError(status: .badRequest, detail: description)

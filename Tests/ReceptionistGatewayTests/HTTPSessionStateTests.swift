@@ -23,6 +23,18 @@ import Testing
         #expect(state.deadline(now: 11_000) == .timeOut)
     }
 
+    /// A pipelining client whose every read ends one head and starts the next: each head has its
+    /// own time from its start. The first head's start counted for all, and a 408 came.
+    @Test func aHeadStartedInTheReadThatEndedARequestHasItsOwnTime() {
+        var state = fresh()
+        state.received(phase: .head, now: 1_000)
+        for t in stride(from: UInt64(2_000), through: 30_000, by: 1_000) {
+            state.received(phase: .head, completed: true, now: t)
+            #expect(state.deadline(now: t + 9_999) == .none)
+        }
+        #expect(state.deadline(now: 40_000) == .timeOut)
+    }
+
     @Test func bodyTimesOutOnlyWhenItStalls() {
         var state = fresh()
         state.received(phase: .body, now: 0)

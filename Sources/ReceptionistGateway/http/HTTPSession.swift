@@ -71,7 +71,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         }
         guard !state.closing || state.phase != .idle else { return }
         let output = parser.parse(bytes)
-        state.received(phase: parser.phase, now: connection.loop.nowMilliseconds)
+        state.received(phase: parser.phase, completed: !output.requests.isEmpty, now: connection.loop.nowMilliseconds)
         process(output.requests[...], output)
         continueIfAsked()
     }
@@ -381,7 +381,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             state.progressed(now: now)
         case .timeOut:
             state.failed()
-            send(Reply(.error(.requestTimeout, "the request did not arrive in time")), headOnly: false, keepAlive: false)
+            send(Reply(.error(.requestTimeout, "the request did not arrive in time")), headOnly: parser.headRequest, keepAlive: false)
             connection.closeAfterFlush()
         }
     }

@@ -28,9 +28,10 @@ struct HTTPSessionState {
         lastActivity = now
     }
 
-    /// Bytes were parsed; the parser is now in `phase`.
-    mutating func received(phase newPhase: HTTPRequestParser.Phase, now: UInt64) {
-        if newPhase != phase {
+    /// Bytes were parsed, `completed` whether they ended a request; the parser is now in `phase`.
+    /// A head that follows a request completed in the same read is a new one: its time starts now.
+    mutating func received(phase newPhase: HTTPRequestParser.Phase, completed: Bool = false, now: UInt64) {
+        if newPhase != phase || completed {
             phase = newPhase
             phaseSince = now
         }
