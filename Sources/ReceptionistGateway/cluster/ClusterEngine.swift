@@ -267,7 +267,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             case .error(let text)?:
                 completion(.unavailable("Redis refused: \(text)"))
             default:
-                completion(.unavailable("lost the connection to Redis before it answered"))
+                completion(.outcomeUnknown("lost the connection to Redis before it answered; the store may or may not be created"))
             }
         }
         if !sent { completion(.unavailable(link.refusal)) }

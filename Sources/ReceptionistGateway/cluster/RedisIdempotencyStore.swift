@@ -27,7 +27,9 @@ final class RedisIdempotencyStore: IdempotencyStore {
     // MARK: From a job thread: each call waits while the loop asks Redis.
 
     func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) -> IdempotencyClaim {
-        LoopCall.wait(mailbox, seconds: timeoutSeconds, timedOut: .unavailable("Redis did not answer in time")) {
+        // Longer than the loop's own deadline, which answers first: a claim that lands after it
+        // is given back there (a wait that gave up first could not give it back).
+        LoopCall.wait(mailbox, seconds: timeoutSeconds + 1, timedOut: .unavailable("Redis did not answer in time")) {
             [self] done in claim(key, scope: scope, fingerprint: fingerprint, done: done)
         }
     }
@@ -54,8 +56,15 @@ final class RedisIdempotencyStore: IdempotencyStore {
             "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
             hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys),
         ]
-        LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: { .unavailable("Redis did not answer in time") }, { done in
-            let sent = link.commands.eval(ClusterScripts.idempotencyClaim, arguments) { reply in
+        // A claim Redis takes after the deadline was answered (503: nothing was done under it) is
+        // given back when its reply comes, so that a retry is not refused for the whole window.
+        var refused = false
+        LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: {
+            refused = true
+            return .unavailable("Redis did not answer in time")
+        }, { done in
+            let sent = link.commands.eval(ClusterScripts.idempotencyClaim, arguments) { [self] reply in
+                if refused, case .null? = reply { release(key, scope: scope, fingerprint: fingerprint) {} }
                 switch reply {
                 case .null?: done(.claimed)
                 case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))

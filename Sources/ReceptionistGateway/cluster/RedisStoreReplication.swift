@@ -47,8 +47,8 @@ final class RedisStoreReplication: StoreReplication {
     }
 
     func createStore(_ name: String, completion: @escaping @Sendable (StoreError?) -> Void) {
-        onLoop(timedOut: .unavailable("Redis did not answer in time"), completion) { engine, done in
-            engine.createStore(name, completion: done)
+        onLoop(timedOut: .outcomeUnknown("Redis did not answer in time; the store may or may not be created"), completion) {
+            engine, done in engine.createStore(name, completion: done)
         }
     }
 

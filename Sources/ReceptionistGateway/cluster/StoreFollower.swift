@@ -186,13 +186,18 @@ final class StoreFollower: StreamFollower {
             let snapshot = StreamEntry.pairs(flat)
             // No such store in Redis (it lost its data): the replica is emptied into an epoch of
             // its own, so its subscribers are told (a reset snapshot) and no resume mistakes the
-            // old numbers for new ones; when the store is made again, its epoch is Redis's.
+            // old numbers for new ones; when the store is made again, its epoch is Redis's. The
+            // epoch is made from the one left, so every node's copy names the same.
             let held = stores.store(name)
             // No such store in Redis and no replica here: a notice that came after this node's
             // own deletion of it. Nothing to follow, and no replica made of what is gone.
             if versionNumber < 0, held == nil { return done(nil) }
             let store = held ?? stores.replica(name, epoch: logEpoch)
-            let epoch = versionNumber < 0 ? ModelStore.newEpoch() : logEpoch
+            // Lost, and the replica holds nothing at version 0 already (emptied at an earlier
+            // read: each commit refused 404 reads it again): nothing changes, and no subscriber
+            // is reset again.
+            if versionNumber < 0, store.modelCount == (0, 0) { return done(StreamCursor(lastID: lastID, lastNumber: 0)) }
+            let epoch = versionNumber < 0 ? Self.lostEpoch(after: store.epoch) : logEpoch
             retired.wentBack = nil
             if epoch != store.epoch { retired.leave(store.epoch) }
             let back = LoopBound(self, loop: self.loop)
@@ -208,5 +213,15 @@ final class StoreFollower: StreamFollower {
             done(accepted ? StreamCursor(lastID: lastID, lastNumber: version) : nil)
         }
         if !sent { done(nil) }
+    }
+
+    /// The epoch of a store Redis lost, made from the one its replica had: sixteen hex digits, the
+    /// same on every node (FNV-1a over the old epoch's bytes), and never the old one.
+    static func lostEpoch(after epoch: String) -> String {
+        var hash: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in epoch.utf8 { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        let digits = Array("0123456789abcdef".utf8)
+        let text = String(decoding: (0..<16).map { digits[Int(hash >> UInt64(60 - 4 * $0) & 0xF)] }, as: UTF8.self)
+        return text == epoch ? String(text.reversed()) : text
     }
 }
