@@ -43,7 +43,8 @@ public final class DiskEngine: StoreJournal, Sendable {
     /// loads what it holds and starts the writer. Throws why the directory cannot be used.
     public static func open(_ options: DiskOptions) throws(DiskError) -> (DiskEngine, DiskContents) {
         let lock = try DataDirectoryLock(directory: options.directory)
-        let db = try DiskSchema.open(options.directory, fsync: options.fsync)
+        let db = try DiskSchema.open(options.directory, fsync: options.fsync, heldData: lock.heldData)
+        try lock.markHeldData()
         var contents = try DiskSchema.load(
             db, path: options.directory + "/" + DiskSchema.fileName, retain: options.retainOf, topicHistory: options.topicHistory)
         let writer: DiskWriter

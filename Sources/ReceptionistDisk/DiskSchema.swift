@@ -27,9 +27,10 @@ enum DiskSchema {
         """
 
     /// Opens (or creates) the database in `directory`, checks it is ours and whole, and sets the
-    /// journal mode and sync level for `fsync`.
-    static func open(_ directory: String, fsync: DiskOptions.Fsync) throws(DiskError) -> SQLiteDatabase {
+    /// journal mode and sync level for `fsync`. `heldData`: the directory held a database before.
+    static func open(_ directory: String, fsync: DiskOptions.Fsync, heldData: Bool) throws(DiskError) -> SQLiteDatabase {
         let path = directory + "/" + fileName
+        try refuseEmptied(path, heldData: heldData)
         do {
             let db = try SQLiteDatabase(path: path)
             // Reading the header fails on a file that is not a database at all.
@@ -69,6 +70,24 @@ enum DiskSchema {
         } catch {
             throw DiskError("cannot open \(path): \(error)")
         }
+    }
+
+    /// SQLite takes a missing or empty file for a new database, and throws away a log beside it:
+    /// where the directory held a database, or a log holds data, that would lose every store and
+    /// topic in silence. Refused instead, with what to do.
+    private static func refuseEmptied(_ path: String, heldData: Bool) throws(DiskError) {
+        let size = fileSize(path), logSize = fileSize(path + "-wal")
+        guard size ?? 0 == 0, heldData || logSize ?? 0 > 0 else { return }
+        let state = size == nil ? "missing" : "empty"
+        throw DiskError("""
+            \(path) is \(state), but the data directory held a database\(logSize ?? 0 > 0 ? " (its write-ahead log is still there)" : ""); \
+            refusing to start on an empty one: restore the file, or move the directory away to start afresh
+            """)
+    }
+
+    private static func fileSize(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 
     /// Every store and topic as stored, with at most `retain` change sets per store and

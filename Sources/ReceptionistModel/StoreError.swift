@@ -11,7 +11,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case emptyCommit
     /// A commit from inside an observer of the same store would notify out of version order.
     case reentrantCommit
-    /// The shared log (Redis) cannot be reached; nothing was acknowledged.
+    /// The shared log (Redis), or the disk's writer, cannot take the write; nothing was acknowledged.
     case unavailable(String)
     /// The write was sent, but whether it was applied is not known (the answer was lost, or
     /// came too late): it may reach every subscriber yet. Answered 503 like `unavailable`.
@@ -41,8 +41,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .invalidValue(let why): why
         case .emptyCommit: "a change set needs at least one change"
         case .reentrantCommit: "an observer may not commit to the store it observes; hand the work to a job"
-        case .unavailable(let reason): "the cluster's store is unavailable: \(reason)"
-        case .outcomeUnknown(let reason): "the cluster's store did not confirm the write: \(reason)"
+        case .unavailable(let reason): "the store is unavailable: \(reason)"
+        case .outcomeUnknown(let reason): "the store did not confirm the write: \(reason)"
         case .preconditionFailed(let detail, _): "precondition failed: \(detail)"
         case .gone(let detail, _): detail
         case .invalidRead(let detail): detail

@@ -87,6 +87,10 @@ public final class StoreRegistry: Sendable {
         if let journal {
             do throws(StoreError) {
                 try journal.createStore(store)
+            } catch .outcomeUnknown(let reason) {
+                // The disk did not answer in time, but the creation waits in its queue and will
+                // be written: the store stays, as the disk will have it (a retry finds it: 409).
+                throw .outcomeUnknown(reason + "; the store may or may not be created")
             } catch {
                 stores.withLock { if $0[name] === store { $0[name] = nil } }
                 throw error
@@ -115,6 +119,12 @@ public final class StoreRegistry: Sendable {
         guard let journal else { return store.markDeleted() }
         do throws(StoreError) {
             try journal.deleteStore(name)
+        } catch .outcomeUnknown(let reason) {
+            // The disk did not answer in time, but the deletion waits in its queue and will be
+            // written: the store is gone here too, as it will be on disk. Put back, it was read
+            // as there while its writes were refused, and gone after a restart.
+            store.markDeleted()
+            throw .outcomeUnknown(reason + "; the store may or may not be deleted")
         } catch {
             // Refused (the disk is full, say): nothing was deleted, so the store stays as it was.
             stores.withLock { if $0[name] == nil { $0[name] = store } }

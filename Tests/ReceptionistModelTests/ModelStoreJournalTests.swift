@@ -26,7 +26,32 @@ private final class RefusingJournal: StoreJournal {
     func deleteStore(_ name: String) throws(StoreError) { throw .storageFailed("the disk is full") }
 }
 
+/// A journal whose disk does not answer in time: each write stays queued, to be written later.
+private final class LateJournal: StoreJournal {
+    func append(_ record: JournalRecord, of store: ModelStore) { store.settle(through: record.changeSet.version, generation: record.generation) }
+    func createStore(_ store: ModelStore) throws(StoreError) { throw .outcomeUnknown("the disk did not answer within 30 s") }
+    func deleteStore(_ name: String) throws(StoreError) { throw .outcomeUnknown("the disk did not answer within 30 s") }
+}
+
 @Suite struct ModelStoreJournalTests {
+    /// A creation or deletion the disk did not answer in time is kept in its queue and will be
+    /// written: the registry shows what the disk will hold. A late deletion put the store back,
+    /// readable while its writes were refused, and gone after a restart; a late creation took it
+    /// away, to come back after a restart.
+    @Test func aStoreCreatedOrDeletedLateIsAsTheDiskWillHaveIt() throws {
+        let registry = StoreRegistry(historyLimit: 10, journal: LateJournal())
+        #expect(throws: StoreError.outcomeUnknown("the disk did not answer within 30 s; the store may or may not be created")) {
+            try registry.create("s")
+        }
+        let store = try #require(registry.store("s"))
+        try store.commit([.put(model: "a", value: ["n": 1])])
+        #expect(throws: StoreError.outcomeUnknown("the disk did not answer within 30 s; the store may or may not be deleted")) {
+            try registry.delete("s")
+        }
+        #expect(registry.store("s") == nil)
+        #expect(store.isDeleted)
+    }
+
     /// A delete the journal refuses deletes nothing: the store is still there, as it was.
     @Test func aStoreDeleteTheJournalRefusesLeavesTheStore() throws {
         let registry = StoreRegistry(historyLimit: 10, journal: RefusingJournal())

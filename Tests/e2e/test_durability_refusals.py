@@ -93,6 +93,32 @@ def test_a_data_file_that_is_not_ours_is_refused_never_served(tmp_path, make):
             db.close()
 
 
+@pytest.mark.parametrize("how", ["emptied after a stop", "emptied after a kill", "removed after a kill"])
+def test_a_data_file_emptied_or_removed_is_refused_not_started_afresh(start_server, tmp_path, how):
+    """A store written, the gateway stopped (or killed, its log still beside the file), then the
+    data file truncated to nothing or removed: the gateway refuses to start, saying so, and leaves
+    the log alone. Before, it started on a new empty database (SQLite takes an empty file for
+    one, and threw the log away): every store and topic gone, in silence."""
+    data = tmp_path / "data"
+    first = start_on(start_server, data)
+    json_ok(api(first.port, "POST", "/api/stores", {"name": "kept"}), 201)
+    json_ok(api(first.port, "PUT", "/api/stores/kept/models/m", {"n": 1}), 201)
+    stop_with(first, "SIGTERM" if how == "emptied after a stop" else "SIGKILL")
+    path = data / DATA_FILE
+    log = data / (DATA_FILE + "-wal")
+    logged = log.read_bytes() if log.exists() else None
+    if how.startswith("emptied"):
+        path.write_bytes(b"")
+    else:
+        path.unlink()
+    result, _ = run_refused(tmp_path, data, "refused")
+    stderr = assert_refused(result, DATA_FILE)
+    assert "the data directory held a database" in stderr, stderr
+    assert (path.read_bytes() == b"") if how.startswith("emptied") else not path.exists()
+    if logged is not None:
+        assert log.read_bytes() == logged, "the log beside the file was changed"
+
+
 # ---- A full disk ---------------------------------------------------------------------------
 
 def mount_tmpfs(directory, size: str) -> None:

@@ -113,8 +113,13 @@ struct StoreAPI {
     private func delete(_ name: String, _ reply: @escaping @Sendable (Reply) -> Void) {
         let store = stores.store(name)
         let deleted = self.deleted
-        stores.delete(name) { error in
-            if let error { return reply(.error(error)) }
+        stores.delete(name) { [stores] error in
+            if let error {
+                // A deletion whose outcome is unknown that already took the store away here
+                // (the disk's queue holds it) tells its subscribers as a deletion does.
+                if case .outcomeUnknown = error, let store, stores.store(name) !== store { deleted(name, store) }
+                return reply(.error(error))
+            }
             deleted(name, store)
             reply(.json(.ok, ["store": .string(name), "deleted": true]))
         }
