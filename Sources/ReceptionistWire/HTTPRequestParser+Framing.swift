@@ -33,3 +33,12 @@ extension HTTPRequestParser {
         return value.split(separator: ",").contains { String($0.trimmingSpaces()).asciiCaseInsensitiveEquals("close") }
     }
 }
+
+extension Substring {
+    func trimmingSpaces() -> Substring {
+        var s = self
+        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
+        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
+        return s
+    }
+}

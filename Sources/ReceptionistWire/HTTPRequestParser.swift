@@ -391,12 +391,3 @@ public final class HTTPRequestParser {
         }
     }
 }
-
-extension Substring {
-    func trimmingSpaces() -> Substring {
-        var s = self
-        while let first = s.first, first == " " || first == "\t" { s = s.dropFirst() }
-        while let last = s.last, last == " " || last == "\t" { s = s.dropLast() }
-        return s
-    }
-}
