@@ -12,6 +12,9 @@ struct HTTPHeadPiece {
 
     var isEmpty: Bool { held == nil && copied.isEmpty }
 
+    /// The piece's first byte, if any.
+    var first: UInt8? { held?.first ?? copied.first }
+
     /// The piece's next bytes.
     mutating func add(_ bytes: UnsafeRawBufferPointer) {
         guard !bytes.isEmpty else { return }

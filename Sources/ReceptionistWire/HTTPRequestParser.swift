@@ -54,7 +54,7 @@ public final class HTTPRequestParser {
     private var chunked: ChunkedFraming?
     /// Bytes of empty lines read ahead of the next request line.
     private var leadingBlankBytes = 0
-    private var head: (method: HTTPMethod, target: String, major: Int, minor: Int, keepAlive: Bool, upgrade: Bool)?
+    private var head: (method: HTTPMethod, major: Int, minor: Int, keepAlive: Bool, upgrade: Bool)?
 
     public init(limits: HTTPParserLimits = HTTPParserLimits()) {
         self.limits = limits
@@ -286,9 +286,8 @@ public final class HTTPRequestParser {
             return -1
         }
         // A target in absolute form names the host in place of the Host field (RFC 9112, section
-        // 3.2.2), and is held to the same rules.
-        let target = url.string
-        if let authority = HTTPRequest.absoluteAuthority(target) {
+        // 3.2.2), and is held to the same rules. Most targets are paths: one byte looked at.
+        if url.first != UInt8(ascii: "/"), let authority = HTTPRequest.absoluteAuthority(url.string) {
             guard HTTPHost.isValid(authority) else {
                 pendingError = HTTPParseError(
                     status: .badRequest, detail: "the request target's authority is not a host and an optional port")
@@ -309,7 +308,7 @@ public final class HTTPRequestParser {
         // http-parser keeps an HTTP/1.0 connection that names both keep-alive and close; a
         // close anywhere closes it (RFC 9112, section 9.6).
         head = (
-            Self.method(chp_method(parser)), HTTPRequest.originForm(target), major, minor,
+            Self.method(chp_method(parser)), major, minor,
             http_should_keep_alive(parser) != 0 && !closeAsked, chp_upgrade(parser) != 0
         )
         return 0
@@ -343,7 +342,7 @@ public final class HTTPRequestParser {
         guard let head else { return 1 }
         finished.append(
             HTTPRequest(
-                method: head.method, target: head.target,
+                method: head.method, target: url.first == UInt8(ascii: "/") ? url.string : HTTPRequest.originForm(url.string),
                 versionMajor: head.major, versionMinor: head.minor, headers: headers, body: body,
                 keepAlive: head.keepAlive, isUpgrade: head.upgrade))
         self.head = nil
