@@ -270,6 +270,10 @@ struct ServeCommand: ParsableCommand {
         where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
             throw ValidationError("a hook URL must start with http:// or https://, not '\(url)'")
         }
+        // Without a token or a connect hook no stream has an identity: the hook would decide nothing.
+        guard hookSubscribe == nil || tokenSecret != nil || tokenSecretFile != nil || hookConnect != nil else {
+            throw ValidationError("--hook-subscribe needs --token-secret or --hook-connect: without them streams are open to all")
+        }
         guard (0.01...60).contains(hookTimeout) else { throw ValidationError("--hook-timeout must be 0.01 to 60 seconds") }
         guard hookMaxInflight > 0, hookMaxQueued >= 0 else {
             throw ValidationError("--hook-max-inflight must be positive and --hook-max-queued not negative")

@@ -28,6 +28,9 @@ struct StreamCore {
         var fromHook = false
         /// A refresh hook call is under way, or was made and not answered.
         var refreshing = false
+        /// When the refresh hook is next asked (seconds since the Unix epoch), once it extended
+        /// the grant; before, `refreshLeadSeconds` before the grant's end.
+        var refreshAt: Double?
         /// The subscriptions the subscribe hook allowed, which no token covered: a new token does
         /// not end them (`StreamSession.endSubscriptionsNotCovered`). Held, not named by address:
         /// a subscription made where an ended one was is not taken for it. Those that ended go at
@@ -70,6 +73,11 @@ struct StreamCore {
         set { presented { $0.refreshing = newValue } }
     }
 
+    var refreshAt: Double? {
+        get { credentials?.refreshAt }
+        set { presented { $0.refreshAt = newValue } }
+    }
+
     /// Whether the subscribe hook allowed `subscription` (`granted`), not a token.
     func isHookGranted(_ subscription: Subscription) -> Bool {
         credentials?.hookGranted.contains { $0 === subscription } ?? false
@@ -92,6 +100,7 @@ struct StreamCore {
         box.publishRateKey = credentials?.publishRateKey
         box.fromHook = credentials?.fromHook ?? false
         box.refreshing = credentials?.refreshing ?? false
+        box.refreshAt = credentials?.refreshAt
         box.hookGranted = credentials?.hookGranted ?? []
         change(box)
         credentials = box.claims == nil && box.publishRateKey == nil && box.hookGranted.isEmpty ? nil : box

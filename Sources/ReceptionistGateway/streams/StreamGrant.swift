@@ -16,14 +16,18 @@ struct StreamGrant: Sendable {
 /// What the connect hook is told of a connection that brought no token (`docs/HOOKS.md`).
 struct ConnectRequest: Sendable {
     var remoteAddress: String
-    /// `Cookie`, `Authorization` and the headers `--hook-forward-header` names, lower-cased.
+    /// `Cookie`, `Authorization` and the headers `--hook-forward-header` names, lower-cased; a
+    /// field sent on several lines as one value (RFC 9110 section 5.3; cookies joined by "; ",
+    /// as RFC 9113 section 8.2.3 has it).
     var headers: [(name: String, value: String)]
 
     init(_ request: HTTPRequest, remoteAddress: String, forward: [String]) {
         self.remoteAddress = remoteAddress
         headers = []
-        for name in ["cookie", "authorization"] + forward.map({ $0.lowercased() }) {
-            if let value = request.headers[name], !headers.contains(where: { $0.name == name }) { headers.append((name, value)) }
+        for name in ["cookie", "authorization"] + forward.map({ $0.lowercased() }) where !headers.contains(where: { $0.name == name }) {
+            let values = request.headers.values(name)
+            guard !values.isEmpty else { continue }
+            headers.append((name, values.joined(separator: name == "cookie" ? "; " : ", ")))
         }
     }
 }

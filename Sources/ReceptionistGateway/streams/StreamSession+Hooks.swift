@@ -31,7 +31,8 @@ extension StreamSession {
         guard services.access.requiresToken, services.hooks?.isSet(.subscribe) == true,
               services.config.namespaces.calls(.subscribe, for: target.name)
         else { return false }
-        guard let claims = core.claims else { return true }
+        // No token yet: refused as `token_missing`, as over SSE and HTTP, never left to the hook.
+        guard let claims = core.claims else { return false }
         return !claims.allows(target) || (presence && !claims.allowsPresence(of: target))
     }
 
@@ -68,7 +69,7 @@ extension StreamSession {
     func refreshIfDue() {
         guard let hooks = services.hooks, hooks.isSet(.refresh), core.grantFromHook, !core.refreshing,
               let claims = core.claims, claims.expiresAt.isFinite,
-              AccessControl.nowSeconds() >= claims.expiresAt - refreshLeadSeconds
+              AccessControl.nowSeconds() >= core.refreshAt ?? (claims.expiresAt - refreshLeadSeconds)
         else { return }
         core.refreshing = true
         let (user, info) = hookIdentity
@@ -81,6 +82,11 @@ extension StreamSession {
                 extended?.expiresAt = until
                 core.claims = extended
                 core.refreshing = false
+                // Asked again before the new end; halfway to it when it is nearer than twice the
+                // lead (a short sliding grant), so a backend is asked once per extension at most,
+                // not at every sweep.
+                let left = max(0, until - AccessControl.nowSeconds())
+                core.refreshAt = until - min(refreshLeadSeconds, left / 2)
             case .refuse(let reason):
                 services.counters.refused(.tokenExpired)
                 end(.grantRefused(reason))

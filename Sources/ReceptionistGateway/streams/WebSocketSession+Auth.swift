@@ -12,6 +12,7 @@ extension WebSocketSession {
             // and an answer to a refresh asked for that grant no longer applies.
             core.grantFromHook = false
             core.refreshing = false
+            core.refreshAt = nil
             writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.authenticated(expiresAt: verified.expiresAt)))
             // The new token replaces the old one for what is already followed too: the old
             // one's grants end with it, its expiry included.

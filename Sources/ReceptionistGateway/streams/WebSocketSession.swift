@@ -101,7 +101,15 @@ final class WebSocketSession: StreamSession {
                     return
                 }
             }
-            if connection.state != .open || isClosing { return }
+            if connection.state != .open { return }
+            if isClosing {
+                // Nothing more is acted on; but once the close frame went, the peer's answer to
+                // it in the same read is taken, so the handshake ends now, not at its time-out.
+                if state.closeSent, let answer = rest.first(where: { if case .close = $0 { true } else { false } }) {
+                    _ = handle(answer)
+                }
+                return
+            }
         }
         if let error {
             services.logger.debug("websocket protocol error", metadata: ["code": "\(error.closeCode)", "reason": "\(error.reason)"])

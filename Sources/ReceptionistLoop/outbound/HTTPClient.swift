@@ -70,6 +70,11 @@ public final class HTTPClient {
         receptionist_curl_easy_string(easy, CURLOPT_URL, request.url)
         receptionist_curl_easy_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
         receptionist_curl_easy_long(easy, CURLOPT_NOSIGNAL, 1)
+        // Trust anchors from the system's bundle alone, not also its directory: libcurl then
+        // keeps the store it builds from the bundle for every later connection (its CA cache,
+        // which a directory rules out). Built for each new TLS connection, it took 5-8 ms of the
+        // loop each, and a burst of calls to an https hook held every client.
+        _ = receptionist_curl_easy_pointer(easy, CURLOPT_CAPATH, nil)
         // A transfer that times out while its host name is still being looked up leaves the
         // resolver's thread to finish on its own, rather than join it here, on the loop: with slow
         // DNS the join held every client for seconds.
