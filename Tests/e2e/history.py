@@ -109,8 +109,10 @@ def at(port: int, store: str, version) -> object:
 
 def read_changes(port: int, store: str, query: str) -> dict:
     body = json_ok(api(port, "GET", f"/api/stores/{store}/changes?{query}"))
-    assert set(body) == {"store", "epoch", "changes"}, body
+    assert set(body) == {"store", "epoch", "changes", "through"}, body
     assert body["store"] == store and body["epoch"] == EPOCH, body
+    # `through`, the last version read, is at or past the last change set given.
+    assert isinstance(body["through"], int) and all(c["version"] <= body["through"] for c in body["changes"]), body
     return body
 
 

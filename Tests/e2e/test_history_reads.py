@@ -160,6 +160,30 @@ def test_changes_after_older_than_kept_is_410_naming_the_oldest(local_engine):
     assert read_changes(port, store, f"after={oldest}&limit=1000")["changes"] == frames[oldest:]
 
 
+def test_a_filtered_read_pages_through_every_change_set_by_its_through(port):
+    """Model `m1` changed at version 1 and at 152, another model 150 times between: a client
+    reading `models=m1` 100 change sets a page, each page after the last one's `through`, gets
+    versions 1 and 152, and knows it is done when `through` stops moving. Before, the second page
+    (versions 2 to 101, none of `m1`) was empty and said nothing of how far it had read: a
+    client took it for the end and never saw 152."""
+    store = fresh_store(port)
+    commit(port, store, [{"op": "put", "model": "m1", "value": {"n": 1}}])
+    for n in range(150):
+        commit(port, store, [{"op": "put", "model": "m2", "value": {"n": n}}])
+    commit(port, store, [{"op": "put", "model": "m1", "value": {"n": 2}}])
+    seen, after, pages = [], 0, 0
+    while True:
+        page = read_changes(port, store, f"after={after}&limit=100&models=m1")
+        pages += 1
+        assert pages <= 5, "the pages never ended"
+        seen += [frame["version"] for frame in page["changes"]]
+        if page["through"] == after:
+            break
+        after = page["through"]
+    assert seen == [1, 152], seen
+    assert pages == 3 and after == 152, (pages, after)
+
+
 def test_changes_need_a_numeric_after(port):
     store = fresh_store(port)
     commit(port, store, [{"op": "put", "model": "m", "value": {"n": 1}}])

@@ -205,7 +205,9 @@ struct StoreAPI {
             first = false
             body += PushEncoder.changes(changeSet, old: options.old)
         }
-        body += "]}".utf8
+        // How far the read went, filtered or not: the next page is read after it. A page the
+        // filter left empty is not the end; `through` not moving is.
+        body += "],\"through\":".utf8 + JSONWriter.encode(.number(JSONNumber(read.last?.version ?? after))) + "}".utf8
         return .jsonBytes(.ok, body)
     }
 

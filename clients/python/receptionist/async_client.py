@@ -157,5 +157,6 @@ class AsyncGateway:
     async def changes(self, store: str, after: int, until: int | None = None,
                       limit: int | None = None, models: Sequence[str] | None = None,
                       paths: Sequence[str] | None = None, old: bool = False) -> dict[str, Any]:
-        """The change sets after version ``after``: ``{"store", "epoch", "changes": […]}``."""
+        """The change sets after version ``after``: ``{"store", "epoch", "changes": […], "through"}``
+        (``through``: the last version read; the next page is read after it)."""
         return await self._run(_ops.changes(store, after, until, limit, models, paths, old))

@@ -124,6 +124,6 @@ class Gateway:
     def changes(self, store: str, after: int, until: int | None = None, limit: int | None = None,
                 models: Sequence[str] | None = None, paths: Sequence[str] | None = None,
                 old: bool = False) -> dict[str, Any]:
-        """The change sets after version ``after``: ``{"store", "epoch", "changes": […]}``,
+        """The change sets after version ``after``: ``{"store", "epoch", "changes": […], "through"}``,
         each a ``changes`` frame, narrowed by ``models`` and ``paths`` as a subscription is."""
         return self._run(_ops.changes(store, after, until, limit, models, paths, old))
