@@ -8,6 +8,9 @@ extension Gateway {
         if files.isEmpty {
             logger.warning("no static files loaded", metadata: ["public": "\(config.publicDirectory)"])
         }
+        for file in files.skipped {
+            logger.warning("static file not served", metadata: ["file": "\(file)", "public": "\(config.publicDirectory)"])
+        }
         return files
     }
 

@@ -14,7 +14,7 @@ struct ConfigFile {
         let line: Int
         let key: String
         let detail: String
-        var description: String { "config file, line \(line): '\(key)' \(detail)" }
+        var description: String { "config file, line \(line): " + (key.isEmpty ? "the file" : "'\(key)'") + " \(detail)" }
     }
 
     /// The options the file gives, as command-line arguments, with the line each came from.
@@ -32,12 +32,21 @@ struct ConfigFile {
 
     static func load(_ path: String, options: [EnvironmentArguments.Option]) throws -> ConfigFile {
         guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            throw Problem(line: 0, key: path, detail: "cannot be read")
+            throw Problem(line: 0, key: path, detail: "cannot be read (a file of UTF-8 text)")
         }
+        guard data.count <= maxBytes else { throw Problem(line: 0, key: path, detail: "is larger than \(maxBytes) bytes") }
         return try parse(text, options: options)
     }
 
+    /// Bounds on a file: the YAML parser builds its tree by recursion, and a file nested 10,000
+    /// deep ended the process (a config is a few kilobytes, nested a few levels).
+    static let maxBytes = 1 << 20
+    static let maxDepth = 64
+
     static func parse(_ text: String, options: [EnvironmentArguments.Option]) throws -> ConfigFile {
+        if let line = Self.lineTooDeep(text) {
+            throw Problem(line: line, key: "", detail: "nests collections more than \(maxDepth) deep")
+        }
         let root: Node?
         do {
             root = try Yams.compose(yaml: text)
@@ -47,9 +56,11 @@ struct ConfigFile {
         var file = ConfigFile()
         guard let root else { return file }
         guard let mapping = root.mapping else { throw Problem(line: root.mark?.line ?? 1, key: "", detail: "must be a mapping of options") }
+        var seen: Set<String> = []
         for (keyNode, value) in mapping {
             let key = keyNode.string ?? ""
             let line = keyNode.mark?.line ?? 0
+            guard seen.insert(key).inserted else { throw Problem(line: line, key: key, detail: "is given twice") }
             if key == "namespaces" {
                 file.namespaces = try NamespaceFile.parse(value, line: line)
                 continue
@@ -70,6 +81,7 @@ struct ConfigFile {
             return on ? [flag] : []
         }
         if let items = value.sequence {
+            guard option.isList else { throw Problem(line: line, key: option.name, detail: "takes one value, not a list") }
             return try items.map { item in
                 guard let text = item.scalar?.string else { throw Problem(line: line, key: option.name, detail: "must be a list of values") }
                 return flag + "=" + text
@@ -80,9 +92,9 @@ struct ConfigFile {
     }
 
     /// Appends the file's options that `arguments` (the command line and environment) do not give.
-    func merge(into arguments: [String]) -> [String] {
+    func merge(into arguments: [String], except turnedOff: Set<String> = []) -> [String] {
         var result = arguments
-        for (name, argument) in self.arguments {
+        for (name, argument) in self.arguments where !turnedOff.contains(name) {
             let flag = "--" + name
             let given = arguments.contains { $0 == flag || $0.hasPrefix(flag + "=") || $0 == "--no-" + name }
             if !given { result.append(argument) }
@@ -112,5 +124,31 @@ struct ConfigFile {
         case .scanner(_, _, let mark, _), .parser(_, _, let mark, _): return mark.line
         default: return 0
         }
+    }
+
+    /// The line where flow collections (`[`, `{`) first nest past `maxDepth`, outside quotes and
+    /// comments; nil if they never do. Block collections nest by indentation, which a file within
+    /// `maxBytes` cannot take deep enough to matter.
+    private static func lineTooDeep(_ text: String) -> Int? {
+        var depth = 0, line = 1
+        var quote: UInt8?, comment = false
+        for byte in text.utf8 {
+            if byte == UInt8(ascii: "\n") { line += 1; comment = false; continue }
+            if comment { continue }
+            if let open = quote {
+                if byte == open { quote = nil }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "'"): quote = byte
+            case UInt8(ascii: "#"): comment = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth > maxDepth { return line }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth = max(0, depth - 1)
+            default: break
+            }
+        }
+        return nil
     }
 }

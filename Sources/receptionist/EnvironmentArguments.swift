@@ -9,8 +9,14 @@ enum EnvironmentArguments {
     struct Option: Equatable {
         let name: String
         let isFlag: Bool
+        /// The option may be given more than once (an array of values).
+        var isList = false
         var variable: String { "RECEPTIONIST_" + name.uppercased().replacingDashes() }
     }
+
+    /// The list options whose variable may hold several values, separated by commas (an origin
+    /// or a header name holds none; an API key might, so it is one value: use --api-key-file).
+    static let separated: Set<String> = ["allowed-origin", "hook-forward-header"]
 
     static func current() -> [String: String] {
         var result: [String: String] = [:]
@@ -33,7 +39,7 @@ enum EnvironmentArguments {
             let typeName = String(describing: type(of: child.value))
             let isFlag = typeName.hasPrefix("Flag<")
             guard isFlag || typeName.hasPrefix("Option<") else { return nil }
-            return Option(name: kebab(label), isFlag: isFlag)
+            return Option(name: kebab(label), isFlag: isFlag, isList: typeName.hasPrefix("Option<Array<"))
         }
     }
 
@@ -54,11 +60,22 @@ enum EnvironmentArguments {
                 default:
                     throw ValidationError("\(option.variable) must be 1, true, yes or on, or 0, false, no, off or empty, not '\(value)'")
                 }
+            } else if separated.contains(option.name) {
+                // A list in one variable: its values separated by commas.
+                for item in value.split(separator: ",") { result.append(flag + "=" + String(item.filter { $0 != " " && $0 != "\t" })) }
             } else {
                 result.append(flag + "=" + value)
             }
         }
         return result
+    }
+
+    /// The flags whose variable says no: they win over a file that sets them, as every variable
+    /// does (a flag said no adds nothing to the arguments, so the file could not see it).
+    static func flagsTurnedOff(environment: [String: String], options: [Option]) -> Set<String> {
+        Set(options.filter { option in
+            option.isFlag && ["0", "false", "no", "off", ""].contains(environment[option.variable]?.lowercased())
+        }.map(\.name))
     }
 
     private static func kebab(_ name: String) -> String {

@@ -38,6 +38,7 @@ enum NamespaceFile {
             guard keys.contains(key) else {
                 throw ConfigFile.Problem(line: line, key: "namespaces.\(key)", detail: "is not a namespace setting (\(keys.sorted().joined(separator: ", ")))")
             }
+            guard found[key] == nil else { throw ConfigFile.Problem(line: line, key: "namespaces.\(key)", detail: "is given twice") }
             found[key] = (value, line)
         }
         func bad(_ key: String, _ detail: String) -> ConfigFile.Problem {

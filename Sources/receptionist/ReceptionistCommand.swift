@@ -19,17 +19,22 @@ struct ReceptionistCommand: ParsableCommand {
     )
 
     static func main() {
+        let given = Array(CommandLine.arguments.dropFirst())
+        // Help and the version are about the command, not a gateway: the environment's options
+        // (which a container sets) are not theirs.
+        if given.first == "help" || given.contains(where: { ["--help", "-h", "--version"].contains($0) }) { main(given) }
         let options = EnvironmentArguments.options(of: ServeCommand())
+        let environment = EnvironmentArguments.current()
         var arguments: [String]
         do {
-            arguments = try EnvironmentArguments.merge(
-                arguments: Array(CommandLine.arguments.dropFirst()), environment: EnvironmentArguments.current(), options: options)
+            arguments = try EnvironmentArguments.merge(arguments: given, environment: environment, options: options)
         } catch {
             exit(withError: error)
         }
         if let path = ConfigFile.path(in: arguments) {
             do {
-                arguments = try ConfigFile.load(path, options: options).merge(into: arguments)
+                let off = EnvironmentArguments.flagsTurnedOff(environment: environment, options: options)
+                arguments = try ConfigFile.load(path, options: options).merge(into: arguments, except: off)
             } catch {
                 exit(withError: ValidationError("\(path): \(error)"))
             }

@@ -26,6 +26,8 @@ extension ServeCommand {
             if count == 0 { break }
             bytes += chunk[..<count]
         }
+        // A directory, say, opens and then fails to read: not an empty file.
+        guard ferror(file) == 0 else { throw ValidationError("cannot read \(path): \(String(cString: strerror(errno)))") }
         let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
         return bytes.split(separator: UInt8(ascii: "\n")).compactMap { line in
             var trimmed = line[...]

@@ -34,7 +34,14 @@ def refused_start(tmp_path, text: str, name: str = "bad.yaml") -> str:
 @pytest.mark.parametrize("text, expected", [
     ("port: 0\nhistory: 100\nhistroy: 3\n", "line 3: 'histroy' is not an option of receptionist serve"),
     ("demo: maybe\n", "line 1: 'demo' must be true or false"),
-    ("history: [1, [2]]\n", "line 1: 'history' must be a list of values"),
+    ("allowed-origin: [https://a.example, [2]]\n", "line 1: 'allowed-origin' must be a list of values"),
+    ("history: [1, 2]\n", "line 1: 'history' takes one value, not a list"),
+    ("port: 1\nport: 2\n", "line 2: 'port' is given twice"),
+    ('{"port": 1, "port": 2}\n', "line 1: 'port' is given twice"),
+    ("namespaces:\n  - pattern: a.*\n    history: 1\n    history: 2\n", "line 4: 'namespaces.history' is given twice"),
+    # The YAML parser builds its tree by recursion: nested 10,000 deep, the process crashed.
+    pytest.param("history: " + "[" * 10000 + "]" * 10000 + "\n", "line 1: the file nests collections more than 64 deep",
+                 id="nested-10000"),
     ("history: lots\n", "--history"),
     ("namespaces:\n  - pattern: a.*\n    presense: false\n", "line 3: 'namespaces.presense' is not a namespace setting"),
     ("namespaces:\n  - presence: false\n", "'namespaces.pattern' is required"),

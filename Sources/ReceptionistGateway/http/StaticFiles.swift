@@ -25,6 +25,8 @@ final class StaticFiles {
 
     private(set) var files: [String: File] = [:]
     private(set) var totalBytes = 0
+    /// The files left out, with why: over a limit, or unreadable (the gateway says so at start).
+    private(set) var skipped: [String] = []
 
     /// Loads every file under `directory`. A missing directory yields an empty set.
     init(directory: String, limits: LoadLimits = LoadLimits()) {
@@ -55,9 +57,11 @@ final class StaticFiles {
                 walk(directory: real, relative: key, root: root, depth: depth + 1, limits: limits)
             case S_IFREG:
                 let size = Int(info.st_size)
-                guard size <= limits.maxFileBytes, totalBytes + size <= limits.maxTotalBytes,
-                      let bytes = Self.read(real, size: size)
-                else { continue }
+                guard size <= limits.maxFileBytes else { skipped.append("\(key): over \(limits.maxFileBytes) bytes"); continue }
+                guard totalBytes + size <= limits.maxTotalBytes else {
+                    skipped.append("\(key): past \(limits.maxTotalBytes) bytes of files in all"); continue
+                }
+                guard let bytes = Self.read(real, size: size) else { skipped.append("\(key): cannot be read"); continue }
                 totalBytes += bytes.count
                 let tag = "\"" + String(SHA1.hex(bytes).prefix(20)) + "\""
                 files[key] = File(body: SharedBytes(bytes), contentType: ContentType.forPath(key), etag: tag)

@@ -29,7 +29,9 @@ final class Drain {
         self.table = table
         self.timeoutSeconds = timeoutSeconds
         self.logger = logger
-        for number in [SIGINT, SIGTERM] {
+        // SIGHUP too: a terminal that went away, or a supervisor's stop, ends the gateway as a
+        // stop does, draining, not killed mid-write with its clients told nothing.
+        for number in [SIGINT, SIGTERM, SIGHUP] {
             signals.append(try SignalWatcher(loop: loop, signal: number) { [unowned self] number in
                 self.signalled(number)
             })
@@ -41,7 +43,7 @@ final class Drain {
             logger.warning("second signal: closing every connection now", metadata: ["signal": "\(number)"])
             return table.closeAll()
         }
-        begin(reason: number == SIGTERM ? "SIGTERM" : "SIGINT")
+        begin(reason: number == SIGTERM ? "SIGTERM" : number == SIGHUP ? "SIGHUP" : "SIGINT")
     }
 
     /// Stops accepting, lets requests in flight finish, then stops the loop.
