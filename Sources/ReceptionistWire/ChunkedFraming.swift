@@ -60,7 +60,7 @@ struct ChunkedFraming {
     private mutating func take(byte: UInt8) -> Bool {
         switch state {
         case .size(let digits):
-            if let value = Self.hexValue(byte) {
+            if let value = RequestPath.hexValue(byte) {
                 // More than 16 significant digits cannot be a size.
                 guard size >> 60 == 0 else { return false }
                 size = size << 4 | UInt64(value)
@@ -127,15 +127,6 @@ struct ChunkedFraming {
             return false
         }
         return true
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// A byte a field or extension may hold: visible characters, obs-text, space and tab.
