@@ -97,6 +97,14 @@ public final class ZlibStream {
 
     // MARK: Inflating
 
+    /// All the input taken: a whole message, if inflate stopped between blocks, as a message
+    /// ends with the tail's empty stored block (zlib's `data_type` has 128 then). Stopped inside
+    /// a block, the message was cut short, and the tail was read as its data.
+    private func ended(_ output: UnsafeMutableRawBufferPointer, _ produced: Int) -> Result<[UInt8], InflateFailure> {
+        guard stream.pointee.data_type & 128 != 0 else { return .failure(.invalid("the message ends inside a deflate block")) }
+        return .success(Array(output[..<produced]))
+    }
+
     /// Inflates one message received without its sync-flush tail. Stops as soon as the output
     /// would pass `limit` bytes, so a small message that inflates to gigabytes costs no more
     /// than the limit. The stream is reset afterwards, whatever happened.
@@ -107,6 +115,8 @@ public final class ZlibStream {
             stream.pointee.next_out = nil
             inflateReset(stream)
         }
+        // No bytes at all: an empty message, as some peers send one (RFC 7692 has it as 0x00).
+        guard !compressed.isEmpty else { return .success([]) }
         var input = compressed
         input.append(contentsOf: Self.flushTail)
         // Start near a typical ratio and double: the output is never more than twice what it holds.
@@ -129,20 +139,29 @@ public final class ZlibStream {
                 }
                 stream.pointee.next_out = output.baseAddress!.advanced(by: produced).assumingMemoryBound(to: Bytef.self)
                 stream.pointee.avail_out = UInt32(capacity - produced)
-                let status = CZlib.inflate(stream, Z_SYNC_FLUSH)
+                // Block by block: where the input ends, inflate is then between blocks (a whole
+                // message) or inside one (a message cut short), and says which (`ended`).
+                let status = CZlib.inflate(stream, Z_BLOCK)
                 produced = capacity - Int(stream.pointee.avail_out)
                 if produced > limit { return .failure(.tooBig) }
                 switch status {
                 case Z_OK:
                     // More may come only if the input is not all taken or the output filled up.
-                    if stream.pointee.avail_in == 0 && produced < capacity { return .success(Array(output[..<produced])) }
+                    if stream.pointee.avail_in == 0 && produced < capacity { return ended(output, produced) }
                 case Z_STREAM_END:
-                    // A final block: what follows it can only be the tail we appended.
+                    // A final block: what follows it can only be the tail we appended, untouched,
+                    // after at most the one 0x00 that RFC 7692 (section 7.2.3.4) puts after a
+                    // final block. Less left, and the tail was read as the block's data (it was
+                    // cut short); more, and bytes after the final block were about to be dropped.
+                    let left = Int(stream.pointee.avail_in), tail = Self.flushTail.count
+                    guard left == tail || (left == tail + 1 && stream.pointee.next_in.pointee == 0) else {
+                        return .failure(.invalid(left < tail ? "the message ends inside a deflate block" : "data after the final deflate block"))
+                    }
                     return .success(Array(output[..<produced]))
                 case Z_BUF_ERROR:
                     // No progress possible: all input is taken (the message is complete), or the
                     // output is full and the loop grows it.
-                    if produced < capacity { return .success(Array(output[..<produced])) }
+                    if produced < capacity { return ended(output, produced) }
                 default:
                     let message = stream.pointee.msg.map { String(cString: $0) } ?? "status \(status)"
                     return .failure(.invalid(message))

@@ -41,6 +41,33 @@ func dashboardJSON(_ count: Int) -> [UInt8] {
         #expect(inflater.inflate([0xF3, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00, 0x00], limit: 100) == .success(hello))
     }
 
+    /// A message cut short inside a deflate block, or with bytes after its final block: the
+    /// appended tail was read as the block's data (`hello worl` and a stray byte reached the
+    /// application), or the bytes after were dropped. Refused now (1007 on the wire).
+    @Test func aMessageCutShortOrWithBytesAfterItsFinalBlockIsRefused() {
+        let compressor = ZlibStream(.deflate(windowBits: 15, level: 6))
+        let whole = compressor.compress(Array(String(repeating: "hello world ", count: 20).utf8))
+        let inflater = ZlibStream(.inflate)
+        #expect(inflater.inflate(whole, limit: 1000) == .success(Array(String(repeating: "hello world ", count: 20).utf8)))
+        for cut in [1, whole.count / 2, whole.count - 2] {
+            guard case .failure(.invalid) = inflater.inflate(Array(whole[..<cut]), limit: 1000) else {
+                Issue.record("a message cut to \(cut) of \(whole.count) bytes was taken")
+                continue
+            }
+        }
+        // A final block (RFC 7692 7.2.3.4) with bytes after it.
+        let final: [UInt8] = [0xF3, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00, 0x00]
+        guard case .failure(.invalid) = inflater.inflate(final + Array("GARBAGE".utf8), limit: 100) else {
+            Issue.record("bytes after a final block were dropped in silence")
+            return
+        }
+        guard case .failure(.invalid) = inflater.inflate(Array(final.prefix(5)), limit: 100) else {
+            Issue.record("a final block cut short was taken")
+            return
+        }
+        #expect(inflater.inflate(Array(final.prefix(7)), limit: 100) == .success(Array("Hello".utf8)))
+    }
+
     @Test func compressesHelloAsTheRFCDoes() {
         let compressor = ZlibStream(.deflate(windowBits: 15, level: 6))
         #expect(compressor.compress(Array("Hello".utf8)) == Self.helloCompressed)

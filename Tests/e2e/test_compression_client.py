@@ -115,13 +115,21 @@ def dictionary_deflate() -> bytes:
 
 
 DICTIONARY_DEFLATE = dictionary_deflate()
+SUBSCRIBE = b'{"type":"subscribe","topic":"' + b"truncated-" * 20 + b'"}'
+# A final block (BFINAL) and then bytes that are no deflate: they were dropped in silence.
+FINAL_BLOCK = zlib.compressobj(6, zlib.DEFLATED, -15)
+FINAL_THEN_GARBAGE = FINAL_BLOCK.compress(SUBSCRIBE) + FINAL_BLOCK.flush(zlib.Z_FINISH) + b"GARBAGE-NOT-DEFLATE"
 
 
 @pytest.mark.parametrize("payload", [
     b"\xff" * 16,                                         # block type 3 is reserved
     b"\x00\x05\x00\x00\x00hello",                         # stored block whose length check fails
     DICTIONARY_DEFLATE,                                   # refers back into a dictionary it never sent
-], ids=["reserved-block-type", "bad-stored-length", "preset-dictionary"])
+    # Cut inside a block: the appended tail was read as the block's data, and a message the
+    # client never sent (its first half and a stray byte) reached the gateway's parser.
+    deflate(SUBSCRIBE)[:len(deflate(SUBSCRIBE)) // 2],
+    FINAL_THEN_GARBAGE,
+], ids=["reserved-block-type", "bad-stored-length", "preset-dictionary", "cut-inside-a-block", "bytes-after-the-final-block"])
 def test_invalid_deflate_data_closes_1007(server, payload):
     with DeflateSocket(server.port) as ws:
         ws.send_frame(OP_TEXT, payload, rsv=RSV1)

@@ -338,3 +338,29 @@ def test_drain_closes_websockets_with_1001_and_exits_zero(start_server):
         raw.send_frame(OP_CLOSE, close_payload(1001))
         raw.expect_eof()
     assert server.wait_exit(EXIT_TIMEOUT) == 0
+
+
+def test_the_echo_sends_plain_what_compression_would_not_shrink(echo_server):
+    """Over permessage-deflate, the echo of 4,096 random bytes comes back as they went, RSV1
+    clear, as every frame compression would not shrink does (`docs/PROTOCOL.md`); a message that
+    does shrink comes back compressed. Before, the echo compressed whatever was long enough, and
+    the random bytes came back 6 bytes longer."""
+    import random
+    import zlib
+    from permessage_deflate import AGREED, EXTENSIONS, OFFER, RSV1, deflate
+    ws = RawWebSocket(echo_server.port)
+    try:
+        resp = ws.handshake(path="/ws/echo", subprotocols=(), extra=[(EXTENSIONS, OFFER)])
+        assert resp.status == 101 and resp.header(EXTENSIONS) == AGREED, (resp.status, resp.headers)
+        noise = random.Random(4096).randbytes(4096)
+        ws.send_frame(OP_BINARY, deflate(noise), rsv=RSV1)
+        frame = ws.read_frame()
+        assert (frame.opcode, frame.rsv, frame.payload) == (OP_BINARY, 0, noise), (frame.opcode, frame.rsv, len(frame.payload))
+        text = b"repeat " * 600
+        ws.send_frame(OP_TEXT, deflate(text), rsv=RSV1)
+        frame = ws.read_frame()
+        assert frame.opcode == OP_TEXT and frame.rsv == RSV1 and len(frame.payload) < len(text), (frame.rsv, len(frame.payload))
+        inflater = zlib.decompressobj(-15)
+        assert inflater.decompress(frame.payload + b"\x00\x00\xff\xff") == text
+    finally:
+        ws.sock.close()

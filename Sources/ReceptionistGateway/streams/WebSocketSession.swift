@@ -308,6 +308,8 @@ final class WebSocketSession: StreamSession {
             return WebSocketEncoder.frame(opcode, payload: payload)
         }
         let deflated = compressor.compress(payload)
+        // As for pushed frames: one compression would not shrink goes plain.
+        guard deflated.count < payload.count else { return WebSocketEncoder.frame(opcode, payload: payload) }
         return WebSocketEncoder.header(opcode, length: deflated.count, compressed: true) + deflated
     }
 
