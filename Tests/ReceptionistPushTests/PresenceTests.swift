@@ -229,6 +229,26 @@ import Testing
         #expect(try frames(late).last?["members"] != nil, "every follower that held counts gets the list")
     }
 
+    /// Past the cap, a follower that came between flushes was sent counts the others were not;
+    /// a leave that brought the counts back to what the last flush reported sent it nothing, and
+    /// it kept counts one too many for good. It gets the counts now.
+    @Test func pastTheCapAFollowerSentNewerCountsIsToldWhenTheyGoBack() throws {
+        let push = fixture(maxMembers: 2)
+        let first = FakeSink()
+        try join(push, first, follows: true)
+        let leaving = try join(push, FakeSink())
+        try join(push, FakeSink())
+        tick(push)
+        #expect(try frames(first).last?["clients"] == 3)
+        let late = FakeSink()
+        try join(push, late, follows: true)
+        #expect(try frames(late).last?["clients"] == 4, "its whole presence, itself counted")
+        push.hub.unsubscribe(leaving)
+        tick(push)
+        #expect(try frames(late).last?["clients"] == 3, "back to what the last flush reported")
+        #expect(try frames(first).last?["clients"] == 3)
+    }
+
     @Test func aFollowerThatCannotTakeAFrameGetsTheWholeListOnceDrained() throws {
         let push = fixture()
         let slow = FakeSink(), other = FakeSink()

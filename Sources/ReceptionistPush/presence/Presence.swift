@@ -48,6 +48,9 @@ public final class Presence {
     var flushDue = false
     /// The counts the last flush reported.
     var lastCounts = Counts(clients: 0, users: 0)
+    /// A follower was sent counts other than `lastCounts` (its whole presence, between flushes):
+    /// the next flush sends the counts to every counting follower, moved or not.
+    var countsOwed = false
     /// The cluster, when there is one.
     let relay: PresenceRelay?
     /// The other nodes' members, by node, while this presence has followers.
@@ -205,6 +208,7 @@ public final class Presence {
         // What the subscriber asked for (or is owed after missing a frame) goes out past the live
         // limit, within the connection's hard limit for owed messages (invariant 28).
         watch.state = subscription.sink.sendOwed(event) == .queued ? state : .stale
+        if state == .counts, counts != lastCounts { countsOwed = true }
         // The list named every member that joined since the last flush: a leave of one of them
         // within this interval must reach this follower too, not cancel its join out.
         for (client, change) in pending {
@@ -237,8 +241,9 @@ public final class Presence {
         guard !followers.isEmpty else { return }
         let counts = counts
         let overCap = counts.clients > settings.maxMembers
-        let countsMoved = counts != lastCounts
+        let countsMoved = counts != lastCounts || countsOwed
         lastCounts = counts
+        countsOwed = false
         var delta: PushEvent?
         var whole: (PushEvent, PresenceWatch.State)?
         for subscription in followers.values {
