@@ -54,6 +54,20 @@ import Testing
         #expect(limiter.take("a", now: 1000) == .allowed)
     }
 
+    /// A batch takes its messages all or none: one refused spent what it had taken so far, and
+    /// the next lone publish was refused too. One larger than the burst is told so, not to wait.
+    @Test func aBatchTakesAllItsTokensOrNone() {
+        let limiter = KeyedRateLimiter(limit: RateLimit(perSecond: 1, burst: 3))
+        #expect(limiter.take("a", now: 0) == .allowed, "the call")
+        #expect(limiter.take("a", count: 3, alreadyTaken: 1, now: 0) == .beyondBurst)
+        #expect(limiter.take("a", count: 2, alreadyTaken: 1, now: 0) == .allowed)
+        #expect(limiter.take("b", now: 0) == .allowed)
+        #expect(limiter.take("b", now: 0) == .allowed)
+        #expect(limiter.take("b", count: 2, alreadyTaken: 1, now: 0) == .limited(retryAfterSeconds: 1))
+        #expect(limiter.take("b", now: 0) == .allowed, "the refused batch took none")
+        #expect(limiter.take("b", now: 0) == .limited(retryAfterSeconds: 1))
+    }
+
     @Test func staysBoundedAndForgetsOnlyFullBuckets() {
         let limiter = KeyedRateLimiter(limit: RateLimit(perSecond: 1, burst: 1), maxKeys: 2)
         #expect(limiter.take("a", now: 0) == .allowed)

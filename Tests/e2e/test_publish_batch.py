@@ -173,10 +173,16 @@ def test_batch_publish_rate_counts_every_message(start_server):
     limited = post_batch(port, batch_body([(topic, "4")]), bearer(KEY))
     assert_json_error(limited, 429, "too_many_requests")
     assert int(limited.header("Retry-After")) >= 1
-    # Four messages are over a burst of 3 in one request: refused whole.
-    assert_json_error(post_batch(port, batch_body([(topic, str(n)) for n in (5, 6, 7, 8)]), bearer(OTHER_KEY)),
-                      429, "too_many_requests")
+    # Four messages are over a burst of 3 in one request: refused whole, and told no wait helps
+    # (no Retry-After: it said 1 s, however long the client waited).
+    beyond = post_batch(port, batch_body([(topic, str(n)) for n in (5, 6, 7, 8)]), bearer(OTHER_KEY))
+    assert_json_error(beyond, 429, "too_many_requests")
+    assert beyond.header("Retry-After") is None and "more than the publish burst" in beyond.json()["detail"], beyond
     assert topic_seq(port, topic) == 3
+    # A refused batch spends nothing past its call: the two tokens left take a batch of two.
+    # Before, it spent what it took until it was refused, and the bucket was empty.
+    assert_batch_answer(post_batch(port, batch_body([(topic, str(n)) for n in (9, 10)]), bearer(OTHER_KEY)),
+                        [(topic, 4), (topic, 5)])
 
 
 def test_batch_idempotency_key_replays_the_first_answer_and_publishes_nothing_again(server):

@@ -31,7 +31,6 @@ extension TopicAPI {
                 return .reply(.error(.badRequest, "message \(index): \(problem.message)"))
             }
         }
-        if let refusal = charge(messages.count - 1) { return .reply(refusal.reply) }
         // The topics it would make count together against `--max-topics`, not one by one.
         if let refusal = hub.capacityRefusal(forTopics: messages.lazy.map(\.topic)) {
             return .reply(.error(.overCapacity("\(refusal); none was published")))
@@ -44,6 +43,8 @@ extension TopicAPI {
             case let refusal?: return .reply(.error(.unavailable("\(refusal.description); none was published")))
             }
         }
+        // Charged once nothing else refuses it: a batch refused spends no more than its call.
+        if let refusal = charge(messages.count - 1) { return .reply(refusal.reply) }
         if log.answersAtOnce {
             // Every message is numbered now, so the answer is ready at once.
             return .reply(idempotency.run(key, scope: scope, request: request) { publishAtOnce(messages) })

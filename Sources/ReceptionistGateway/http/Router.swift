@@ -122,16 +122,19 @@ final class Router {
         let readTarget = clientReads?.target(of: request, segments)
         switch segments.first {
         case "publish" where segments.count == 1:
-            // The call itself took one publish from the bucket; each further message takes one.
+            // The call itself took one publish from the bucket; the further messages take one
+            // each, all of them or none.
             return topicAPI.publishBatch(request, scope: scope) { extra in
-                for _ in 0..<extra {
-                    if case .limited(let seconds) = publisher.limiter.take(caller.rateKey, now: now) {
-                        counters.refused(.publishRate)
-                        return ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
-                                                 headers: [("Retry-After", "\(seconds)")]))
-                    }
+                switch publisher.limiter.take(caller.rateKey, count: extra, alreadyTaken: 1, now: now) {
+                case .allowed: return nil
+                case .limited(let seconds):
+                    counters.refused(.publishRate)
+                    return ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
+                                             headers: [("Retry-After", "\(seconds)")]))
+                case .beyondBurst:
+                    counters.refused(.publishRate)
+                    return ReplyError(.error(.tooManyRequests, "a batch of \(extra + 1) messages is more than the publish burst allows at once; send fewer in each"))
                 }
-                return nil
             }
         case "stores" where segments.count == 3 && segments[2] == "presence":
             return presence(request, .store(segments[1]), client: client)

@@ -19,10 +19,15 @@ final class KeyedRateLimiter {
     enum Answer: Equatable {
         case allowed
         case limited(retryAfterSeconds: Int)
+        /// More than a full bucket holds: no wait lets it through.
+        case beyondBurst
     }
 
-    func take(_ key: String, now: UInt64) -> Answer {
-        guard limit.perSecond > 0 else { return .allowed }
+    /// Takes `count` tokens from `key`'s bucket, all of them or none (a batch refused spends
+    /// nothing of what it asked for), for a request that took `alreadyTaken` before.
+    func take(_ key: String, count: Int = 1, alreadyTaken: Int = 0, now: UInt64) -> Answer {
+        guard limit.perSecond > 0, count > 0 else { return .allowed }
+        guard Double(count + alreadyTaken) <= limit.burst else { return .beyondBurst }
         if buckets[key] == nil {
             if buckets.count >= maxKeys {
                 buckets = buckets.filter { !$0.value.isFull(now: now) }
@@ -30,7 +35,7 @@ final class KeyedRateLimiter {
             guard buckets.count < maxKeys else { return .limited(retryAfterSeconds: 1) }
             buckets[key] = limit.bucket(now: now)
         }
-        if limit.take(&buckets[key]!, now: now) { return .allowed }
+        if buckets[key]!.take(count, rate: limit.perSecond, burst: limit.burst, now: now) { return .allowed }
         return .limited(retryAfterSeconds: buckets[key]!.secondsUntilNext(rate: limit.perSecond, burst: limit.burst, now: now))
     }
 }

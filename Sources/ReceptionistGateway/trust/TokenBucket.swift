@@ -17,14 +17,14 @@ struct TokenBucket: Sendable {
         fullAt = Self.nanoseconds(now)
     }
 
-    /// Takes one token if there is one.
-    mutating func take(rate: Double, burst: Double, now: UInt64) -> Bool {
-        guard rate > 0 else { return true }
+    /// Takes `count` tokens if there are that many, or none.
+    mutating func take(_ count: Int = 1, rate: Double, burst: Double, now: UInt64) -> Bool {
+        guard rate > 0, count > 0 else { return true }
         let now = Self.nanoseconds(now)
         let interval = 1e9 / rate
         let start = max(fullAt, now)
-        guard Double(start - now) <= (burst - 1) * interval else { return false }
-        fullAt = start &+ UInt64(interval.rounded())
+        guard Double(start - now) + Double(count - 1) * interval <= (burst - 1) * interval else { return false }
+        fullAt = start &+ UInt64((interval * Double(count)).rounded())
         return true
     }
 
