@@ -57,7 +57,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "The most bytes of messages each topic, and of change sets each store (its --retain ones included), keeps in memory; past it the oldest go, as past --history.")
     var historyBytes = 16 * 1024 * 1024
 
-    @Option(help: "Seconds a topic nobody publishes to or follows is kept, with its history; then it is forgotten, and a subscriber coming back gets a reset. 0 keeps topics for good.")
+    @Option(help: "Seconds a topic nobody publishes to or follows is kept, with its history; then it is forgotten, and a subscriber coming back gets a reset. 0 keeps topics for good (one never published to goes with its last subscriber).")
     var topicTtl = 86_400.0
 
     @Option(help: "Most topics kept at once; a publish that would make one more is answered 503 over_capacity.")
