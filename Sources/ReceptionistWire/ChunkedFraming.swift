@@ -29,6 +29,17 @@ struct ChunkedFraming {
 
     private var state = State.size(digits: 0)
     private var size: UInt64 = 0
+    /// The data of the chunks before the current one, and the most the body may hold.
+    private var total: UInt64 = 0
+    private let maxBodyBytes: UInt64
+    /// The refusal was of a size that takes the body past `maxBodyBytes`, not of malformed framing.
+    private(set) var tooLarge = false
+
+    /// `maxBodyBytes`: a chunk's size that takes the body past it is refused as it is read, before
+    /// any of its data, so the refusal does not depend on how the stream was split into reads.
+    init(maxBodyBytes: UInt64 = .max) {
+        self.maxBodyBytes = maxBodyBytes
+    }
     /// Data bytes still due in the current chunk.
     private var dataLeft: UInt64 = 0
 
@@ -64,6 +75,10 @@ struct ChunkedFraming {
                 // More than 16 significant digits cannot be a size.
                 guard size >> 60 == 0 else { return false }
                 size = size << 4 | UInt64(value)
+                guard size <= maxBodyBytes - total else {
+                    tooLarge = true
+                    return false
+                }
                 state = .size(digits: digits + 1)
                 return true
             }
@@ -91,6 +106,7 @@ struct ChunkedFraming {
             if size == 0 {
                 state = .trailerLineStart
             } else {
+                total += size
                 dataLeft = size
                 state = .data
             }

@@ -121,11 +121,13 @@ public final class HTTPRequestParser {
             offset += http_parser_execute(parser, settings, base + offset, bytes.count - offset)
             let errno = chp_errno(parser)
             let complete = errno == HPE_PAUSED.rawValue
-            if errno == HPE_OK.rawValue || complete, chunked != nil, offset > bodyStart,
+            // The strict framing sees every body byte http-parser took, up to a refusal of its own
+            // too: the earlier byte's refusal is answered, however the stream was split.
+            if chunked != nil, offset > bodyStart,
                 !checkChunked(UnsafeRawBufferPointer(rebasing: bytes[max(start, bodyStart)..<offset]), complete: complete)
             {
                 finished.removeAll()
-                return fail(Self.badChunkedFraming, into: &output)
+                return fail(chunked?.tooLarge == true ? bodyTooLarge : Self.badChunkedFraming, into: &output)
             }
             output.requests += finished
             finished.removeAll(keepingCapacity: true)
@@ -136,6 +138,8 @@ public final class HTTPRequestParser {
                 if leadingBlankBytes > 2 { phase = .head }
             }
             if complete {
+                // The message's framing was checked whole; what follows is the next message's.
+                chunked = nil
                 http_parser_pause(parser, 0)
                 scanner.reset()
                 scanningHead = true
@@ -296,12 +300,11 @@ public final class HTTPRequestParser {
             headers.set("Host", authority)
         }
         if parser.pointee.content_length != UInt64.max, parser.pointee.content_length > UInt64(limits.maxBodyBytes) {
-            pendingError = HTTPParseError(
-                status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")
+            pendingError = bodyTooLarge
             return -1
         }
         phase = .body
-        if !codings.isEmpty { chunked = ChunkedFraming() }
+        if !codings.isEmpty { chunked = ChunkedFraming(maxBodyBytes: UInt64(limits.maxBodyBytes)) }
         // An HTTP/1.0 client's expectation is ignored (RFC 9110, section 10.1.1).
         let length = parser.pointee.content_length
         awaitsContinue = expectsContinue && minor >= 1 && (!codings.isEmpty || (length != UInt64.max && length > 0))
@@ -316,8 +319,7 @@ public final class HTTPRequestParser {
 
     private func bodyBytes(_ at: UnsafePointer<CChar>?, _ length: Int) -> Int32 {
         if body.count + length > limits.maxBodyBytes {
-            pendingError = HTTPParseError(
-                status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")
+            pendingError = bodyTooLarge
             return 1
         }
         body.append(contentsOf: UnsafeRawBufferPointer(start: at, count: length))
@@ -332,6 +334,10 @@ public final class HTTPRequestParser {
     }
 
     private static let badChunkedFraming = HTTPParseError(status: .badRequest, detail: "malformed chunked body")
+
+    private var bodyTooLarge: HTTPParseError {
+        HTTPParseError(status: .payloadTooLarge, detail: "request body exceeds \(limits.maxBodyBytes) bytes")
+    }
 
     /// The `100 Continue` the request being read asked for was sent.
     public func continueSent() {

@@ -33,6 +33,35 @@ private func parse(_ text: String) -> HTTPRequestParser.Output { parse([Array(te
         }
     }
 
+    /// Found by fuzzing the strict framing: whole, http-parser's 413 came first (its data
+    /// callback saw the size past the limit), split, the framing's 400; and a checked message's
+    /// framing was still applied to the next one's first bytes. A size past the limit is now
+    /// refused at its size line, and each message's framing ends with it.
+    @Test(arguments: [
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\rld\rSeq\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n8\r\nhello\r\n6;ext=1\r\nTer: \n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: y\r\n\r\n\r\u{0B}",
+    ])
+    func theAnswerDoesNotDependOnTheSplit(_ text: String) {
+        let bytes = Array(text.utf8)
+        func run(_ pieces: [[UInt8]]) -> HTTPRequestParser.Output {
+            let parser = HTTPRequestParser(limits: HTTPParserLimits(maxHeadBytes: 16_384, maxBodyBytes: 7))
+            var all = HTTPRequestParser.Output()
+            for piece in pieces {
+                let output = parser.parse(piece)
+                all.requests += output.requests
+                if let error = output.error, all.error == nil { all.error = error }
+            }
+            return all
+        }
+        let whole = run([bytes])
+        #expect(whole.error != nil)
+        for pieces in [bytes.map { [$0] }] + (1..<bytes.count).map({ [Array(bytes[..<$0]), Array(bytes[$0...])] }) {
+            let split = run(pieces)
+            #expect(split.error == whole.error && split.requests.count == whole.requests.count, "\(pieces.count) pieces, first \(pieces[0].count)")
+        }
+    }
+
     @Test func aChunkedBodyWithExtensionsAndTrailersIsServed() throws {
         let output = parse(Self.chunkedHead + "2;name=value\r\n{}\r\n0\r\nX-Trailer: y\r\n\r\n" + Self.next)
         #expect(output.error == nil)
