@@ -111,7 +111,9 @@ def http_case(rng: random.Random) -> tuple[str, bytes, tuple[int, str]]:
         return kind, head, (431, "header_too_large")
     if kind == "chunk-size":
         size = rng.choice([b"zz", b"-1", b"0x5", b"g", b";ext", b"fffffffffffffffffffff"])
-        return kind, body_head(b"Transfer-Encoding: chunked\r\n") + size + b"\r\nhello\r\n0\r\n\r\n", BAD_REQUEST
+        # A size past --max-body-bytes is refused as it is read, before it could overflow: 413.
+        expected = (413, "payload_too_large") if size.startswith(b"fff") else BAD_REQUEST
+        return kind, body_head(b"Transfer-Encoding: chunked\r\n") + size + b"\r\nhello\r\n0\r\n\r\n", expected
     if kind == "chunk-end":
         return kind, body_head(b"Transfer-Encoding: chunked\r\n") + b"5\r\nhello" + \
             rng.choice([b"XX", b"\n\n", b"!!"]) + b"0\r\n\r\n", BAD_REQUEST
