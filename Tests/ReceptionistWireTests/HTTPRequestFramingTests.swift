@@ -1,8 +1,8 @@
 import Testing
 @testable import ReceptionistWire
 
-private func parse(_ pieces: [[UInt8]]) -> HTTPRequestParser.Output {
-    let parser = HTTPRequestParser()
+private func parse(_ pieces: [[UInt8]], limits: HTTPParserLimits = HTTPParserLimits()) -> HTTPRequestParser.Output {
+    let parser = HTTPRequestParser(limits: limits)
     var all = HTTPRequestParser.Output()
     for piece in pieces {
         let output = parser.parse(piece)
@@ -45,14 +45,7 @@ private func parse(_ text: String) -> HTTPRequestParser.Output { parse([Array(te
     func theAnswerDoesNotDependOnTheSplit(_ text: String) {
         let bytes = Array(text.utf8)
         func run(_ pieces: [[UInt8]]) -> HTTPRequestParser.Output {
-            let parser = HTTPRequestParser(limits: HTTPParserLimits(maxHeadBytes: 16_384, maxBodyBytes: 7))
-            var all = HTTPRequestParser.Output()
-            for piece in pieces {
-                let output = parser.parse(piece)
-                all.requests += output.requests
-                if let error = output.error, all.error == nil { all.error = error }
-            }
-            return all
+            parse(pieces, limits: HTTPParserLimits(maxHeadBytes: 16_384, maxBodyBytes: 7))
         }
         let whole = run([bytes])
         #expect(whole.error != nil)
