@@ -18,6 +18,9 @@ enum EnvironmentArguments {
     /// or a header name holds none; an API key might, so it is one value: use --api-key-file).
     static let separated: Set<String> = ["allowed-origin", "hook-forward-header"]
 
+    /// What a flag's variable may say for no.
+    static let noValues: Set<String> = ["0", "false", "no", "off", ""]
+
     static func current() -> [String: String] {
         var result: [String: String] = [:]
         var pointer = environ
@@ -56,7 +59,7 @@ enum EnvironmentArguments {
             if option.isFlag {
                 switch value.lowercased() {
                 case "1", "true", "yes", "on": result.append(flag)
-                case "0", "false", "no", "off", "": break
+                case let no where noValues.contains(no): break
                 default:
                     throw ValidationError("\(option.variable) must be 1, true, yes or on, or 0, false, no, off or empty, not '\(value)'")
                 }
@@ -74,7 +77,7 @@ enum EnvironmentArguments {
     /// does (a flag said no adds nothing to the arguments, so the file could not see it).
     static func flagsTurnedOff(environment: [String: String], options: [Option]) -> Set<String> {
         Set(options.filter { option in
-            option.isFlag && ["0", "false", "no", "off", ""].contains(environment[option.variable]?.lowercased())
+            option.isFlag && environment[option.variable].map { noValues.contains($0.lowercased()) } == true
         }.map(\.name))
     }
 

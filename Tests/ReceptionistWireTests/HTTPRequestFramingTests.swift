@@ -1,19 +1,6 @@
 import Testing
 @testable import ReceptionistWire
 
-private func parse(_ pieces: [[UInt8]], limits: HTTPParserLimits = HTTPParserLimits()) -> HTTPRequestParser.Output {
-    let parser = HTTPRequestParser(limits: limits)
-    var all = HTTPRequestParser.Output()
-    for piece in pieces {
-        let output = parser.parse(piece)
-        all.requests += output.requests
-        if let error = output.error, all.error == nil { all.error = error }
-    }
-    return all
-}
-
-private func parse(_ text: String) -> HTTPRequestParser.Output { parse([Array(text.utf8)]) }
-
 /// Where a request ends, and what keeps its connection, as RFC 9112 has it where http-parser as
 /// packaged is lenient.
 @Suite struct HTTPRequestFramingTests {

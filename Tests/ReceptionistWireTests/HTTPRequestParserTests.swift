@@ -2,23 +2,6 @@ import ReceptionistJSON
 import Testing
 @testable import ReceptionistWire
 
-/// Feeds `text` to a fresh parser in the given pieces and returns everything it produced.
-private func parse(_ pieces: [[UInt8]], limits: HTTPParserLimits = HTTPParserLimits()) -> HTTPRequestParser.Output {
-    let parser = HTTPRequestParser(limits: limits)
-    var all = HTTPRequestParser.Output()
-    for piece in pieces {
-        let output = parser.parse(piece)
-        all.requests += output.requests
-        if let error = output.error, all.error == nil { all.error = error }
-        if let rest = output.upgradeRemainder { all.upgradeRemainder = rest }
-    }
-    return all
-}
-
-private func parse(_ text: String, limits: HTTPParserLimits = HTTPParserLimits()) -> HTTPRequestParser.Output {
-    parse([Array(text.utf8)], limits: limits)
-}
-
 private let validRequests: [String] = [
     "GET / HTTP/1.1\r\nHost: a\r\n\r\n",
     "GET /healthz?x=1&y=%20 HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nX-Long: \(String(repeating: "v", count: 300))\r\n\r\n",
