@@ -103,6 +103,28 @@ import Testing
         #expect(get(files, target).response.status == .notFound)
     }
 
+    /// A hidden file or directory is never served, wherever it is; `.well-known` is.
+    @Test func hiddenFilesAreNotServedButWellKnownIs() throws {
+        let root = base.appendingPathComponent("hidden")
+        let manager = FileManager.default
+        for directory in [".git", "css/.cache", ".well-known"] {
+            try manager.createDirectory(at: root.appendingPathComponent(directory), withIntermediateDirectories: true)
+        }
+        for (name, text) in [
+            (".env", "SECRET=1"), (".git/config", "[core]"), ("css/.cache/x.css", "x{}"), ("css/.site.css.swp", "swap"),
+            ("css/site.css", "body{}"), (".well-known/security.txt", "Contact: x"),
+        ] {
+            try text.write(to: root.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        }
+        let files = StaticFiles(directory: root.path)
+        for target in ["/.env", "/.git/config", "/css/.cache/x.css", "/css/.site.css.swp"] {
+            #expect(get(files, target).response.status == .notFound, "\(target)")
+        }
+        #expect(get(files, "/css/site.css").sharedBody?.array == Array("body{}".utf8))
+        #expect(get(files, "/.well-known/security.txt").sharedBody?.array == Array("Contact: x".utf8))
+        #expect(files.skipped.isEmpty)
+    }
+
     @Test func contentTypes() {
         #expect(ContentType.forPath("a/b.js") == "text/javascript; charset=utf-8")
         #expect(ContentType.forPath("x.PNG") == "image/png")

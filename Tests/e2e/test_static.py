@@ -33,6 +33,10 @@ FILES = {
 
 SECRET = b"secret outside the public directory\n"
 
+# Hidden files a deploy leaves in a public directory: none is served. `.well-known` is (RFC 8615).
+HIDDEN = [".env", ".git/config", "a/.secret.txt", "a/.cache/inner.txt"]
+WELL_KNOWN = (".well-known/security.txt", b"Contact: mailto:security@example.com\n")
+
 
 @dataclass
 class Site:
@@ -48,6 +52,11 @@ def site(tmp_path_factory, module_servers) -> Site:
         target = public / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
+    for name in HIDDEN:
+        (public / name).parent.mkdir(parents=True, exist_ok=True)
+        (public / name).write_bytes(SECRET)
+    (public / WELL_KNOWN[0]).parent.mkdir(parents=True, exist_ok=True)
+    (public / WELL_KNOWN[0]).write_bytes(WELL_KNOWN[1])
     # Targets a naive server could reach by escaping the public directory.
     (root / "x").write_bytes(SECRET)
     (root / "outside").mkdir()
@@ -228,3 +237,16 @@ def test_symlinks_leaving_public_dir_are_not_served(site, path):
     resp = http_client_request(site.server.port, "GET", path)
     assert SECRET not in resp.body
     assert_json_error(resp, 404, "not_found")
+
+
+@pytest.mark.parametrize("name", HIDDEN)
+def test_hidden_files_are_not_served(site, name):
+    resp = http_client_request(site.server.port, "GET", "/" + name)
+    assert SECRET not in resp.body
+    assert_json_error(resp, 404, "not_found")
+
+
+def test_well_known_files_are_served(site):
+    resp = http_client_request(site.server.port, "GET", "/" + WELL_KNOWN[0])
+    assert resp.status == 200
+    assert resp.body == WELL_KNOWN[1]

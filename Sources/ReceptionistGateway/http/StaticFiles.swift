@@ -6,7 +6,9 @@ import ReceptionistWire
 /// The public directory, read into memory once at start-up so serving never blocks the loop.
 ///
 /// Invariant: only regular files whose real path lies inside the real public root are loaded, so
-/// a symlink out of the root is never served; request paths are decoded by `RequestPath`, which
+/// a symlink out of the root is never served. A hidden file or directory (its name starts with
+/// `.`: `.git`, `.env`, an editor's swap file) is left out too, except `.well-known` (RFC 8615),
+/// whose files are meant to be served. Request paths are decoded by `RequestPath`, which
 /// refuses `..`, NUL bytes and encoded separators before any lookup.
 ///
 /// Immutable after loading; read on the loop thread.
@@ -44,7 +46,7 @@ final class StaticFiles {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            if name != "." && name != ".." { names.append(name) }
+            if Self.isServed(name) { names.append(name) }
         }
         for name in names.sorted() {
             let path = directory + "/" + name
@@ -69,6 +71,12 @@ final class StaticFiles {
                 continue
             }
         }
+    }
+
+    /// Whether a directory entry named `name` is looked at: not `.` and `..`, nor a hidden one
+    /// other than `.well-known`.
+    static func isServed(_ name: String) -> Bool {
+        !name.hasPrefix(".") || name == ".well-known"
     }
 
     /// Answers a GET or HEAD for `path`, honouring `If-None-Match`.
