@@ -161,7 +161,12 @@ public final class Topic: PresenceMembers {
         history.append(event, number: seq, size: event.json.count)
         counters.topicPublishes += 1
         guard let fanOutQueue else { return fanOut(event) }
-        if unsent.isEmpty { fanOutQueue.add(self) }
+        if unsent.isEmpty {
+            fanOutQueue.add(self)
+            // Room for a run, not grown one message at a time (a cluster node mirrors a whole
+            // script call's messages at once).
+            unsent.reserveCapacity(16)
+        }
         unsent.append(event)
     }
 
