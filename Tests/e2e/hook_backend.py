@@ -107,6 +107,10 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
         if method == "slow":
             time.sleep(5)
             return 200, {"late": True}
+        if method == "sleep":
+            # Answered after `data` seconds, with them.
+            time.sleep(float(body.get("data") or 0))
+            return 200, {"slept": body.get("data")}
         return 404, {"reason": f"no method {method}"}
     return 404, {"reason": "no such hook"}
 

@@ -2,8 +2,8 @@
 never completes its handshake stalls no one, a subscribe hook with no way to know who asks refuses
 to start the gateway, a connection with no identity is refused before the subscribe hook is asked,
 a short sliding session is refreshed halfway rather than at every sweep, a client's close answer
-behind a data frame ends the connection at once, and a header sent on several lines reaches the
-connect hook whole."""
+behind a data frame ends the connection at once, a header sent on several lines reaches the
+connect hook whole, and one client's RPCs cannot take every hook call from the others."""
 
 from __future__ import annotations
 
@@ -129,11 +129,11 @@ class SilentListener:
 # ---- https: nothing done on the event loop per connection -------------------------
 
 HTTPS_TIMEOUT = 1.5  # --hook-timeout of the https test's gateway
-RPCS, CLIENTS = 200, 4
+RPCS, CLIENTS = 200, 20  # 10 RPCs a client: all under way at once (a connection may have 16)
 
 
 def test_rpcs_to_an_https_hook_that_never_handshakes_stall_nothing_else(start_server):
-    """200 RPCs at once (4 clients, 50 each) to an https RPC hook whose server accepts and never
+    """200 RPCs at once (20 clients, 10 each) to an https RPC hook whose server accepts and never
     answers the TLS handshake: `/healthz`, polled all along, stays fast, and every RPC is answered
     `unavailable` at its `--hook-timeout`. Before, every new TLS connection loaded the CA bundle on
     the event loop: the gateway stopped answering anyone for over a second (worst `/healthz` about
@@ -329,3 +329,31 @@ def test_a_header_sent_on_several_lines_reaches_the_connect_hook_whole(start_ser
         assert call["headers"] == {"cookie": "theme=dark; session=alice",
                                    "x-forwarded-for": "203.0.113.7, 10.0.0.2"}, call
         assert received.startswith(b"HTTP/1.1 200 OK\r\n"), received[:200]
+
+
+def test_one_clients_rpcs_leave_room_for_other_clients_hook_calls(start_server, backend):
+    """A client sends 32 RPCs that each take the backend 3 s, on a gateway that makes 20 hook calls
+    at once: it has 16 under way and the rest wait, so another client's connect is answered at once
+    instead of behind them (it waited 3 s when one client could take all 20). Every RPC is still
+    answered, once, in two rounds of the backend's time."""
+    rpcs, seconds = 32, 3.0
+    gateway = start_server("--api-key", API_KEY, "--hook-max-inflight", "20", "--hook-timeout", "10",
+                           *backend.hook_args("connect", "rpc"))
+    with connect(gateway.port, additional_headers={"Cookie": "session=alice"}) as busy:
+        started = time.monotonic()
+        for index in range(rpcs):
+            send_json(busy, {"type": "rpc", "id": f"r{index}", "method": "sleep", "data": seconds})
+        # The backend has this client's first 16 under way, and no more.
+        wait_for(lambda: backend.stats()["inFlight"] == 16, 5.0, "16 RPCs under way")
+        before = time.monotonic()
+        with connect(gateway.port, additional_headers={"Cookie": "session=bob"}) as other:
+            send_json(other, {"type": "subscribe", "topic": "chat"})
+            assert recv_json(other, timeout=5)["type"] == "subscribed"
+        admitted = time.monotonic() - before
+        assert admitted < 1.5, f"another client's connect waited {admitted:.2f} s behind one client's RPCs"
+        assert backend.stats()["peak"] <= 17, backend.stats()
+        answers = [recv_json(busy, timeout=2 * seconds + 5) for _ in range(rpcs)]
+        took = time.monotonic() - started
+    assert sorted(answer["id"] for answer in answers) == sorted(f"r{index}" for index in range(rpcs))
+    assert all(answer == {"type": "rpc_result", "id": answer["id"], "data": {"slept": seconds}} for answer in answers), answers
+    assert 2 * seconds <= took < 2 * seconds + 5, took

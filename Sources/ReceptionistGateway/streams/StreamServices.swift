@@ -28,6 +28,8 @@ final class StreamServices {
     let handoff: JobHandoff
     /// What each WebSocket connection's client is still owed (its close waits for it).
     let owedAnswers = OwedAnswers()
+    /// The RPCs each WebSocket connection has under way: 16 at most, the next waits.
+    let rpcWindows = RPCWindows(limit: 16)
 
     init(
         config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,

@@ -188,6 +188,7 @@ extension StreamSession {
         }
         core.subscriptions.removeAll()
         services.owedAnswers.forget(connection)
+        services.rpcWindows.forget(connection)
         services.table.sessionDidClose(connection)
     }
 }

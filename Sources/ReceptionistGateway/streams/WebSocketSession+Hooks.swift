@@ -65,21 +65,44 @@ extension WebSocketSession {
         }
     }
 
-    /// Calls the RPC hook; its answer comes back as `rpc_result`, any failure as `rpc_error`.
-    func rpc(id: String, method: String, data: JSONValue) {
-        if expireTokenIfDue() { return }
+    /// Calls the RPC hook; its answer comes back as `rpc_result`, any failure as `rpc_error`. With
+    /// 16 of the connection's RPCs under way already (`RPCWindows`), this one and every message
+    /// after it wait until one of them is answered.
+    func rpc(id: String, method: String, data: JSONValue) -> Pause? {
+        if expireTokenIfDue() { return nil }
         guard let hooks = services.hooks, hooks.isSet(.rpc) else {
-            return sendText(PushEncoder.rpcError(id: id, code: "rpc_failed", message: "this gateway has no RPC hook (--hook-rpc)"))
+            sendText(PushEncoder.rpcError(id: id, code: "rpc_failed", message: "this gateway has no RPC hook (--hook-rpc)"))
+            return nil
         }
         if services.access.requiresToken, core.claims == nil {
-            return sendText(PushEncoder.rpcError(
+            sendText(PushEncoder.rpcError(
                 id: id, code: "unauthorized", message: "an RPC needs a token: send {\"type\":\"auth\",\"token\":…} first"))
+            return nil
         }
         let (user, info) = hookIdentity
         let body: JSONValue = ["client": clientName, "user": user, "info": info, "method": .string(method), "data": data]
+        let windows = services.rpcWindows
+        guard windows.hasRoom(connection) else {
+            return { [unowned self] resume in
+                windows.whenRoom(connection) { [weak self] in
+                    guard let self, connection.state == .open, !isClosing else { return }
+                    callRPC(hooks, id: id, body: body)
+                    resume()
+                }
+            }
+        }
+        callRPC(hooks, id: id, body: body)
+        return nil
+    }
+
+    private func callRPC(_ hooks: HookClient, id: String, body: JSONValue) {
         let settle = owing()
+        let ended = services.rpcWindows.started(connection)
         hooks.call(.rpc, body) { [weak self] answer in
-            defer { settle() }
+            defer {
+                settle()
+                ended()
+            }
             guard let self, connection.state == .open else { return }
             switch HookDecision.rpc(answer) {
             case .result(let value): sendText(PushEncoder.rpcResult(id: id, data: value))

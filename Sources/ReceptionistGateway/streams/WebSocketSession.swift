@@ -181,7 +181,7 @@ final class WebSocketSession: StreamSession {
         case .success(.publish(let topic, let data, let ref)):
             return publish(topic, data: data, ref: ref)
         case .success(.rpc(let id, let method, let data)):
-            rpc(id: id, method: method, data: data)
+            return rpc(id: id, method: method, data: data)
         case .success(.commit(let store, let request, let ref)):
             return commit(store, request: request, ref: ref)
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
