@@ -34,6 +34,8 @@ public struct DiskContents: Sendable {
 
     public var stores: [Store] = []
     public var topics: [Topic] = []
+    /// The idempotency keys still in their window, oldest first.
+    public var idempotencyKeys: [DiskIdempotencyRecord] = []
     /// The last run ended without a clean shutdown, with writes acknowledged before they were
     /// synced, on a machine that has restarted since: the newest of them may be lost, so every
     /// store and topic was given a new epoch (their subscribers are reset, never moved back).

@@ -47,6 +47,11 @@ public final class DiskEngine: StoreJournal, Sendable {
         try lock.markHeldData()
         var contents = try DiskSchema.load(
             db, path: options.directory + "/" + DiskSchema.fileName, retain: options.retainOf, topicHistory: options.topicHistory)
+        do {
+            contents.idempotencyKeys = try DiskIdempotencyTable.load(db, options: options, now: Clock.microsecondsSinceEpoch())
+        } catch {
+            throw DiskError("the data file is damaged (\(error)); refusing to use it")
+        }
         let writer: DiskWriter
         do {
             let meta = try DiskMeta.read(db)
@@ -198,6 +203,13 @@ public final class DiskEngine: StoreJournal, Sendable {
         completion: @escaping @Sendable (StoreError?) -> Void
     ) -> Bool {
         enqueue(.message(DiskMessage(topic: topic, epoch: epoch, seq: seq, publishedAt: publishedAt, data: data, completion: completion)), wait: false)
+    }
+
+    /// Stores a change to the idempotency keys after every write queued before it; `completion`
+    /// runs on the writer thread once it is stored (nil) or not. False, and no completion, when
+    /// the queue is full: the caller never waits here.
+    public func recordIdempotency(_ change: DiskIdempotencyChange, completion: (@Sendable (StoreError?) -> Void)? = nil) -> Bool {
+        enqueue(.idempotency(DiskIdempotencyWrite(change: change, completion: completion)), wait: false)
     }
 
     /// Deletes a topic and its messages (forgotten after `--topic-ttl`). False, and nothing

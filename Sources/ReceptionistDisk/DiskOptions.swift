@@ -23,6 +23,10 @@ public struct DiskOptions: Sendable {
     /// Stored batches whose change sets wait for the notifier (their observers), at most: past it
     /// the writer waits, so a blocked observer holds the disk back and never grows memory.
     public var maxUnsettledBatches = 64
+    /// Idempotency keys are kept this long from their first use (`--idempotency-window`), at
+    /// most `maxIdempotencyKeys` of them (`--idempotency-keys`), the oldest pruned first.
+    public var idempotencyWindowSeconds: Double = 300
+    public var maxIdempotencyKeys = 100_000
 
     public init(
         directory: String, fsync: Fsync = .always, intervalSeconds: Double = 1, retain: Int = 100_000,

@@ -24,7 +24,7 @@ enum DiskSchema {
         CREATE TABLE IF NOT EXISTS topics(name TEXT PRIMARY KEY, epoch TEXT NOT NULL, seq INTEGER NOT NULL) WITHOUT ROWID;
         CREATE TABLE IF NOT EXISTS messages(topic TEXT NOT NULL, seq INTEGER NOT NULL, published_at INTEGER NOT NULL,
             data BLOB NOT NULL, PRIMARY KEY(topic, seq)) WITHOUT ROWID;
-        """
+        """ + DiskIdempotencyTable.schema
 
     /// Opens (or creates) the database in `directory`, checks it is ours and whole, and sets the
     /// journal mode and sync level for `fsync`. `heldData`: the directory held a database before.

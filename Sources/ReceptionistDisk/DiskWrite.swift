@@ -12,6 +12,8 @@ enum DiskWrite: Sendable {
     case message(DiskMessage)
     /// A topic forgotten after `--topic-ttl` of quiet: it and its messages go.
     case forgetTopic(String)
+    /// An idempotency key claimed, answered or released.
+    case idempotency(DiskIdempotencyWrite)
 }
 
 struct DiskMessage: Sendable {

@@ -14,6 +14,7 @@ final class DiskWriter {
     let upsertModel, deleteModel, setModelsVersion: SQLiteStatement
     private let insertStore, deleteStoreRow, deleteStoreModels, deleteStoreChanges: SQLiteStatement
     private let upsertTopic, insertMessage, compactMessages, deleteTopicRow, deleteTopicMessages: SQLiteStatement
+    private let idempotency: DiskIdempotencyTable
     /// The store object live under each name, and the next version it must store (while a batch
     /// runs, a store it writes to has the next version in its `DiskStoreBatch`).
     var stores: [String: (store: ObjectIdentifier, next: UInt64)] = [:]
@@ -43,6 +44,7 @@ final class DiskWriter {
         compactMessages = try db.prepare("DELETE FROM messages WHERE topic = ?1 AND seq <= ?2")
         deleteTopicRow = try db.prepare("DELETE FROM topics WHERE name = ?1")
         deleteTopicMessages = try db.prepare("DELETE FROM messages WHERE topic = ?1")
+        idempotency = try DiskIdempotencyTable(db: db, options: options)
         for topic in contents.topics { topics[topic.name] = (topic.seq + 1, topic.epoch) }
         let now = Clock.microsecondsSinceEpoch()
         for store in contents.stores {
@@ -80,6 +82,8 @@ final class DiskWriter {
         var refused: [(store: ModelStore, generation: UInt64, error: StoreError)] = []
         var messages: [(DiskMessage, StoreError?)] = []
         var signals: [DiskSignal] = []
+        var keys: [@Sendable (StoreError?) -> Void] = []
+        var wroteKeys = false
         var stored = 0
     }
 
@@ -103,6 +107,7 @@ final class DiskWriter {
                 for write in queued { try apply(write, to: &outcome) }
                 _ = try writeTouchedModels()
             }
+            if outcome.wroteKeys { try idempotency.pruneIfDue(now: Clock.microsecondsSinceEpoch()) }
             try db.execute("COMMIT")
             writtenSinceCheckpoint = true
         } catch {
@@ -129,6 +134,7 @@ final class DiskWriter {
         }
         for (message, problem) in outcome.messages { message.completion(problem) }
         for signal in outcome.signals { signal.finish(nil) }
+        for completion in outcome.keys { completion(nil) }
     }
 
     /// Writes one of a batch's writes into the open transaction and notes what it came to.
@@ -161,6 +167,11 @@ final class DiskWriter {
         case .forgetTopic(let name):
             try forgetTopic(name)
             outcome.stored += 1
+        case .idempotency(let write):
+            try idempotency.apply(write.change)
+            if let completion = write.completion { outcome.keys.append(completion) }
+            outcome.wroteKeys = true
+            outcome.stored += 1
         }
     }
 
@@ -172,6 +183,7 @@ final class DiskWriter {
             case .createStore(_, let signal), .deleteStore(_, let signal): signal.finish(failure)
             case .message(let message): message.completion(failure)
             case .forgetTopic: break  // kept on disk: a message 1 of the name replaces it, a start brings it back
+            case .idempotency(let write): write.completion?(failure)
             }
         }
         engine.settleLater { [undone] in

@@ -285,9 +285,12 @@ struct ServeCommand: ParsableCommand {
         config.redisURLs = engine == "redis" ? redisURLs : []
         config.disk = try dataDir.map { directory in
             try Self.makeDirectory(directory)
-            return DiskOptions(
+            var options = DiskOptions(
                 directory: directory, fsync: DiskOptions.Fsync(rawValue: fsync) ?? .always, intervalSeconds: fsyncInterval,
                 retain: retain, topicHistory: history)
+            options.idempotencyWindowSeconds = idempotencyWindow
+            options.maxIdempotencyKeys = idempotencyKeys
+            return options
         }
         config.hooks.urls = [
             .connect: hookConnect, .subscribe: hookSubscribe, .publish: hookPublish, .write: hookWrite, .rpc: hookRpc,

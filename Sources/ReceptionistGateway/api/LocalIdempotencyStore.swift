@@ -66,6 +66,22 @@ final class LocalIdempotencyStore: IdempotencyStore {
         }
     }
 
+    /// A key kept from an earlier run, put back at start: first used `age` seconds ago, answered
+    /// with `reply` (nil: its request's outcome is unknown, so it stays claimed and its retries get
+    /// 409 until the window passes). Oldest first; past the window or the bound, it is not kept.
+    func restore(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], age: Double, reply: StoredReply?) {
+        guard age < windowSeconds else { return }
+        let since = now() - max(0, age)
+        table.withLock { table in
+            let scoped = ScopedKey(scope: scope, key: key)
+            table.entries[scoped] = Entry(fingerprint: fingerprint, since: since, reply: reply)
+            table.order.append((scoped, since))
+            while table.entries.count > maxKeys, let oldest = table.order.popFirst() {
+                if table.entries[oldest.key]?.since == oldest.since { table.entries.removeValue(forKey: oldest.key) }
+            }
+        }
+    }
+
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) {
         table.withLock { table in
             let scoped = ScopedKey(scope: scope, key: key)

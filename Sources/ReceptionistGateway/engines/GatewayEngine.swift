@@ -22,7 +22,8 @@ final class GatewayEngine {
     struct Started {
         /// Where topics' messages are numbered and kept.
         let topicLog: any TopicLog
-        /// The idempotency keys' table: in memory, or in Redis for a cluster.
+        /// The idempotency keys' table: in memory, kept on disk with `--data-dir`, or in Redis for
+        /// a cluster.
         let idempotency: any IdempotencyStore
     }
 
@@ -52,9 +53,11 @@ final class GatewayEngine {
                 idempotency: RedisIdempotencyStore(
                     engine: cluster, windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys))
         }
+        let table = LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys)
+        guard let disk else { return Started(topicLog: MemoryTopicLog(hub: hub), idempotency: table) }
         return Started(
-            topicLog: disk.map { DiskTopicLog(hub: hub, engine: $0, loop: loop) } ?? MemoryTopicLog(hub: hub),
-            idempotency: LocalIdempotencyStore(windowSeconds: config.idempotencyWindowSeconds, maxKeys: config.maxIdempotencyKeys))
+            topicLog: DiskTopicLog(hub: hub, engine: disk, loop: loop),
+            idempotency: DiskIdempotencyStore(table: table, disk: disk, kept: contents?.idempotencyKeys ?? [], mailbox: loop.mailbox))
     }
 
     /// `--demo`: the `tiles` store, made (or, in a cluster, joined) and animated.

@@ -1,0 +1,80 @@
+@testable import ReceptionistDisk
+import ReceptionistModel
+import ReceptionistSync
+import Testing
+
+/// Idempotency keys in the data directory: claimed, answered and released as the writer stores
+/// them, kept through a restart, and bounded by their window and their number.
+@Suite struct DiskIdempotencyTests {
+    private func record(_ key: String, since: UInt64 = Clock.microsecondsSinceEpoch()) -> DiskIdempotencyRecord {
+        DiskIdempotencyRecord(scope: "scope", key: key, fingerprint: Array(key.utf8), since: since)
+    }
+
+    /// Records `changes` and waits until the writer has stored the last one; `held`, the writer
+    /// takes them all in one transaction.
+    private func store(_ changes: [DiskIdempotencyChange], in engine: DiskEngine, held: Bool = false) {
+        if held { engine.holdWriter(true) }
+        let stored = ConditionLock<StoreError??>(nil)
+        let done: @Sendable (StoreError?) -> Void = { error in
+            stored.withLock { $0 = .some(error) }
+            stored.broadcast()
+        }
+        for (index, change) in changes.enumerated() {
+            let queued = engine.recordIdempotency(change, completion: index == changes.count - 1 ? done : nil)
+            #expect(queued)
+        }
+        if held { engine.holdWriter(false) }
+        let outcome = stored.wait(seconds: 10, until: { $0 != nil }, then: { value, _ in value })
+        #expect(outcome == .some(nil), "the last change was stored")
+    }
+
+    private func reopen(_ directory: String, _ configure: (inout DiskOptions) -> Void = { _ in }) throws -> [DiskIdempotencyRecord] {
+        var options = DiskOptions(directory: directory)
+        configure(&options)
+        let (engine, contents) = try DiskEngine.open(options)
+        engine.close()
+        return contents.idempotencyKeys
+    }
+
+    @Test func claimedAnsweredAndReleasedKeysAreKeptAsTheyWereLeft() throws {
+        let directory = temporaryDirectory()
+        let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
+        #expect(contents.idempotencyKeys.isEmpty)
+        let claimed = record("claimed"), answered = record("answered"), released = record("released")
+        store([
+            .claim(claimed), .claim(answered), .claim(released),
+            .answer(scope: "scope", key: "answered", fingerprint: Array("answered".utf8), status: 201, reply: Array("{\"seq\":1}".utf8)),
+            .release(scope: "scope", key: "released", fingerprint: Array("released".utf8)),
+            // Neither a key of another request's fingerprint nor an answered one is touched.
+            .answer(scope: "scope", key: "claimed", fingerprint: Array("other".utf8), status: 201, reply: []),
+            .release(scope: "scope", key: "answered", fingerprint: Array("answered".utf8)),
+        ], in: engine)
+        engine.close()
+        var expected = answered
+        expected.status = 201
+        expected.reply = Array("{\"seq\":1}".utf8)
+        #expect(try reopen(directory) == [claimed, expected])
+    }
+
+    @Test func keysPastTheirWindowAreNotLoaded() throws {
+        let directory = temporaryDirectory()
+        let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+        let now = Clock.microsecondsSinceEpoch()
+        store([.claim(record("old", since: now - 400_000_000)), .claim(record("new", since: now - 200_000_000))], in: engine)
+        engine.close()
+        #expect(try reopen(directory).map(\.key) == ["new"])
+        #expect(try reopen(directory) { $0.idempotencyWindowSeconds = 100 }.isEmpty)
+    }
+
+    /// Five keys in one transaction with a bound of three: the table keeps the newest three, in the
+    /// order they were first used, and a key claimed again counts from its new first use.
+    @Test func theTableKeepsTheNewestKeysWithinItsBound() throws {
+        let directory = temporaryDirectory()
+        var options = DiskOptions(directory: directory)
+        options.maxIdempotencyKeys = 3
+        let (engine, _) = try DiskEngine.open(options)
+        store(["a", "b", "c", "d", "a"].map { .claim(record($0)) }, in: engine, held: true)
+        engine.close()
+        #expect(try reopen(directory) { $0.maxIdempotencyKeys = 100 }.map(\.key) == ["c", "d", "a"], "pruned on disk, not only at load")
+    }
+}
