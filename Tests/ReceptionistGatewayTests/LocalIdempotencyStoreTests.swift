@@ -25,6 +25,25 @@ import Testing
         #expect(store.claim(key("k"), scope: "", fingerprint: second) == .conflict)
     }
 
+    /// Keys put back at start, oldest first: an answered one is replayed, one without an answer (its outcome
+    /// unknown) is in progress until its window passes, counted from its first use; one past its
+    /// window is not kept.
+    @Test func restoredKeysKeepTheirAnswerAndTheirAge() {
+        let clock = ManualClock()
+        clock.advance(1000)
+        let store = LocalIdempotencyStore(windowSeconds: 300, maxKeys: 10, now: { clock.now })
+        store.restore(key("old"), scope: "", fingerprint: first, age: 301, reply: created)
+        store.restore(key("unknown"), scope: "", fingerprint: first, age: 200, reply: nil)
+        store.restore(key("answered"), scope: "", fingerprint: first, age: 10, reply: created)
+        #expect(store.count == 2)
+        #expect(store.claim(key("answered"), scope: "", fingerprint: first) == .replay(created))
+        #expect(store.claim(key("unknown"), scope: "", fingerprint: first) == .inProgress)
+        #expect(store.claim(key("unknown"), scope: "", fingerprint: second) == .conflict)
+        clock.advance(100)
+        #expect(store.claim(key("unknown"), scope: "", fingerprint: first) == .claimed, "its window ran from its first use")
+        #expect(store.claim(key("old"), scope: "", fingerprint: second) == .claimed)
+    }
+
     @Test func scopesAreApart() {
         let store = LocalIdempotencyStore(windowSeconds: 300, maxKeys: 10)
         #expect(store.claim(key("k"), scope: "a", fingerprint: first) == .claimed)
