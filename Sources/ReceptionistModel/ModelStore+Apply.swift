@@ -202,7 +202,8 @@ extension ModelStore {
     /// A model id is 1 to 128 bytes of UTF-8 with no `/` and no control character.
     static func isValidModelID(_ id: String) -> Bool {
         let bytes = id.utf8
-        guard !bytes.isEmpty, bytes.count <= 128 else { return false }
+        // `.` and `..` could not be named in a URL: clients and proxies remove such segments.
+        guard !bytes.isEmpty, bytes.count <= 128, id != ".", id != ".." else { return false }
         for byte in bytes where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "/") {
             return false
         }

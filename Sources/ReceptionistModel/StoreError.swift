@@ -36,7 +36,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .storeExists(let name): "a store named '\(name)' already exists"
         case .invalidStoreName(let name): "'\(name)' is not a valid store name: use 1 to 64 of A-Z a-z 0-9 _ . -, not . or .."
         case .noSuchModel(let id): "no model '\(id)'"
-        case .invalidModelID(let id): "'\(id)' is not a valid model id: use 1 to 128 bytes of UTF-8 without '/' or control characters"
+        case .invalidModelID(let id): "'\(id)' is not a valid model id: use 1 to 128 bytes of UTF-8 without '/' or control characters, other than '.' and '..'"
         case .notAnObject(let what): "\(what) must be a JSON object"
         case .invalidValue(let why): why
         case .emptyCommit: "a change set needs at least one change"

@@ -91,10 +91,12 @@ import Testing
 
     @Test func modelIDsAreOneTo128BytesWithoutSlashOrControlCharacters() {
         let store = ModelStore(name: "s")
-        for bad in ["", "a/b", "a\u{7F}", "tab\t", String(repeating: "x", count: 129), String(repeating: "é", count: 65)] {
+        // `.` and `..` are refused: no URL can name them (a client resolves `/models/..` to the
+        // store itself, and a DELETE of it deleted the store).
+        for bad in [".", "..", "", "a/b", "a\u{7F}", "tab\t", String(repeating: "x", count: 129), String(repeating: "é", count: 65)] {
             #expect(throws: StoreError.self) { try store.commit([.put(model: bad, value: ["n": 1])]) }
         }
-        for good in ["a", "tile-1", "snow ☃", String(repeating: "é", count: 64)] {
+        for good in ["a", "tile-1", "snow ☃", "...", ".a", "a..", String(repeating: "é", count: 64)] {
             #expect(throws: Never.self) { try store.commit([.put(model: good, value: ["n": 1])]) }
         }
     }

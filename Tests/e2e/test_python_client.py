@@ -162,6 +162,22 @@ def test_every_store_method_with_conditions(server):
             gateway.snapshot(store)
 
 
+@pytest.mark.parametrize("model", [".", ".."])
+def test_a_dot_segment_model_id_is_refused_before_any_request(server, model):
+    """`..` in a URL path names the parent: `delete_model(store, "..")` sent `DELETE
+    /api/stores/{store}`, and the whole store went. Refused in the client, for every call that
+    names a model, and the store is untouched."""
+    store = unique("py-dots")
+    with Gateway(url(server)) as gateway:
+        gateway.create_store(store)
+        gateway.put_model(store, "a", {"n": 1})
+        for call in (lambda: gateway.delete_model(store, model), lambda: gateway.get_model(store, model),
+                     lambda: gateway.put_model(store, model, {"n": 2}), lambda: gateway.patch_model(store, model, {"n": 2})):
+            with pytest.raises(ValueError, match="cannot be"):
+                call()
+        assert gateway.get_model(store, "a") == ({"n": 1}, '"1"')
+
+
 def test_async_gateway_does_the_same(server):
     async def scenario() -> None:
         store, topic = unique("py-astore"), unique("py-atopic")

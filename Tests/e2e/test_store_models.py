@@ -197,3 +197,23 @@ def test_a_string_written_another_way_is_a_change_every_subscriber_gets(server):
         assert frame["type"] == "changes" and frame["version"] == 2, frame
         assert frame["changes"][0]["value"] == "e\u0301", frame
     assert get_model(server.port, store, "m")["value"] == {"x": {"k": "e\u0301"}, "y": 1}
+
+
+@pytest.mark.parametrize("model", [".", ".."])
+def test_a_model_id_no_url_can_name_is_400(server, model):
+    """`.` and `..` are path segments every client resolves: a model named `..` could never be
+    read, and a client's `DELETE /api/stores/s/models/..` became `DELETE /api/stores/s`, the
+    whole store. Refused when written, over HTTP and WebSocket alike; the store is untouched."""
+    from wsclient import connect, recv_json, send_json
+    store = fresh_store(server.port)
+    put_model(server.port, store, "m", {"x": 1}, 201)
+    resp = api(server.port, "POST", f"/api/stores/{store}/changes",
+               {"changes": [{"op": "put", "model": model, "value": {"x": 2}}]})
+    assert_json_error(resp, 400, "bad_request")
+    assert "not a valid model id" in json.loads(resp.body)["detail"]
+    with connect(server.port) as ws:
+        send_json(ws, {"type": "commit", "store": store, "ref": "c1",
+                       "changes": [{"op": "put", "model": model, "value": {"x": 2}}]})
+        answer = recv_json(ws)
+        assert (answer["type"], answer["code"], answer["ref"]) == ("error", "bad_message", "c1"), answer
+    assert plain_snapshot(server.port, store) == {"store": store, "version": 1, "models": {"m": {"x": 1}}}

@@ -26,6 +26,9 @@ def check_topic(name: object) -> str:
 def check_name(kind: str, name: object) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"a {kind} name must be a non-empty string, not {name!r}")
+    if name in (".", ".."):
+        # A path segment every HTTP client resolves: `/models/..` would name the store itself.
+        raise ValueError(f"a {kind} name cannot be {name!r}")
     return name
 
 
