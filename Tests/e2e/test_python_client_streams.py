@@ -236,11 +236,17 @@ def test_topic_gap_and_reset(start_server):
             gap, *kept = await events(behind, 4)
             assert (gap.kind, gap.gap_from, gap.gap_to) == ("gap", 2, 3)
             assert [(e.kind, e.seq, e.data) for e in kept] == [("message", s, s) for s in (4, 5, 6)]
+            # A resume into another epoch: a reset, then the new epoch from its start (what its
+            # history of 3 holds, a gap for the rest), not only what comes after the reset.
             elsewhere = gateway.subscribe_topic(topic, since=2, epoch="0123456789abcdef")
             reset = await step(elsewhere)
             assert (reset.kind, reset.seq, reset.previous, reset.epoch) == ("reset", 6, 2, epoch)
+            gap, *kept = await events(elsewhere, 4)
+            assert (gap.kind, gap.gap_from, gap.gap_to) == ("gap", 1, 3)
+            assert [(e.kind, e.seq, e.data) for e in kept] == [("message", s, s) for s in (4, 5, 6)]
             await gateway.publish(topic, 7)
             assert (await step(elsewhere)).seq == 7
+            assert (elsewhere.resets, elsewhere.epoch) == (1, epoch)
 
     run(scenario)
 

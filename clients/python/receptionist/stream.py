@@ -268,6 +268,15 @@ class Stream(ABC, Generic[E]):
         if self._ws is not None:
             self._ws.transport.abort()
 
+    def _resubscribe_now(self) -> bool:
+        """Subscribe again at once (no backoff) on a new connection, with what
+        ``_subscribe_frame`` says then; False when a drop would end the subscription instead."""
+        if not self._options.reconnect:
+            return False
+        self._drain_delay = 0.0
+        self._drop()
+        return True
+
     def _drop_for_test(self) -> None:
         """Cut the connection as a network failure would, forcing a reconnect and resume."""
         self._drop()

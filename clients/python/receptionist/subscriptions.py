@@ -47,8 +47,10 @@ class TopicEvent:
 
     ``kind`` is ``"message"`` (``seq``, ``data``, ``published_at``), ``"gap"`` (messages
     ``gap_from`` to ``gap_to`` left the history and are lost; ``seq`` is ``gap_to``) or
-    ``"reset"`` (the topic's numbering started over in a new ``epoch``: the messages after
-    ``seq`` follow; ``previous`` is the number held before).
+    ``"reset"`` (the topic's numbering started over in a new ``epoch``; ``previous`` is the
+    number held before). A reset found on subscribing, at ``seq`` above 0, is followed by the new
+    epoch's messages from its start (those its history still holds; a ``"gap"`` for the rest), as
+    the subscription takes them again from 0; one while subscribed by the messages after ``seq``.
     """
 
     kind: Literal["message", "gap", "reset"]
@@ -170,6 +172,8 @@ class TopicSubscription(Stream[TopicEvent]):
             raise ValueError("epoch is given together with since")
         self.resumes = 0
         self.resets = 0
+        # Subscribing again from 0 in a new epoch: the old connection's frames are not taken.
+        self._resyncing = False
 
     def _subscribe_frame(self) -> dict[str, Any]:
         frame: dict[str, Any] = {"type": "subscribe", "topic": self.topic}
@@ -185,11 +189,20 @@ class TopicSubscription(Stream[TopicEvent]):
         kind = frame.get("type")
         seq = _int(frame, "seq")
         epoch = frame.get("epoch") if isinstance(frame.get("epoch"), str) else None
+        if self._resyncing and kind != "subscribed":
+            return []
         if kind == "subscribed" and seq is not None:
             self._confirmed()
+            self._resyncing = False
             self.resumes += bool(frame.get("resumed"))
             if frame.get("reset"):
-                return [self._reset(seq, epoch, frame)]
+                event = self._reset(seq, epoch, frame)
+                if seq > 0 and self._resubscribe_now():
+                    # The new epoch's messages up to `seq` are in its history: taken from its
+                    # start, on a new connection, as the gateway's answer says to.
+                    self.seq = 0
+                    self._resyncing = True
+                return [event]
             self.epoch = epoch or self.epoch
             if self.seq is None:
                 self.seq = seq
