@@ -356,14 +356,21 @@ def test_tokens_in_urls_stay_out_of_the_logs(start_server):
     import signal
 
     server = start_server("--token-secret", SECRET, "--log-level", "debug")
-    # Refused requests are logged with their target; streams that start are not logged at all.
+    # Refused requests, and streams that start, are logged with their target, the token hidden.
     token = token_for(topics=["other"])
     status, _ = sse_head(server.port, f"/api/topics/t/events?since=0&token={token}")
     assert " 403 " in status
     with pytest.raises(websockets.exceptions.InvalidStatus):
         connect(server.port, path=f"/ws?token={token}x")
+    accepted = token_for(topics=["t"])
+    status, _ = sse_head(server.port, f"/api/topics/t/events?since=0&token={accepted}")
+    assert " 200 " in status
+    with connect(server.port, path=f"/ws?token={accepted}"):
+        pass
     server.send_signal(signal.SIGTERM)
     assert server.wait_exit(15) == 0
     log = server.stderr_text()
-    assert "token=…" in log, log
-    assert token not in log and token.split(".")[2] not in log, "a token reached the log"
+    assert "GET /api/topics/t/events?since=0&token=… 200" in log, log
+    assert "GET /ws?token=… 101" in log, log
+    for secret in (token, accepted):
+        assert secret not in log and secret.split(".")[2] not in log, "a token reached the log"

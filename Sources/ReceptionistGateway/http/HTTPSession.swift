@@ -8,16 +8,10 @@ import ReceptionistWire
 ///
 /// Loop thread only.
 final class HTTPSession: TCPConnectionDelegate, GatewaySession {
-    /// A protocol the connection switches to once the current request is answered.
-    private enum Handover {
-        case webSocket(WebSocketSession.Mode, response: [UInt8], grant: StreamGrant, deflate: PerMessageDeflate?)
-        case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
-    }
-
     let connection: TCPConnection
     private let parser: HTTPRequestParser
     private var state: HTTPSessionState
-    private let services: HTTPServices
+    let services: HTTPServices
     /// Replies owed, in request order; a reply from a job thread waits here for those before it.
     private var slots: [ResponseSlot] = []
     private var handover: Handover?
@@ -202,6 +196,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             let supported = mode == .push ? ["receptionist.v1"] : []
             switch WebSocketHandshake.accept(request, supported: supported, compression: services.streams.compression != nil) {
             case .success(let accepted):
+                logAnswer(slot, HTTPStatus.switchingProtocols.code)
                 slots.removeAll()
                 handover = .webSocket(mode, response: accepted.response, grant: grant, deflate: accepted.deflate)
             case .failure(let refusal):
@@ -212,6 +207,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
                 fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
                 return nil
             }
+            logAnswer(slot, HTTPStatus.ok.code)
             slots.removeAll()
             handover = .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
         case .later(let start):
@@ -247,24 +243,6 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         writeReadyReplies()
     }
 
-    /// Gives the connection to a WebSocket or SSE session; this session is done with it.
-    private func hand(over handover: Handover, remainder: [UInt8]) {
-        switch handover {
-        case .webSocket(let mode, let response, let grant, let deflate):
-            connection.write(response)
-            let session = WebSocketSession(
-                connection: connection, services: services.streams, mode: mode, claims: grant.claims, deflate: deflate)
-            services.table.replaceSession(of: connection, with: session)
-            session.start(remainder: remainder, connect: grant.connect)
-        case .stream(let target, let since, let epoch, let options, let presence, let grant):
-            let session = SSESession(connection: connection, services: services.streams, claims: grant.claims)
-            services.table.replaceSession(of: connection, with: session)
-            session.start(
-                target, since: since, epoch: epoch, options: options, presence: presence, date: services.dateCache.current,
-                grant: grant)
-        }
-    }
-
     /// A slot's reply came later (`ResponseSlot.answer`): written now, unless routing is under way.
     func slotFilled() {
         guard !answering else { return }
@@ -279,12 +257,15 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             guard connection.state == .open else { continue }
             let keepAlive = slot.keepAlive && !reply.closesConnection
             if !keepAlive { state.failed() }
-            services.logger.debug(
-                "\(slot.method.name) \(slot.redactedTarget) \(reply.response.status.code)",
-                metadata: ["peer": "\(connection.peerAddress ?? "?")"])
+            logAnswer(slot, reply.response.status.code)
             send(reply, headOnly: slot.method == .head, keepAlive: keepAlive && !(state.closing && slots.isEmpty))
         }
         if parser.awaitsContinue { continueIfAsked() }
+    }
+
+    /// The debug log's line for a request answered: a reply, or a stream it became.
+    private func logAnswer(_ slot: ResponseSlot, _ status: Int) {
+        services.logger.debug("\(slot.method.name) \(slot.redactedTarget) \(status)", metadata: ["peer": "\(connection.peerAddress ?? "?")"])
     }
 
     /// A request that waits for `100 Continue` before it sends its body (RFC 9110, section

@@ -1,0 +1,28 @@
+import ReceptionistLoop
+import ReceptionistWire
+
+extension HTTPSession {
+    /// A protocol the connection switches to once the current request is answered.
+    enum Handover {
+        case webSocket(WebSocketSession.Mode, response: [UInt8], grant: StreamGrant, deflate: PerMessageDeflate?)
+        case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
+    }
+
+    /// Gives the connection to a WebSocket or SSE session; this session is done with it.
+    func hand(over handover: Handover, remainder: [UInt8]) {
+        switch handover {
+        case .webSocket(let mode, let response, let grant, let deflate):
+            connection.write(response)
+            let session = WebSocketSession(
+                connection: connection, services: services.streams, mode: mode, claims: grant.claims, deflate: deflate)
+            services.table.replaceSession(of: connection, with: session)
+            session.start(remainder: remainder, connect: grant.connect)
+        case .stream(let target, let since, let epoch, let options, let presence, let grant):
+            let session = SSESession(connection: connection, services: services.streams, claims: grant.claims)
+            services.table.replaceSession(of: connection, with: session)
+            session.start(
+                target, since: since, epoch: epoch, options: options, presence: presence, date: services.dateCache.current,
+                grant: grant)
+        }
+    }
+}
