@@ -1,4 +1,5 @@
-"""What the sync and async clients share: the gateway's address and credentials."""
+"""What the sync and async clients share: the gateway's address and credentials, and how an
+answer or a failure to get one becomes an exception."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .errors import GatewayError, error_from_response
+from .errors import GatewayError, Unavailable, error_from_response
 
 DEFAULT_TIMEOUT = 10.0
 USER_AGENT = "receptionist-python/0.1"
@@ -56,3 +57,18 @@ def raise_for_error(response: httpx.Response) -> None:
         error: GatewayError = error_from_response(response.status_code, response.content,
                                                   dict(response.headers))
         raise error
+
+
+def transport_failure(method: str, url: str, exc: httpx.TransportError) -> Unavailable:
+    """The ``Unavailable`` for an HTTP call that got no answer: ``unreachable`` (no connection
+    made), ``timeout`` (no answer in time) or ``connection_lost`` (the connection failed during
+    the exchange). For a write the last two leave its outcome unknown."""
+    if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.ProxyError,
+                        httpx.UnsupportedProtocol)):
+        code = "unreachable"
+    elif isinstance(exc, httpx.TimeoutException):
+        code = "timeout"
+    else:
+        code = "connection_lost"
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return Unavailable(code, None, f"{method} {url}: {reason}")

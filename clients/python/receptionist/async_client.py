@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
@@ -9,7 +10,7 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _ops
-from ._common import DEFAULT_TIMEOUT, Settings, raise_for_error
+from ._common import DEFAULT_TIMEOUT, Settings, raise_for_error, transport_failure
 from ._ops import JSON, ETag
 from .stream import Stream, StreamOptions
 from .subscriptions import StoreSubscription, TopicSubscription
@@ -28,7 +29,8 @@ class AsyncGateway:
     ...             print(event.kind, tiles.version, len(tiles.state))
 
     ``stream_options`` (reconnect backoff, timeouts) apply to every subscription made here;
-    closing the gateway closes them.
+    closing the gateway closes them. A call that gets no answer (no connection, a timeout)
+    raises :class:`~receptionist.errors.Unavailable`, as an error answer raises its class.
     """
 
     def __init__(self, url: str, api_key: str | None = None, token: str | None = None, *,
@@ -45,10 +47,16 @@ class AsyncGateway:
     # ---- lifecycle -----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close every subscription made here, and the HTTP connections."""
-        for stream in list(self._streams):
-            await stream.close()
-        await self._http.aclose()
+        """Close every subscription made here, all at once (each waits at most its
+        ``close_timeout`` for the gateway), and the HTTP connections."""
+        try:
+            results = await asyncio.gather(*(stream.close() for stream in list(self._streams)),
+                                           return_exceptions=True)
+        finally:
+            await self._http.aclose()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
 
     async def __aenter__(self) -> AsyncGateway:
         return self
@@ -58,8 +66,11 @@ class AsyncGateway:
         await self.close()
 
     async def _run(self, call: _ops.Call[T]) -> T:
-        response = await self._http.request(call.method, call.path, params=tuple(call.params),
-                                            headers=call.headers, content=call.content)
+        try:
+            response = await self._http.request(call.method, call.path, params=tuple(call.params),
+                                                headers=call.headers, content=call.content)
+        except httpx.TransportError as exc:
+            raise transport_failure(call.method, self.settings.base_url + call.path, exc) from exc
         raise_for_error(response)
         return call.parse(response)
 

@@ -3,8 +3,10 @@
 Every HTTP error the gateway answers is JSON, ``{"error": "<code>", "detail": "<text>"}``, some
 with more members (``version`` on a 412, ``oldest`` on a 410). :func:`error_from_response` turns
 such an answer into the exception class registered for its code; a code this client does not
-know becomes a plain :class:`GatewayError`. Errors a stream reports (``{"type": "error"}``
-frames) are mapped by :func:`error_from_frame` onto the same classes, with ``status`` ``None``.
+know becomes a plain :class:`GatewayError`. An answer that is not the gateway's JSON (a proxy's
+HTML 503, say) takes the class registered for its status, with the code ``http_<status>``. Errors a
+stream reports (``{"type": "error"}`` frames) are mapped by :func:`error_from_frame` onto the same
+classes, with ``status`` ``None``. Every one pickles with all its fields (for ``multiprocessing``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,13 @@ class GatewayError(Exception):
         self.status = status
         self.detail = detail
         self.body: dict[str, Any] = dict(body or {})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exception's own reduction passes the message as the only argument, which these
+        # classes' constructors do not take; the fields are passed instead, the rest as state.
+        fields = ("code", "status", "detail", "body")
+        state = {k: v for k, v in self.__dict__.items() if k not in fields}
+        return type(self), (self.code, self.status, self.detail, self.body), state
 
 
 class BadRequest(GatewayError):
@@ -96,7 +105,17 @@ class TooManyRequests(GatewayError):
 
 
 class Unavailable(GatewayError):
-    """503 ``service_unavailable`` or ``over_capacity`` (a stream's ``unavailable``)."""
+    """503 ``service_unavailable`` or ``over_capacity`` (a stream's ``unavailable``); also a
+    subscription that gave up (``unreachable``, ``connection_lost``) and an HTTP call that could
+    not reach the gateway or had no answer in time (``unreachable``, ``timeout``,
+    ``connection_lost``, with ``status`` ``None`` and the transport's exception as
+    ``__cause__``)."""
+
+    def __init__(self, code: str, status: int | None, detail: str,
+                 body: Mapping[str, Any] | None = None, retry_after: float | None = None) -> None:
+        super().__init__(code, status, detail, body)
+        self.retry_after = retry_after
+        """Seconds to wait, from a 503's ``Retry-After`` header, when one was sent."""
 
 
 class InsufficientStorage(GatewayError):
@@ -115,6 +134,20 @@ _BY_CODE: dict[str, type[GatewayError]] = {
     "service_unavailable": Unavailable,
     "over_capacity": Unavailable,
     "insufficient_storage": InsufficientStorage,
+}
+
+# For answers that are not the gateway's JSON: the class of their status.
+_BY_STATUS: dict[int, type[GatewayError]] = {
+    400: BadRequest,
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    412: PreconditionFailed,
+    429: TooManyRequests,
+    503: Unavailable,
+    507: InsufficientStorage,
 }
 
 # The codes of `{"type":"error"}` frames (docs/PROTOCOL.md, "Errors").
@@ -163,16 +196,20 @@ def error_from_response(status: int, content: bytes,
         code: str = decoded["error"]
         detail = decoded.get("detail")
         text = detail if isinstance(detail, str) else ""
+        cls = _BY_CODE.get(code, GatewayError)
     else:
-        # Not the gateway's JSON (a proxy in front of it, say).
+        # Not the gateway's JSON (a proxy in front of it, say): the class of its status.
         code = f"http_{status}"
         text = content[:200].decode("utf-8", "replace")
-    cls = _BY_CODE.get(code, GatewayError)
-    if cls is TooManyRequests:
+        cls = _BY_STATUS.get(status, GatewayError)
+    if cls is TooManyRequests or cls is Unavailable:
         header = None
         if headers is not None:
             header = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
-        return TooManyRequests(code, status, text, body, retry_after=_retry_after(header))
+        retry_after = _retry_after(header)
+        if cls is TooManyRequests:
+            return TooManyRequests(code, status, text, body, retry_after=retry_after)
+        return Unavailable(code, status, text, body, retry_after=retry_after)
     return cls(code, status, text, body)
 
 

@@ -4,8 +4,12 @@ A subscription is an async iterator of events. It connects when first iterated, 
 ``auth`` (with a token) and ``subscribe``, and reads frames as they are asked for. When the
 connection drops it reconnects, after the delay a ``draining`` message asked for or with backoff
 (``Backoff``: 0.1 s doubling up to 5 s), and subscribes again with ``since`` and ``epoch``, so the
-gateway sends what was missed (or a reset). The store and topic subscriptions in
-``subscriptions.py`` say what the frames mean.
+gateway sends what was missed (or a reset). A refusal a new attempt may cure is retried the same
+way: ``rate_limited`` and ``unavailable`` always, ``no_such_store`` once the subscription has had
+its store (the store of a restarted gateway, not yet made again). ``max_attempts`` bounds the
+attempts in a row, each failed connection or refusal counting once. Closing waits at most
+``close_timeout`` for the closing handshake, then drops the connection. The store and topic
+subscriptions in ``subscriptions.py`` say what the frames mean.
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ E = TypeVar("E")
 
 # Stream errors after which a new connection may well succeed: the rest are final.
 _RETRYABLE_FRAME_CODES = frozenset({"rate_limited", "unavailable"})
+# Retried too once the subscription has had its target (a gateway restarted without it, whose
+# backend has not made it again yet); on a first subscription they are final.
+_RESUMABLE_FRAME_CODES = frozenset({"no_such_store"})
 # Upgrade answers worth another try later (busy, draining, timed out); others are final.
 _RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 
@@ -65,7 +72,8 @@ class Backoff:
 class StreamOptions:
     """How a subscription connects: backoff, ``max_attempts`` in a row before it gives up
     (``None``: never), ``reconnect`` (``False``: a drop ends it with ``Unavailable``), and the
-    WebSocket's timeouts and keepalive pings."""
+    WebSocket's timeouts and keepalive pings. ``close_timeout`` bounds the wait for the closing
+    handshake when the subscription is closed; past it the connection is dropped."""
 
     backoff: Backoff = Backoff()
     max_attempts: int | None = None
@@ -74,6 +82,11 @@ class StreamOptions:
     ping_interval: float | None = 20.0
     ping_timeout: float | None = 20.0
     trust_env: bool = True
+    close_timeout: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not self.close_timeout > 0:
+            raise ValueError("close_timeout must be positive")
 
 
 class Stream(ABC, Generic[E]):
@@ -87,6 +100,9 @@ class Stream(ABC, Generic[E]):
         self._ws: ClientConnection | None = None
         self._pending: deque[E] = deque()
         self._failures = 0            # attempts failed in a row (connect or subscribe)
+        self._last_error: BaseException | None = None   # why the last attempt failed
+        self._refusal: GatewayError | None = None       # a refusal this connection is dropped for
+        self._had_target = False      # the gateway answered a subscription of this one before
         self._drain_delay: float | None = None
         self._lost = False            # a connection was opened before: the next one waits
         self._answered = False        # the gateway answered this connection's subscription
@@ -112,7 +128,9 @@ class Stream(ABC, Generic[E]):
 
     def _confirmed(self) -> None:
         self._failures = 0
+        self._last_error = None
         self._answered = True
+        self._had_target = True
 
     def _end(self, reason: str) -> None:
         self.ended = reason
@@ -165,8 +183,11 @@ class Stream(ABC, Generic[E]):
             return []
         if kind == "error":
             error = error_from_frame(frame)
-            if error.code in _RETRYABLE_FRAME_CODES:
-                self._failed()
+            if error.code in _RETRYABLE_FRAME_CODES or \
+                    (error.code in _RESUMABLE_FRAME_CODES and self._had_target):
+                log.debug("receptionist: %s refused (%s); trying again", self._settings.ws_url, error)
+                self._failed(error)   # counted here, not again when the connection is found lost
+                self._refusal = error
                 self._drop()
                 return []
             self._closed = True
@@ -177,10 +198,9 @@ class Stream(ABC, Generic[E]):
 
     async def _open(self) -> None:
         """Connect (waiting first if a connection was lost or an attempt failed) and subscribe."""
-        last_error: BaseException | None = None
         while not self._closed:
             if self._lost or self._failures:
-                self._give_up_after(last_error)
+                self._give_up_after()
                 delay = self._drain_delay if self._drain_delay is not None else \
                     self._options.backoff.delay(max(self._failures - 1, 0))
                 self._drain_delay = None
@@ -188,8 +208,7 @@ class Stream(ABC, Generic[E]):
             try:
                 ws = await self._connect()
             except (OSError, asyncio.TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
-                last_error = exc
-                self._failed()
+                self._failed(exc)
                 log.debug("receptionist: connecting to %s failed (%r)", self._settings.ws_url, exc)
                 continue
             try:
@@ -197,8 +216,7 @@ class Stream(ABC, Generic[E]):
                     await ws.send(json.dumps({"type": "auth", "token": self._settings.token}))
                 await ws.send(json.dumps(self._subscribe_frame(), separators=(",", ":")))
             except ConnectionClosed as exc:
-                last_error = exc
-                self._failed()
+                self._failed(exc)
                 continue
             except BaseException:
                 ws.transport.abort()  # cancelled half-way: never keep a socket not subscribed
@@ -211,18 +229,21 @@ class Stream(ABC, Generic[E]):
             return
         raise StopAsyncIteration
 
-    def _failed(self) -> None:
+    def _failed(self, reason: BaseException) -> None:
         self._failures += 1
         self.failed_attempts += 1
+        self._last_error = reason
 
-    def _give_up_after(self, last_error: BaseException | None) -> None:
+    def _give_up_after(self) -> None:
         if not self._failures:
             return
         limit = self._options.max_attempts if self._options.reconnect else 1
         if limit is not None and self._failures >= limit:
             self._closed = True
-            raise Unavailable("unreachable", None, f"no connection to {self._settings.ws_url} "
-                              f"after {self._failures} attempts: {last_error!r}") from last_error
+            last = self._last_error
+            reason = str(last) if isinstance(last, GatewayError) else repr(last)
+            raise Unavailable("unreachable", None, f"no subscription at {self._settings.ws_url} "
+                              f"after {self._failures} attempts in a row; the last: {reason}") from last
 
     async def _connect(self) -> ClientConnection:
         try:
@@ -232,6 +253,7 @@ class Stream(ABC, Generic[E]):
                 open_timeout=self._options.open_timeout,
                 ping_interval=self._options.ping_interval,
                 ping_timeout=self._options.ping_timeout,
+                close_timeout=self._options.close_timeout,
                 max_size=None,
                 user_agent_header=USER_AGENT,
                 proxy=True if self._options.trust_env else None,
@@ -247,9 +269,16 @@ class Stream(ABC, Generic[E]):
 
     async def _connection_lost(self, closed: ConnectionClosed) -> None:
         self._ws = None
+        refusal, self._refusal = self._refusal, None
         if self._closed or self.ended is not None:
             return
         log.debug("receptionist: connection lost (%s); resuming", closed)
+        if refusal is not None:
+            # Dropped for a refusal worth another try, counted when it came.
+            if not self._options.reconnect:
+                self._closed = True
+                raise refusal
+            return
         if not self._answered:
             # Closed before the subscription was answered: a refusal (1008, the connect hook's
             # or the token's, with its reason), or an attempt that failed, which backs off and
@@ -258,7 +287,7 @@ class Stream(ABC, Generic[E]):
             if received is not None and received.code == 1008:
                 self._closed = True
                 raise Forbidden("forbidden", None, received.reason or "the gateway refused the connection") from closed
-            self._failed()
+            self._failed(closed)
         if not self._options.reconnect:
             self._closed = True
             raise Unavailable("connection_lost", None, f"the connection ended: {closed}") from closed
@@ -284,7 +313,8 @@ class Stream(ABC, Generic[E]):
     # ---- closing --------------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Unsubscribe by closing the connection; iteration then stops."""
+        """Unsubscribe by closing the connection; iteration then stops. Waits at most
+        ``close_timeout`` for the gateway to answer the close, then drops the connection."""
         self._closed = True
         await self._close_socket()
         if self._on_close is not None:
@@ -293,8 +323,15 @@ class Stream(ABC, Generic[E]):
 
     async def _close_socket(self) -> None:
         ws, self._ws = self._ws, None
-        if ws is not None:
-            await ws.close()
+        if ws is None:
+            return
+        try:
+            # The handshake is bounded by the connection's close_timeout too; this also bounds
+            # a send of the close frame that a gateway no longer reading would hold up.
+            async with asyncio.timeout(self._options.close_timeout):
+                await ws.close()
+        except TimeoutError:
+            ws.transport.abort()
 
     async def __aenter__(self) -> Self:
         return self

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import httpx
 
 from . import _ops
-from ._common import DEFAULT_TIMEOUT, Settings, raise_for_error
+from ._common import DEFAULT_TIMEOUT, Settings, raise_for_error, transport_failure
 from ._ops import JSON, ETag
 
 T = TypeVar("T")
@@ -23,7 +23,9 @@ class Gateway:
 
     ``api_key`` authorises writes (``Authorization: Bearer``); without one, ``token`` (a
     subscription token whose ``write`` or ``publish`` claim names the store or topic) does.
-    Every error answer raises a :class:`~receptionist.errors.GatewayError` subclass.
+    Every error answer raises a :class:`~receptionist.errors.GatewayError` subclass; a call that
+    gets no answer (no connection, a timeout, a connection lost) raises
+    :class:`~receptionist.errors.Unavailable`, with httpx's exception as ``__cause__``.
     """
 
     def __init__(self, url: str, api_key: str | None = None, token: str | None = None, *,
@@ -47,8 +49,11 @@ class Gateway:
         self.close()
 
     def _run(self, call: _ops.Call[T]) -> T:
-        response = self._http.request(call.method, call.path, params=tuple(call.params),
-                                      headers=call.headers, content=call.content)
+        try:
+            response = self._http.request(call.method, call.path, params=tuple(call.params),
+                                          headers=call.headers, content=call.content)
+        except httpx.TransportError as exc:
+            raise transport_failure(call.method, self.settings.base_url + call.path, exc) from exc
         raise_for_error(response)
         return call.parse(response)
 

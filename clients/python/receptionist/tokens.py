@@ -5,6 +5,7 @@ Needs PyJWT (``pip install "receptionist[tokens]"``).
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -12,6 +13,17 @@ from typing import Any
 __all__ = ["mint_token"]
 
 MAX_INFO_BYTES = 1024
+#: The longest token the gateway reads (docs/SECURITY.md): a longer one is refused unread.
+MAX_TOKEN_BYTES = 4096
+
+
+class _Utf8Encoder(json.JSONEncoder):
+    """Claims as UTF-8 JSON text, as the gateway measures ``info``: not ``\\u`` escapes, which
+    take up to three times the bytes in the token."""
+
+    def __init__(self, **options: Any) -> None:
+        options["ensure_ascii"] = False
+        super().__init__(**options)
 
 
 def _names(claim: str, names: Iterable[str]) -> list[str]:
@@ -34,9 +46,10 @@ def mint_token(secret: str | bytes, sub: str, stores: Iterable[str] = (),
     the stores whose models it may write over HTTP, ``presence`` whose members it may follow:
     names, ``prefix*`` patterns or ``"*"``. It expires ``expires_in`` seconds from now. ``sub``
     and ``info`` (a JSON object of at most 1 KiB) are what presence shows of its holder.
-    """
-    import json
 
+    The payload is written as UTF-8 JSON. A token longer than the gateway takes (4 KiB: long
+    lists of names, say) raises ``ValueError`` instead of being returned.
+    """
     import jwt  # PyJWT: an optional dependency, needed only here
 
     if not isinstance(sub, str):
@@ -56,4 +69,9 @@ def mint_token(secret: str | bytes, sub: str, stores: Iterable[str] = (),
             raise ValueError(f"info must encode to at most {MAX_INFO_BYTES} bytes")
         claims["info"] = dict(info)
     key = secret if isinstance(secret, bytes) else secret.encode("utf-8")
-    return jwt.encode(claims, key, algorithm="HS256")
+    token = jwt.encode(claims, key, algorithm="HS256", json_encoder=_Utf8Encoder)
+    if len(token.encode("utf-8")) > MAX_TOKEN_BYTES:
+        raise ValueError(f"the token would be {len(token)} bytes, and the gateway refuses tokens "
+                         f"over {MAX_TOKEN_BYTES}: name fewer stores, topics or patterns, or "
+                         "make info or sub shorter")
+    return token
