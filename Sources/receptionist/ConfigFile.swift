@@ -18,7 +18,7 @@ struct ConfigFile {
     }
 
     /// The options the file gives, as command-line arguments, with the line each came from.
-    var arguments: [(name: String, argument: String)] = []
+    var arguments: [(name: String, argument: String, line: Int)] = []
     var namespaces = Namespaces()
 
     /// The file `--config` (or `--config=`) names among `arguments`, if any.
@@ -69,7 +69,7 @@ struct ConfigFile {
             guard let option = options.first(where: { $0.name == key }) else {
                 throw Problem(line: line, key: key, detail: "is not an option of receptionist serve (see --help)")
             }
-            for argument in try arguments(option, value, line: line) { file.arguments.append((key, argument)) }
+            for argument in try arguments(option, value, line: line) { file.arguments.append((key, argument, line)) }
         }
         return file
     }
@@ -94,12 +94,32 @@ struct ConfigFile {
     /// Appends the file's options that `arguments` (the command line and environment) do not give.
     func merge(into arguments: [String], except turnedOff: Set<String> = []) -> [String] {
         var result = arguments
-        for (name, argument) in self.arguments where !turnedOff.contains(name) {
+        for (name, argument, _) in self.arguments where !turnedOff.contains(name) {
             let flag = "--" + name
             let given = arguments.contains { $0 == flag || $0.hasPrefix(flag + "=") || $0 == "--no-" + name }
             if !given { result.append(argument) }
         }
         return result
+    }
+
+    /// The file's line that gave the option a command-line `message` (a parse or validation
+    /// error) names first, if the file gave it and `arguments` (command line and environment) did
+    /// not: a value of the wrong kind is then told with its line, as a key of the wrong shape is.
+    func line(namedIn message: String, given arguments: [String]) -> (name: String, line: Int)? {
+        var first: (at: String.Index, name: String, line: Int)?
+        for (name, _, line) in self.arguments {
+            let flag = "--" + name
+            guard !arguments.contains(where: { $0 == flag || $0.hasPrefix(flag + "=") }) else { continue }
+            var searched = message.startIndex
+            while let found = message.range(of: flag, range: searched..<message.endIndex) {
+                searched = found.upperBound
+                // `--history` is not `--history-bytes`.
+                if found.upperBound < message.endIndex, message[found.upperBound].isLetter || message[found.upperBound] == "-" { continue }
+                if first.map({ found.lowerBound < $0.at }) ?? true { first = (found.lowerBound, name, line) }
+                break
+            }
+        }
+        return first.map { ($0.name, $0.line) }
     }
 
     /// Puts the file's namespaces into `config`, after the options (the disk's, `--history`).

@@ -32,9 +32,20 @@ struct ReceptionistCommand: ParsableCommand {
             exit(withError: error)
         }
         if let path = ConfigFile.path(in: arguments) {
+            let given = arguments
             do {
                 let off = EnvironmentArguments.flagsTurnedOff(environment: environment, options: options)
-                arguments = try ConfigFile.load(path, options: options).merge(into: arguments, except: off)
+                let file = try ConfigFile.load(path, options: options)
+                arguments = file.merge(into: arguments, except: off)
+                // A value the file gave that the option refuses is told with the file's line.
+                do {
+                    _ = try parseAsRoot(arguments)
+                } catch {
+                    let message = message(for: error)
+                    if let (name, line) = file.line(namedIn: message, given: given) {
+                        throw ConfigFile.Problem(line: line, key: name, detail: "is refused: \(message)")
+                    }
+                }
             } catch {
                 exit(withError: ValidationError("\(path): \(error)"))
             }

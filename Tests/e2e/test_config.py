@@ -42,14 +42,16 @@ def refused_start(tmp_path, text: str, name: str = "bad.yaml") -> str:
     # The YAML parser builds its tree by recursion: nested 10,000 deep, the process crashed.
     pytest.param("history: " + "[" * 10000 + "]" * 10000 + "\n", "line 1: the file nests collections more than 64 deep",
                  id="nested-10000"),
-    ("history: lots\n", "--history"),
+    # A value the option refuses is told with the file's line and key, as a bad key is.
+    ("port: 0\nhistory: lots\n", "line 2: 'history' is refused: The value 'lots' is invalid for '--history"),
+    ("port: 0\n\nhistory-bytes: 12\n", "line 3: 'history-bytes' is refused: --history-bytes must be at least"),
     ("namespaces:\n  - pattern: a.*\n    presense: false\n", "line 3: 'namespaces.presense' is not a namespace setting"),
     ("namespaces:\n  - presence: false\n", "'namespaces.pattern' is required"),
     ("namespaces:\n  - pattern: a.*\n    hooks: [connect]\n", "line 3: 'namespaces.hooks' names 'connect'"),
     ("namespaces:\n  - pattern: a.*\n    maxRate: 0\n", "line 3: 'namespaces.maxRate' must be a number"),
     ("namespaces:\n  - pattern: a.*\n    history: 5000\n", "keeps a history of 5000, more than --history (1000)"),
     ("port: [0\n", "is not YAML or JSON"),
-    ("max-queued-work: 0\n", "--max-queued-work must be positive"),
+    ("max-queued-work: 0\n", "line 1: 'max-queued-work' is refused: --max-queued-work must be positive"),
 ])
 def test_a_bad_file_is_refused_at_start_with_the_line_and_the_key(tmp_path, text, expected):
     assert expected in refused_start(tmp_path, text)
