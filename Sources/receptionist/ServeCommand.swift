@@ -63,7 +63,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Most topics kept at once; a publish that would make one more is answered 503 over_capacity.")
     var maxTopics = 100_000
 
-    @Flag(help: "Create the 'tiles' demo store (64 models) and animate it.")
+    @Flag(inversion: .prefixedNo, exclusivity: .chooseLast, help: "Create the 'tiles' demo store (64 models) and animate it.")
     var demo = false
 
     @Option(help: "Change sets per second for the demo's animate job.")
@@ -96,7 +96,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Members past which presence subscribers get the counts only (clients and distinct users).")
     var presenceMaxMembers = 1000
 
-    @Flag(help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
+    @Flag(inversion: .prefixedNo, exclusivity: .chooseLast, help: "Serve /ws/echo, which echoes every WebSocket message (for conformance suites such as Autobahn's).")
     var enableEcho = false
 
     @Option(help: "An API key that mutating calls must present as 'Authorization: Bearer <key>' (repeatable). Without any, the gateway listens on loopback only unless --insecure-open.")
@@ -105,7 +105,7 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "A file of API keys, one per line (blank lines and lines starting with # are skipped).")
     var apiKeyFile: String?
 
-    @Flag(help: "Listen on --host even without an API key, so anyone who reaches the port may publish.")
+    @Flag(inversion: .prefixedNo, exclusivity: .chooseLast, help: "Listen on --host even without an API key, so anyone who reaches the port may publish.")
     var insecureOpen = false
 
     @Option(help: "Secret for HS256 subscription tokens (JWT); when set, every subscription needs a token.")

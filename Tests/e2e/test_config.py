@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import http_client_request, server_binary
+from conftest import api, http_client_request, server_binary
 from wsclient import connect, recv_json, send_json, subscribe, unique
 
 KEY = "config-key"
@@ -105,6 +105,22 @@ def test_the_command_line_wins_over_the_environment_which_wins_over_the_file(sta
     assert keyed(from_cli.port, "POST", "/api/topics/t/messages", {"n": 1}, key="cli-key").status == 201
     assert keyed(from_cli.port, "POST", "/api/topics/t/messages", {"n": 1}, key="env-key").status == 401
     assert keyed(from_cli.port, "POST", "/api/topics/t/messages", {"n": "x" * 3000}, key="cli-key").status == 201
+
+
+def test_a_flag_the_file_or_the_environment_sets_is_turned_off_on_the_command_line(start_server, tmp_path):
+    """`--no-demo` wins over `demo: true` in the file and `RECEPTIONIST_DEMO=1`, as any option on
+    the command line wins; the last of `--demo` and `--no-demo` given counts."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text("demo: true\nenable-echo: true\n")
+
+    def has_demo(server) -> bool:
+        return api(server.port, "GET", "/api/stores/tiles").status == 200
+
+    assert has_demo(start_server("--config", str(config)))
+    off = start_server("--config", str(config), "--no-demo", "--no-enable-echo", env={"RECEPTIONIST_DEMO": "1"})
+    assert not has_demo(off)
+    assert api(off.port, "GET", "/ws/echo").status == 404
+    assert has_demo(start_server("--no-demo", "--demo"))
 
 
 @pytest.fixture(scope="module")
