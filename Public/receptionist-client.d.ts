@@ -15,8 +15,8 @@ import { ReceptionistClient } from './client/receptionist-client.js';
 export * from './client/json.js';
 export * from './client/limits.js';
 export {
-  ChangeOperation, CommitOptions, PublishOptions, ReceptionistClientOptions, SavedStore, StoreFilterOptions, StoreOptions,
-  TokenIn, TokenProvider, TokenValue, TopicOptions, Transport, TransportOption,
+  ChangeOperation, CommitOptions, PublishOptions, ReceptionistClientOptions, SavedStore, SavedTopic, StoreFilterOptions,
+  StoreOptions, TokenIn, TokenProvider, TokenValue, TopicOptions, Transport, TransportOption,
 } from './client/options.js';
 export { CommitError, GatewayError, PublishError } from './client/errors.js';
 export { Listener } from './client/emitter.js';

@@ -11,7 +11,8 @@
 // subscriptions, at most one per store and one per topic (the protocol's rule for a connection).
 // Over Server-Sent Events each subscription has an EventSource of its own. After any drop the
 // client reconnects with exponential backoff and jitter and resumes every subscription with
-// `since` (and a store's `epoch`). docs/PROTOCOL.md specifies the messages.
+// `since` and its `epoch`. Connection attempts and calls have deadlines (connectTimeoutMs,
+// requestTimeoutMs). docs/PROTOCOL.md specifies the messages.
 //
 // Nothing is buffered: a subscription keeps its current state and version, and what the browser
 // has not delivered yet stays in the browser's own socket buffers.

@@ -7,50 +7,51 @@ import { hasOwn, isObject, ownValue, setOwn } from './helpers.js';
  * (projected) copy: set the value at the path, creating the model and the objects on the way, or
  * remove it; after a removal under `paths`, drop the objects left empty above the listed path.
  * Returns the value the path held before (undefined when it held none).
+ *
+ * Nothing the copy held is changed in place: a change under a path replaces the model and each
+ * object on the way with a changed copy (copy on write), so a value once given out (a model, a
+ * change's value or old value, a snapshot's models) stays as it was given.
  */
 export function applyChange(models, change, listedPaths) {
   const id = change.model;
   const path = typeof change.path === 'string' ? change.path : '';
   const removes = change.kind === 'deleted' || change.value === undefined;
+  const root = models.get(id);
   if (path === '') {
-    const previous = models.get(id);
     if (removes) models.delete(id);
     else models.set(id, change.value);
-    return previous;
+    return root;
   }
   const keys = path.split('.');
   const last = keys[keys.length - 1];
   if (removes) {
-    const root = models.get(id);
     if (!isObject(root)) return undefined;
-    const chain = [root]; // chain[d]: the object at the path's first d keys
-    let node = root;
+    const chain = [{ ...root }]; // chain[d]: a copy of the object at the path's first d keys
     for (const key of keys.slice(0, -1)) {
-      const next = ownValue(node, key);
+      const next = ownValue(chain[chain.length - 1], key);
       if (!isObject(next)) return undefined; // nothing there to remove
-      chain.push(next);
-      node = next;
+      const copy = { ...next };
+      setOwn(chain[chain.length - 1], key, copy);
+      chain.push(copy);
     }
+    const node = chain[chain.length - 1];
     const previous = ownValue(node, last);
     if (hasOwn(node, last)) delete node[last];
     if (listedPaths) pruneAbove(chain, keys, listedPaths);
+    models.set(id, chain[0]);
     return previous;
   }
-  let node = models.get(id);
-  if (!isObject(node)) {
-    node = {};
-    models.set(id, node);
-  }
+  const top = isObject(root) ? { ...root } : {};
+  let node = top;
   for (const key of keys.slice(0, -1)) {
-    let next = ownValue(node, key);
-    if (!isObject(next)) {
-      next = {};
-      setOwn(node, key, next);
-    }
-    node = next;
+    const next = ownValue(node, key);
+    const copy = isObject(next) ? { ...next } : {};
+    setOwn(node, key, copy);
+    node = copy;
   }
   const previous = ownValue(node, last);
   setOwn(node, last, change.value);
+  models.set(id, top);
   return previous;
 }
 

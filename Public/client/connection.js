@@ -1,24 +1,30 @@
 // Connection: the WebSocket half of ReceptionistClient (connecting, routing, reconnecting, tokens).
 
-import { DEFAULTS, PROTOCOL } from './defaults.js';
+import { DEFAULTS, MAX_TIMER_MS, PROTOCOL } from './defaults.js';
 import { Emitter } from './emitter.js';
-import { browserOffline, isObject, utf8Length } from './helpers.js';
-
-/** The longest delay a timer takes (a longer one fires at once). */
-const MAX_TIMER_MS = 2_147_483_647;
+import { answersHttp, browserOffline, isObject, utf8Length } from './helpers.js';
 
 /**
  * ReceptionistClient's base class: its WebSocket, and what both transports share (backoff,
  * status, tokens, the browser going offline and online). It works on the state that
- * ReceptionistClient's constructor sets up, and calls back its `_settleCommit` and
- * `_sendSubscribe`; it is not used on its own.
+ * ReceptionistClient's constructor sets up, and calls back its `_settleCommit`, `_sendCall`,
+ * `_failCommits` and `_sendSubscribe`; it is not used on its own.
  */
 export class Connection extends Emitter {
   // -- The WebSocket --
 
+  /** Whether the client needs its WebSocket: for a subscription, or for a call waiting to be sent. */
+  _wanted() { return this._subs.size > 0 || this._commits.size > 0; }
+
+  /** Connects unless a connection is open, under way or due, or the browser is offline. */
+  _connectIfIdle() {
+    if (this._socket === null && this._retryTimer === null && this._status !== 'offline' && this._status !== 'connecting') this._connect();
+  }
+
   _connect() {
     this._cancelRetry();
-    if (this._closed || this._transport !== 'websocket' || this._subs.size === 0) return;
+    if (this._closed || this._transport !== 'websocket') return;
+    if (!this._wanted()) { this._setStatus('idle'); return; } // nothing needs it
     if (browserOffline()) {
       this._setStatus('offline');
       return;
@@ -26,6 +32,7 @@ export class Connection extends Emitter {
     const generation = ++this._generation;
     this._open = false;
     this._setStatus('connecting');
+    this._connectTimer = setTimeout(() => this._connectTimedOut(generation), this._connectTimeoutMs);
     this._withToken((token) => {
       if (generation !== this._generation || this._closed) return;
       let url = `${this._base.ws}/ws`;
@@ -41,6 +48,7 @@ export class Connection extends Emitter {
       this._socket = socket;
       socket.onopen = () => {
         if (generation !== this._generation) return;
+        this._cancelConnectTimer();
         opened = true;
         this._wsEverOpened = true;
         this._open = true;
@@ -49,6 +57,7 @@ export class Connection extends Emitter {
         if (token && this._tokenIn === 'message') this._send({ type: 'auth', token }, { kind: 'auth' });
         this._setStatus('open');
         for (const sub of this._subs) if (sub.status !== 'failed') this._sendSubscribe(sub);
+        for (const [key, call] of this._commits) if (!call.sent) this._sendCall(key, call);
       };
       socket.onmessage = (event) => {
         if (generation !== this._generation || typeof event.data !== 'string') return;
@@ -61,6 +70,24 @@ export class Connection extends Emitter {
       };
     });
   }
+
+  /**
+   * The attempt took longer than `connectTimeoutMs` (a gateway that takes the connection and never
+   * answers the upgrade, a token that never comes): it has failed, and the backoff goes on.
+   */
+  _connectTimedOut(generation) {
+    this._connectTimer = null;
+    if (generation !== this._generation || this._open) return;
+    const socket = this._socket;
+    this._lost(generation, false, { code: 0, reason: `no connection within ${this._connectTimeoutMs} ms` });
+    this._generation += 1; // what the attempt still has under way (its token) is ignored
+    if (socket) {
+      socket.onopen = socket.onmessage = socket.onclose = null;
+      try { socket.close(); } catch { /* not open yet */ }
+    }
+  }
+
+  _cancelConnectTimer() { clearTimeout(this._connectTimer); this._connectTimer = null; }
 
   _send(message, pending) {
     if (!this._socket || !this._open) return;
@@ -178,7 +205,12 @@ export class Connection extends Emitter {
     if (typeof this._token !== 'function' || typeof expiresAt !== 'number' || this._tokenIn !== 'message') return;
     const leftMs = expiresAt * 1000 - Date.now();
     const generation = this._generation;
-    const dueInMs = Math.max(0, leftMs - Math.min(60_000, leftMs / 4));
+    let dueInMs = Math.max(0, leftMs - Math.min(60_000, leftMs / 4));
+    // A token that looks due already (a client clock ahead of the gateway's) is not asked for
+    // again at once, which would loop: after a second, doubled while that lasts, up to 30 s.
+    const hasty = dueInMs < DEFAULTS.minRenewalMs;
+    if (hasty) dueInMs = Math.min(DEFAULTS.maxRenewalDelayMs, DEFAULTS.minRenewalMs * 2 ** Math.min(this._hastyRenewals, 16));
+    this._hastyRenewals = hasty ? this._hastyRenewals + 1 : 0;
     // A timer runs at most 2^31 - 1 ms ahead (a longer one fires at once): a token of more than
     // about 24 days is looked at again then, not renewed.
     if (dueInMs > MAX_TIMER_MS) {
@@ -197,14 +229,12 @@ export class Connection extends Emitter {
     }, dueInMs);
   }
 
-  _cancelRenewal() {
-    if (this._renewTimer) clearTimeout(this._renewTimer);
-    this._renewTimer = null;
-  }
+  _cancelRenewal() { clearTimeout(this._renewTimer); this._renewTimer = null; }
 
   _lost(generation, opened, event) {
     if (generation !== this._generation) return;
     this._cancelRenewal();
+    this._cancelConnectTimer();
     this._socket = null;
     this._open = false;
     this._pending = [];
@@ -214,17 +244,7 @@ export class Connection extends Emitter {
     const code = event && typeof event.code === 'number' ? event.code : 0;
     this._emit('close', { code, reason: event && event.reason ? String(event.reason) : '' });
     if (this._closed) return;
-    if (this._requested === 'auto' && !opened && !this._wsEverOpened) {
-      this._wsFailuresBeforeOpen += 1;
-      if (this._wsFailuresBeforeOpen >= this._fallbackAfter && typeof this._EventSource === 'function') {
-        this._transport = 'sse';
-        this._cancelRetry();
-        this._setStatus('idle');
-        this._emit('transport', { transport: 'sse' });
-        for (const sub of this._subs) sub._startSse();
-        return;
-      }
-    }
+    if (this._requested === 'auto' && !opened && !this._wsEverOpened) this._probeForFallback();
     let delay;
     if (this._drainDelayMs !== null) {
       delay = this._drainDelayMs; // the gateway spread its clients; it did not fail
@@ -236,6 +256,31 @@ export class Connection extends Emitter {
       this._failures += 1;
     }
     this._scheduleConnect(delay, code);
+  }
+
+  /**
+   * Transport 'auto': a WebSocket that failed before ever opening counts towards the move to SSE
+   * only if the gateway answers plain HTTP (below 500) meanwhile: the upgrade was refused on the
+   * way (a proxy). An address that answers nothing is down, or the network is: WebSocket is tried
+   * again, never given up for it.
+   */
+  _probeForFallback() {
+    if (typeof this._EventSource !== 'function') return;
+    answersHttp(`${this._base.http}/ws`, this._connectTimeoutMs).then((answered) => {
+      // false: nothing answered. null: no fetch to ask with, so the failure counts as before.
+      if (answered === false || this._closed || this._wsEverOpened || this._open || this._transport !== 'websocket') return;
+      this._wsFailuresBeforeOpen += 1;
+      if (this._wsFailuresBeforeOpen >= this._fallbackAfter) this._fallBackToSse();
+    });
+  }
+
+  _fallBackToSse() {
+    this._cancelRetry();
+    this._dropSocket('the client moved to SSE, and calls need the WebSocket');
+    this._transport = 'sse';
+    this._setStatus('idle');
+    this._emit('transport', { transport: 'sse' });
+    for (const sub of this._subs) sub._startSse();
   }
 
   _scheduleConnect(delay, code = 0) {
@@ -258,28 +303,20 @@ export class Connection extends Emitter {
     this._scheduleConnect(delay);
   }
 
-  _dropSocket() {
+  /** Ends the socket; the calls it carried are failed, and with `unsent` (why) the others too. */
+  _dropSocket(unsent = null) {
     this._cancelRenewal();
+    this._cancelConnectTimer();
     this._generation += 1;
     const socket = this._socket;
     this._socket = null;
     this._open = false;
     this._pending = [];
     this._routes = new Map();
-    this._failCommits();
+    this._failCommits(unsent);
     if (socket) {
       socket.onopen = socket.onmessage = socket.onclose = null;
       try { socket.close(1000); } catch { /* already closing */ }
-    }
-  }
-
-  /** The socket is gone: no answer comes to the commits and RPCs it carried. */
-  _failCommits() {
-    const commits = [...this._commits.values()];
-    this._commits.clear();
-    for (const waiting of commits) {
-      waiting.reject(Object.assign(new Error(`${waiting.label}: the connection closed before the answer; its outcome is unknown`),
-        { code: 'unavailable' }));
     }
   }
 
@@ -331,11 +368,9 @@ export class Connection extends Emitter {
     if (this._closed) return;
     if (this._transport === 'websocket') {
       if (this._socket === null) { this._failures = 0; this._connect(); }
-    } else {
-      for (const sub of this._subs) {
-        if (sub.status === 'offline' || sub.status === 'reconnecting') { sub._failures = 0; sub._startSse(); }
-      }
+      return;
     }
+    for (const sub of this._subs) if (sub.status === 'offline' || sub.status === 'reconnecting') { sub._failures = 0; sub._startSse(); }
   }
 
   /** The browser went offline: what is not connected stops trying until it is back online. */
@@ -347,14 +382,10 @@ export class Connection extends Emitter {
         this._dropSocket();
         this._setStatus('offline');
       }
-    } else {
-      for (const sub of this._subs) {
-        if (sub.status !== 'live' && sub.status !== 'failed') {
-          sub._cancelRetry();
-          sub._stopSse();
-          sub._setStatus('offline');
-        }
-      }
+      return;
+    }
+    for (const sub of this._subs) {
+      if (sub.status !== 'live' && sub.status !== 'failed') { sub._cancelRetry(); sub._stopSse(); sub._setStatus('offline'); }
     }
   }
 }

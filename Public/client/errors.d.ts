@@ -11,22 +11,24 @@ export interface GatewayError {
 /**
  * What `publish()` rejects with when the gateway refuses or cannot answer: an `Error` whose `code`
  * and `status` are the gateway's (`forbidden`, `unauthorized`, `too_many_requests`, …; `code` is
- * `'unavailable'` when the answer holds no error code). A bad topic name or a `data` that is not
- * JSON rejects with a `TypeError` instead, and so does a request that never got an answer (the
- * one `fetch` gives).
+ * `'unavailable'` when the answer holds no error code, and also, with `status` 0, when no answer
+ * came within the client's `requestTimeoutMs`: whether it was published is then unknown). A bad
+ * topic name or a `data` that is not JSON rejects with a `TypeError` instead, and so does a
+ * request that could not be made (the one `fetch` gives).
  */
 export interface PublishError extends Error {
   /** The gateway's error code (`forbidden`, `too_many_requests`, …), or `'unavailable'`. */
   code: string;
-  /** The HTTP status of the answer. */
+  /** The HTTP status of the answer; 0 when none came in time. */
   status: number;
 }
 
 /**
  * What `commit()` rejects with: an `Error` whose `code` is the gateway's (`forbidden`,
  * `unauthorized`, `precondition_failed`, `no_such_store`, `bad_message`, `rate_limited`), or
- * `'unavailable'` when the backend's hook did not answer or the connection is not open or closed
- * before the answer (the outcome is then unknown). `bad_message` also comes at once, with nothing
+ * `'unavailable'` when the backend's hook did not answer, the connection closed before the answer
+ * or none came within the client's `requestTimeoutMs` (the outcome is then unknown), the
+ * WebSocket did not open within that time (nothing was sent), or the client is closed or uses SSE. `bad_message` also comes at once, with nothing
  * sent, for changes the gateway could not read (a value JSON cannot hold, nesting past 256
  * levels, a lone UTF-16 surrogate). `version` is the store's version, for `precondition_failed`.
  */

@@ -69,3 +69,31 @@ export function encodeMessage(message) {
   }
   return { text };
 }
+
+/**
+ * Whether `url` answers plain HTTP within `timeoutMs`: with a status below 500 (a proxy whose
+ * gateway is down answers 502, 503 or 504: that is no answer), or, in a page, at all when the
+ * gateway is of another origin and its answer to `/ws` carries no CORS headers to read the status
+ * by (an opaque answer still is one). An address that is down, or a network that is, answers
+ * nothing. Resolves with null where there is no `fetch` to ask with.
+ */
+export async function answersHttp(url, timeoutMs) {
+  if (typeof fetch !== 'function') return null;
+  const abort = typeof AbortController === 'function' ? new AbortController() : null;
+  const timer = setTimeout(() => { if (abort) abort.abort(); }, timeoutMs);
+  const ask = (mode) => fetch(url, { cache: 'no-store', mode, signal: abort ? abort.signal : undefined });
+  try {
+    try {
+      return (await ask('cors')).status < 500;
+    } catch {
+      if (typeof location === 'undefined' || (abort && abort.signal.aborted)) return false;
+      await ask('no-cors');
+      return true;
+    }
+  } catch {
+    return false;
+  } finally {
+    clearTimeout(timer);
+    if (abort) abort.abort(); // the status is all it takes
+  }
+}

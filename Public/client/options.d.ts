@@ -47,15 +47,35 @@ export interface ReceptionistClientOptions {
   tokenIn?: TokenIn;
   /**
    * `'websocket'`, `'sse'`, or `'auto'` (the default): WebSocket, and SSE when WebSocket is
-   * missing or fails `fallbackAfter` times in a row without ever opening.
+   * missing or fails `fallbackAfter` times without ever opening while the gateway answers plain
+   * HTTP (an upgrade refused on the way). An address that answers nothing is tried again over
+   * WebSocket.
    */
   transport?: TransportOption;
-  /** The first reconnection delay, doubled with each failure in a row. Default 500. */
+  /**
+   * The first reconnection delay in milliseconds, doubled with each failure in a row. Default 500.
+   * Each delay option is a number from 1 to 2147483647; anything else throws a `TypeError`.
+   */
   backoffBaseMs?: number;
-  /** The longest reconnection delay. Default 15000. */
+  /** The longest reconnection delay in milliseconds. Default 15000. */
   backoffMaxMs?: number;
-  /** WebSocket attempts in a row that fail before ever opening, after which `'auto'` moves to SSE. Default 3. */
+  /**
+   * WebSocket attempts that fail before ever opening while the gateway answers HTTP, after which
+   * `'auto'` moves to SSE: a whole number of at least 1, or `Infinity` (never). Default 3.
+   */
   fallbackAfter?: number;
+  /**
+   * How long a connection attempt may take, the token included (a WebSocket until it opens, an
+   * event stream until the gateway answers it); past it the attempt has failed and the backoff
+   * goes on. Default 10000.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * How long `commit()`, `rpc()` and `publish()` wait for their answer (a call made while the
+   * WebSocket is not open waits for it within that time too); past it they reject with
+   * `unavailable`. Keep it above the gateway's `--hook-timeout` when hooks answer calls. Default 30000.
+   */
+  requestTimeoutMs?: number;
   /** The WebSocket constructor to use (default: `globalThis.WebSocket`), called as `new WebSocket(url, 'receptionist.v1')`. */
   WebSocket?: new (url: string, protocols?: string | string[]) => WebSocket;
   /** The EventSource constructor to use (default: `globalThis.EventSource`), called as `new EventSource(url)`. */
@@ -114,10 +134,27 @@ export interface StoreOptions extends StoreFilterOptions {
   state?: Record<string, unknown>;
 }
 
+/**
+ * What `TopicSubscription.saved()` gives: the position reached, plain JSON. Give it back with the
+ * same options to resume: `client.subscribeTopic(name, { ...options, ...saved })`.
+ */
+export interface SavedTopic {
+  /** The last sequence number delivered (or skipped by a gap). */
+  since: number;
+  /** The life of the topic `since` belongs to; absent when the gateway named none. */
+  epoch?: string;
+}
+
 /** The options of `subscribeTopic`. Store options on a topic throw. */
 export interface TopicOptions {
   /** Deliver the messages after this sequence number (`0`: from the start of the history). Default: from now on. */
   since?: number;
+  /**
+   * The life of the topic `since` belongs to (`saved().epoch`, `sub.epoch`): a `since` of another
+   * life is answered with a `reset`, and the new life's messages are taken from its start. Goes
+   * with `since`; at most 64 bytes. `null` is none.
+   */
+  epoch?: string | null;
   /** `true`: also keep who else subscribes (`sub.presence`, the `presence` event). */
   presence?: boolean;
   models?: never;
@@ -151,6 +188,12 @@ export interface CommitOptions {
 
 /** The store options a `subscribe` carries, and a topic refuses. */
 export declare const STORE_OPTION_KEYS: string[];
+
+/** Checks the client's delays and `fallbackAfter`; throws a `TypeError` for a bad one. */
+export declare function checkClientTimings(given: Record<string, number>): void;
+
+/** Checks a change set's shape as the gateway reads it; throws a `TypeError` for a malformed one. */
+export declare function validateChanges(changes: readonly ChangeOperation[]): void;
 
 /** The gateway's base URLs, from `url` (default: the page's origin); throws a `TypeError` for a bad one. */
 export declare function resolveBase(url: string | URL | undefined): { http: string; ws: string };

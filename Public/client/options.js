@@ -1,5 +1,7 @@
-// Checking what a client and a store subscription are given: the gateway's URL, store options.
+// Checking what a client, a store subscription and a commit are given: the gateway's URL, the
+// client's delays, store options, change sets.
 
+import { MAX_TIMER_MS } from './defaults.js';
 import { LIMITS } from './limits.js';
 import { isObject } from './helpers.js';
 
@@ -21,6 +23,51 @@ export function resolveBase(url) {
     http: `${secure ? 'https:' : 'http:'}//${parsed.host}${path}`,
     ws: `${secure ? 'wss:' : 'ws:'}//${parsed.host}${path}`,
   };
+}
+
+/**
+ * Checks the client's delays and counts (each was given, or is its default): a delay is a number
+ * of milliseconds a timer can wait, at least 1; `fallbackAfter` a whole number, at least 1, or
+ * Infinity (never). A NaN, null or 0 would make every delay nothing: a storm of attempts.
+ */
+export function checkClientTimings(given) {
+  for (const [name, ms] of Object.entries(given)) {
+    if (name === 'fallbackAfter') {
+      if (ms !== Infinity && (!Number.isSafeInteger(ms) || ms < 1)) {
+        throw new TypeError('ReceptionistClient: `fallbackAfter` must be a whole number of at least 1, or Infinity');
+      }
+    } else if (typeof ms !== 'number' || !(ms >= 1 && ms <= MAX_TIMER_MS)) {
+      throw new TypeError(`ReceptionistClient: \`${name}\` must be a number of milliseconds from 1 to ${MAX_TIMER_MS}`);
+    }
+  }
+}
+
+const OPS = ['put', 'patch', 'set', 'delete'];
+const KEY_PATH = /^[^.]+(\.[^.]+)*$/;
+
+/**
+ * Checks a change set's shape as the gateway reads it (`POST /api/stores/{store}/changes`), so a
+ * malformed one throws here, nothing sent: operations `put` and `patch` (with a `value`), `set`
+ * (a dotted `path` and a `value`) and `delete`, each on a model id of 1 to 128 bytes, with no `/`
+ * and no control character, and not `.` or `..`.
+ */
+export function validateChanges(changes) {
+  if (!Array.isArray(changes) || changes.length === 0) throw new TypeError('commit: `changes` must be a non-empty array');
+  changes.forEach((change, index) => {
+    const bad = (what) => new TypeError(`commit: change ${index}: ${what}`);
+    if (!isObject(change)) throw bad('not an object');
+    if (!OPS.includes(change.op)) throw bad(`unknown op ${JSON.stringify(change.op)} (put, patch, set or delete)`);
+    const model = change.model;
+    if (typeof model !== 'string' || model === '' || model === '.' || model === '..' || /[/\u0000-\u001f]/.test(model) ||
+        utf8Bytes(model) > 128) {
+      throw bad(`bad model id ${JSON.stringify(model)} (1 to 128 bytes, no '/' and no control character, not '.' or '..')`);
+    }
+    // What a value holds is the gateway's to judge (its refusal carries the commit's ref).
+    if (change.op !== 'delete' && change.value === undefined) throw bad(`${change.op} needs a \`value\``);
+    if (change.op === 'set' && (typeof change.path !== 'string' || !KEY_PATH.test(change.path))) {
+      throw bad('set needs a dotted `path` (`color`, `style.border`)');
+    }
+  });
 }
 
 /** Checks store options as the gateway does, so a bad one fails here, on either transport. */

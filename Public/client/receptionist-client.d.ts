@@ -38,7 +38,7 @@ export interface DrainingEvent {
   subscription?: AnySubscription;
 }
 
-/** The client's `transport` event, when `'auto'` moves to SSE. */
+/** The client's `transport` event, when `'auto'` moves to SSE (for good: the WebSocket's upgrade was refused while HTTP works). */
 export interface TransportEvent {
   transport: 'sse';
 }
@@ -78,7 +78,10 @@ export type AnySubscription = StoreSubscription | TopicSubscription;
  * over SSE, an `EventSource` per subscription.
  */
 export class ReceptionistClient extends Emitter<ClientEventMap> {
-  /** Throws a `TypeError` for an unknown `transport` or `tokenIn`, a bad `url`, or a transport that is missing. */
+  /**
+   * Throws a `TypeError` for an unknown `transport` or `tokenIn`, a bad `url`, a delay or
+   * `fallbackAfter` that is not a number in its range, or a transport that is missing.
+   */
   constructor(options?: ReceptionistClientOptions);
   /** `'websocket'` or `'sse'`, the transport in use (`'auto'` may move to `'sse'`). */
   readonly transport: Transport;
@@ -93,27 +96,33 @@ export class ReceptionistClient extends Emitter<ClientEventMap> {
    */
   subscribeStore(name: string, options?: StoreOptions): StoreSubscription;
   /**
-   * Follows a topic: every message from now on, or after `since` when given. Throws a
-   * `TypeError` for a bad option (store options included), and an `Error` when this client
-   * already subscribes to the topic or is closed.
+   * Follows a topic: every message from now on, or after `since` when given, in the topic's life
+   * `epoch` when given (`saved()` keeps both). Throws a `TypeError` for a bad option (store options
+   * included, or an `epoch` without `since`), and an `Error` when this client already subscribes
+   * to the topic or is closed.
    */
   subscribeTopic(name: string, options?: TopicOptions): TopicSubscription;
   /**
    * Publishes `data` to `topic` over HTTP (`POST /api/topics/{topic}/messages`) whatever the
    * transport, with the client's token as `Authorization: Bearer` when it has one (its `publish`
    * claim must name the topic). Resolves with the message's sequence number; rejects with a
-   * `PublishError` (`code`, `status`) when the gateway refuses.
+   * `PublishError` (`code`, `status`) when the gateway refuses, or with `unavailable` and status 0
+   * when no answer came within `requestTimeoutMs`.
    */
   publish(topic: string, data: JSONValue, options?: PublishOptions): Promise<number>;
   /**
-   * Commits a change set to `store` over the open WebSocket, allowed by the connection's `write`
-   * grant or the backend's write hook. Resolves with the store's version after it; rejects with a
-   * `CommitError`. Throws a `TypeError` for an empty or malformed change set.
+   * Commits a change set to `store` over the WebSocket, allowed by the connection's `write` grant
+   * or the backend's write hook. Made while the WebSocket is not open, it waits for it (and opens
+   * it when the client has none), all within `requestTimeoutMs`. Resolves with the store's version
+   * after it; rejects with a `CommitError`, at the latest after `requestTimeoutMs`. Throws a
+   * `TypeError` for an empty or malformed change set (an unknown `op`, a bad model id, a `put`,
+   * `patch` or `set` without a `value`, a `set` without a dotted `path`).
    */
   commit(store: string, changes: ChangeOperation[], options?: CommitOptions): Promise<number>;
   /**
-   * Calls the backend's RPC hook over the open WebSocket (`docs/HOOKS.md`). Resolves with its
-   * answer; rejects with an `Error` whose `code` is `unavailable`, `forbidden`, `rpc_failed`,
+   * Calls the backend's RPC hook over the WebSocket (`docs/HOOKS.md`), waiting for it as `commit`
+   * does. Resolves with its answer; rejects with an `Error` whose `code` is `unavailable` (as for
+   * `commit`: at the latest after `requestTimeoutMs`), `forbidden`, `rpc_failed`,
    * `unauthorized`, `rate_limited` or `bad_message` (at once, nothing sent, for data the gateway
    * could not read, as for `commit`).
    */

@@ -17,11 +17,17 @@ export interface SnapshotEvent {
   epoch: string | null;
   /** `true` when it replaced a copy (a reset after a reconnection or a stale resume). */
   reset: boolean;
-  /** The new copy: `sub.models`. */
+  /**
+   * The new copy, as of this snapshot: a Map of the listener's own, whose values later changes
+   * never alter (`sub.models` follows them).
+   */
   models: ReadonlyMap<string, JSONObject>;
 }
 
-/** The store's `change` event, for each change, after it was applied. */
+/**
+ * The store's `change` event, for each change, after it was applied. Its values stay as they
+ * were given: later changes replace what the copy holds, never change it in place.
+ */
 export interface ChangeEvent {
   /** The model's id. */
   model: string;
@@ -101,7 +107,7 @@ export class StoreSubscription extends Subscription<StoreEventMap> {
   readonly kind: 'store';
   /** The options, validated (without `since`, `epoch` and `state`). */
   readonly options: Readonly<StoreFilterOptions>;
-  /** Model id → value, as last applied. Read it; do not change it. */
+  /** Model id → value, as last applied. Read it; do not change it (a model taken from it stays as it was). */
   readonly models: ReadonlyMap<string, JSONObject>;
   /** The version the copy is at (`null` before the first snapshot). */
   readonly version: number | null;

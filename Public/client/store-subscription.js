@@ -11,14 +11,15 @@ import { Subscription } from './subscription.js';
  * Events: 'snapshot' {version, epoch, reset, models}, 'presence' (with `presence: true`: see `presence`), 'change' {model, path, kind, value, old},
  * 'frame' {type, version, from, conflated, committedAt, firstCommittedAt, changes, bytes,
  * receivedAt}, 'resumed' {version}, 'status' {status, retryAt, error, transport}, 'error'
- * {code, message}.
+ * {code, message}. What a listener is given stays as it was: the copy changes by replacing
+ * models and the objects in them, never by changing them in place (client/changes.js).
  */
 export class StoreSubscription extends Subscription {
   constructor(client, name, options) {
     super(client, 'store', name, options.presence === true);
     const { since, epoch, state, ...rest } = options;
     this.options = Object.freeze(rest);
-    this._models = since === undefined ? new Map() : new Map(Object.entries(state));
+    this._models = since === undefined ? new Map() : new Map(Object.entries(state)); // never changed in place
     this._version = since ?? null;
     this._epoch = epoch ?? null;
     // Filtered frames leave versions out ("nothing filtered out is sent"), so only an
@@ -27,7 +28,7 @@ export class StoreSubscription extends Subscription {
     this._listedPaths = options.paths ? options.paths.map((path) => path.split('.')) : null;
   }
 
-  /** model id → value, as last applied. Read it; do not change it. */
+  /** model id → value, as last applied. Read it; do not change it (a model taken from it stays as it was). */
   get models() { return this._models; }
 
   /** The version the local copy is at, or null before the first snapshot. */
@@ -95,7 +96,8 @@ export class StoreSubscription extends Subscription {
     if (typeof frame.epoch === 'string') this._epoch = frame.epoch;
     this._countFrame(bytes);
     this._becameLive();
-    this._emit('snapshot', { version: this._version, epoch: this._epoch, reset, models: this._models });
+    // The models as of this snapshot: the Map is the listener's own; the values are never changed.
+    if (this._listens('snapshot')) this._emit('snapshot', { version: this._version, epoch: this._epoch, reset, models: new Map(this._models) });
     this._emit('frame', this._meta(frame, bytes, 0));
   }
 

@@ -23,6 +23,7 @@ export class Subscription extends Emitter {
     this._lease = null; // the WebSocket subscription this object currently speaks for
     this._source = null; // the EventSource, over SSE
     this._sseGeneration = 0;
+    this._sseTimer = null; // the connect deadline of the event stream being opened
     this._drainDelay = null;
     this.frames = 0;
     this.bytes = 0;
@@ -57,7 +58,8 @@ export class Subscription extends Emitter {
     }
     if (typeof frame.clients === 'number') state.clients = frame.clients;
     if (typeof frame.users === 'number') state.users = frame.users;
-    this._emit('presence', { ...state, joins, leaves, whole: Array.isArray(frame.members) || frame.countsOnly === true });
+    // The members as of this frame: a Map of the listener's own (the state's changes in place).
+    this._emit('presence', { ...state, members: new Map(state.members), joins, leaves, whole: Array.isArray(frame.members) || frame.countsOnly === true });
   }
 
   _presenceParams(params) {
@@ -78,6 +80,9 @@ export class Subscription extends Emitter {
     this._client._remove(this);
     this._setStatus('closed');
   }
+
+  /** Once closed (by a listener too, within an event), nothing but the 'closed' status is emitted. */
+  _silenced(name) { return this._closed && name !== 'status'; }
 
   _setStatus(status, { retryAt = null, error = null } = {}) {
     if (this._closed && status !== 'closed') return;
@@ -140,6 +145,7 @@ export class Subscription extends Emitter {
     }
     const generation = ++this._sseGeneration;
     this._setStatus('connecting');
+    this._sseTimer = setTimeout(() => this._sseTimedOut(generation), this._client._connectTimeoutMs);
     this._client._withToken((token) => {
       if (generation !== this._sseGeneration || this._closed) return;
       const url = this._sseUrl(token);
@@ -152,7 +158,7 @@ export class Subscription extends Emitter {
       }
       this._source = source;
       let opened = false;
-      source.onopen = () => { opened = true; };
+      source.onopen = () => { opened = true; this._clearSseTimer(); };
       const onEvent = (event) => {
         if (generation !== this._sseGeneration || typeof event.data !== 'string') return;
         let frame;
@@ -184,6 +190,7 @@ export class Subscription extends Emitter {
       // would retry by itself, but without backoff or `since`; the client takes it over.
       source.onerror = (event) => {
         if (generation !== this._sseGeneration) return;
+        this._clearSseTimer();
         if (typeof event.data === 'string') {
           let frame = null;
           try { frame = JSON.parse(event.data); } catch { /* not JSON: ignore */ }
@@ -234,13 +241,37 @@ export class Subscription extends Emitter {
 
   /** An event stream's refusal (its HTTP status and JSON body), with the WebSocket's code for it. */
   _refusal(status, body) {
+    // A URL longer than the gateway reads (many model ids): no retry can cure it.
+    if (status === 414 || status === 431) {
+      return { code: 'bad_message', message: `the event stream's URL is too long for the gateway (${status}): list fewer or shorter ` +
+        'model ids and paths, or use the WebSocket', status };
+    }
     const codes = { 400: this.kind === 'topic' ? 'invalid_topic' : 'bad_message', 401: 'unauthorized', 403: 'forbidden',
       404: this.kind === 'store' ? 'no_such_store' : 'not_found', 429: 'too_many_subscriptions' };
     const code = codes[status] || String(body.error || `http_${status}`);
     return { code, message: String(body.detail || body.error || `the gateway answered ${status}`), status };
   }
 
+  /**
+   * The stream did not open within the client's `connectTimeoutMs` (a gateway that takes the
+   * connection and never answers, a token that never comes): the attempt has failed.
+   */
+  _sseTimedOut(generation) {
+    this._sseTimer = null;
+    if (generation !== this._sseGeneration || this._closed) return;
+    if (this._source) this._source.close();
+    this._source = null;
+    this._sseLost(generation);
+    this._sseGeneration += 1; // what the attempt still has under way (its token) is ignored
+  }
+
+  _clearSseTimer() {
+    if (this._sseTimer !== null) clearTimeout(this._sseTimer);
+    this._sseTimer = null;
+  }
+
   _stopSse() {
+    this._clearSseTimer();
     this._sseGeneration += 1;
     if (this._source) this._source.close();
     this._source = null;
@@ -248,6 +279,7 @@ export class Subscription extends Emitter {
 
   _sseLost(generation, error = undefined) {
     if (generation !== this._sseGeneration || this._closed) return;
+    this._clearSseTimer();
     this._cancelRetry();
     if (browserOffline()) {
       this._setStatus('offline');

@@ -2,6 +2,7 @@
 
 import type { GatewayError } from './errors.js';
 import type { JSONValue } from './json.js';
+import type { SavedTopic } from './options.js';
 import { Subscription } from './subscription.js';
 import type { PresenceEvent, SubscriptionStatusEvent } from './subscription.js';
 
@@ -58,4 +59,11 @@ export class TopicSubscription extends Subscription<TopicEventMap> {
   readonly seq: number | null;
   /** The life of the topic `seq` belongs to, or null before the subscription answers. */
   readonly epoch: string | null;
+  /**
+   * What to keep to resume later: `{since, epoch}`, plain JSON (`epoch` once the gateway named
+   * it), or null while there is no position yet (a subscription from now on, not answered yet). Give it back with the same options: `subscribeTopic(name, {...options, ...saved})`;
+   * the gateway then sends the messages after `since`, or says `reset` when `since` belongs to
+   * another life of the topic.
+   */
+  saved(): SavedTopic | null;
 }

@@ -21,6 +21,17 @@ export class TopicSubscription extends Subscription {
   /** The life of the topic `seq` belongs to, or null before the subscription answers. */
   get epoch() { return this._epoch; }
 
+  /**
+   * What to keep to resume later: `{since, epoch}`, plain JSON (`epoch` once the gateway named
+   * it), or null while there is no position yet (a subscription from now on, not answered yet). Give it back: `subscribeTopic(name, {...options, ...saved})`; the gateway then
+   * sends the messages after `since`, or, when `since` belongs to another life of the topic, says
+   * `reset` (and the new life's messages are taken from its start).
+   */
+  saved() {
+    if (this._seq === null) return null;
+    return this._epoch === null ? { since: this._seq } : { since: this._seq, epoch: this._epoch };
+  }
+
   _subscribeMessage() {
     const message = { type: 'subscribe', topic: this.name };
     if (this._seq !== null) message.since = this._seq;

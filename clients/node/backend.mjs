@@ -7,6 +7,9 @@
 //   rpc {"method":"echo","data":{…}} → {"event":"rpc","result":…} (the backend's RPC hook)
 //   close                            → the process ends
 //
+// A line that is not JSON, or a malformed change set, is answered {"event":"refused","code":…}
+// (SyntaxError, TypeError) and the backend goes on.
+//
 // RECEPTIONIST_TOKEN (a subscription token) is used when set (RECEPTIONIST_TOKEN_FN=1: through a
 // function); RECEPTIONIST_WEBSOCKET=passed hands the WebSocket class in explicitly, as a runtime
 // without a global one must.
@@ -50,15 +53,15 @@ for await (const line of createInterface({ input: process.stdin })) {
       out({ event: 'refused', code: error.code ?? error.name });
     }
   } else if (line.startsWith('commit ')) {
-    const { changes, ...conditions } = JSON.parse(line.slice(7));
     try {
+      const { changes, ...conditions } = JSON.parse(line.slice(7)) ?? {};
       out({ event: 'committed', version: await client.commit(store, changes, conditions) });
     } catch (error) {
       out({ event: 'refused', code: error.code ?? error.name, version: error.version });
     }
   } else if (line.startsWith('rpc ')) {
-    const { method, data } = JSON.parse(line.slice(4));
     try {
+      const { method, data } = JSON.parse(line.slice(4)) ?? {};
       out({ event: 'rpc', result: await client.rpc(method, data) });
     } catch (error) {
       out({ event: 'refused', code: error.code ?? error.name });
