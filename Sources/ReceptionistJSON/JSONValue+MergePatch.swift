@@ -43,7 +43,11 @@ extension JSONValue {
         // Take the members out so they stay uniquely referenced while they are edited. Members
         // the patch adds go at the end, in the patch's order; the others keep their places.
         self = .null
-        for (key, member) in members {
+        for (written, member) in members {
+            // A member named in another Unicode form is the same member (String equality is
+            // canonical equivalence): its path is named as it is stored, never as written, so
+            // a subscriber applying the effect finds the member it already holds.
+            let key = target.index(forKey: written).map { target.keys[$0] } ?? written
             let childPath = path + [key]
             if member == .null {
                 if target.removeValue(forKey: key) != nil {

@@ -122,6 +122,19 @@ import Testing
         _ = value.applyMergePatch(try JSONParser.parse(#"{"q":1,"style":{"c":3,"b":9},"a":null,"p":2}"#))
         #expect(JSONWriter.string(value) == #"{"z":1,"style":{"b":9,"a":2,"c":3},"q":1,"p":2}"#)
     }
+
+    /// A member named in another Unicode form (`e` and a combining accent for `é`) is the member
+    /// stored, and its effect names it as stored: a receiver applying the path by its bytes
+    /// updates the member it holds instead of adding a second one.
+    @Test func aMergePatchNamesAMemberAsItIsStored() throws {
+        let composed = "\u{E9}", decomposed = "e\u{301}"
+        var value: JSONValue = .object([composed: ["x": 1], "n": 1])
+        let effects = value.applyMergePatch(.object([decomposed: ["x": 2], "n": 2]))
+        #expect(effects.map { $0.path.map { Array($0.utf8) } } == [[Array(composed.utf8), Array("x".utf8)], [Array("n".utf8)]])
+        #expect(Array(value.objectValue!.keys[0].utf8) == Array(composed.utf8))
+        let removed = value.applyMergePatch(.object([decomposed: .null]))
+        #expect(removed.map { $0.path.map { Array($0.utf8) } } == [[Array(composed.utf8)]])
+    }
 }
 
 @Suite struct JSONValueTests {
