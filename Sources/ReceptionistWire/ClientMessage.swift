@@ -176,6 +176,8 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.rpc(id: id, method: method, data: value["data"] ?? .null))
     }
 
+    private static let commitMembers: Set<String> = ["type", "store", "changes", "ifVersion", "ifMatch", "ref"]
+
     private static func decodeCommit(_ value: JSONValue) -> Result<ClientMessage, Problem> {
         let ref: String?
         switch decodeRef(value) {
@@ -187,6 +189,12 @@ public enum ClientMessage: Sendable, Equatable {
         }
         guard case .array? = value["changes"] else {
             return .failure(Problem(.badMessage, "a commit message needs an array \"changes\"", ref: ref))
+        }
+        // A misspelt condition (`ifversion`) is refused, never ignored: a commit applied without
+        // the condition its client meant is a lost update.
+        if case .object(let members) = value, let unknown = members.keys.first(where: { !commitMembers.contains($0) }) {
+            return .failure(Problem(
+                .badMessage, "unknown member '\(unknown)' of a commit; it takes store, changes, ifVersion, ifMatch and ref", ref: ref))
         }
         return .success(.commit(store: store, request: value, ref: ref))
     }

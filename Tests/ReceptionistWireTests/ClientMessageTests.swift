@@ -148,6 +148,22 @@ import Testing
         }
     }
 
+    /// A commit's member the gateway does not know (a misspelt `ifversion`) is refused, not
+    /// ignored: the commit would be applied without the condition its client meant.
+    @Test func aCommitWithAnUnknownMemberIsABadMessage() {
+        let known = #"{"type":"commit","store":"s","changes":[],"ifVersion":1,"ifMatch":{},"ref":"c"}"#
+        guard case .success(.commit) = decode(known) else {
+            Issue.record("\(known) was refused")
+            return
+        }
+        guard case .failure(let problem) = decode(#"{"type":"commit","store":"s","changes":[],"ifversion":1,"ref":"c"}"#) else {
+            Issue.record("a misspelt condition was accepted")
+            return
+        }
+        #expect(problem.code == .badMessage && problem.ref == "c")
+        #expect(problem.message.contains("unknown member 'ifversion'"))
+    }
+
     @Test func anAuthMessageCarriesATokenOrAnAPIKey() {
         #expect(decode(#"{"type":"auth","apiKey":"k"}"#) == .success(.authenticateKey(apiKey: "k")))
         #expect(decode(#"{"type":"auth","token":"t"}"#) == .success(.authenticate(token: "t")))

@@ -311,6 +311,31 @@ def test_if_version_applies_only_at_that_version(port):
     assert store_snapshot(port, store)["models"] == {"a": {"n": 1, "m": 2}}
 
 
+@pytest.mark.parametrize("how", ["misspelt-body", "if-match-header", "if-none-match-header", "ws-misspelt"])
+def test_a_condition_a_change_set_would_not_read_is_refused_not_ignored(port, how):
+    """A change set's conditions are `ifVersion` and `ifMatch` in its body. A misspelt one, or
+    `If-Match`/`If-None-Match` headers (read on one model's writes only), is refused with 400 or
+    `bad_message`, and nothing is applied: ignored, the change set went through unconditionally,
+    a lost update."""
+    store = fresh_store(port, {"a": {"n": 1}})
+    before = store_snapshot(port, store)
+    change = [{"op": "put", "model": "a", "value": {"n": 2}}]
+    if how == "ws-misspelt":
+        with connect(port) as ws:
+            ws.send(json.dumps({"type": "commit", "store": store, "changes": change, "ifversion": 0, "ref": "c1"}))
+            answer = recv_json(ws)
+            assert (answer["type"], answer["code"], answer["ref"]) == ("error", "bad_message", "c1"), answer
+            assert "ifversion" in answer["message"]
+    else:
+        headers = {"misspelt-body": None, "if-match-header": {"If-Match": tag(17)},
+                   "if-none-match-header": {"If-None-Match": "*"}}[how]
+        payload = {"changes": change, **({"ifversion": 0} if how == "misspelt-body" else {})}
+        resp = send(port, "POST", changes_path(store), payload, headers=headers)
+        assert resp.status == 400, (resp.status, resp.body)
+        assert json.loads(resp.body)["error"] == "bad_request"
+    assert_unchanged(port, store, before)
+
+
 @pytest.mark.parametrize("form", ["quoted", "bare", "number"])
 def test_if_match_accepts_each_form_of_tag(port, form):
     store = fresh_store(port, {"a": {"n": 1}, "b": {"n": 2}})

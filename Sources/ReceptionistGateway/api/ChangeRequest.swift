@@ -1,10 +1,28 @@
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistWire
 
 /// Decodes the body of `POST /api/stores/{store}/changes` into store operations.
 ///
 /// `{"changes": [{"op": "put"|"patch"|"set"|"delete", "model": "...", "path": "a.b", "value": ...}]}`
 enum ChangeRequest {
+    /// The members a body may hold: a misspelt condition (`ifversion`) is refused, never ignored,
+    /// for a change set applied without the condition its writer meant is a lost update.
+    static let members: Set<String> = ["changes", "ifVersion", "ifMatch"]
+
+    /// Refuses what a change set's request holds that the gateway would not act on: a member of
+    /// the body it does not know, or a condition in a header (`If-Match` and `If-None-Match` are
+    /// for one model's `PUT`, `PATCH` and `DELETE`; a change set's go in its body).
+    static func refusal(body: JSONValue, headers: HTTPHeaders) -> ReplyError? {
+        if case .object(let given) = body, let unknown = given.keys.first(where: { !members.contains($0) }) {
+            return ReplyError(.error(.badRequest, "unknown member '\(unknown)'; a change set takes \"changes\", \"ifVersion\" and \"ifMatch\""))
+        }
+        for header in ["If-Match", "If-None-Match"] where headers[header] != nil {
+            return ReplyError(.error(.badRequest, "\(header) is not read on a change set: put its conditions in the body, as \"ifVersion\" and \"ifMatch\""))
+        }
+        return nil
+    }
+
     static func operations(from body: JSONValue) -> Result<[StoreOperation], ReplyError> {
         guard case .array(let items)? = body["changes"] else {
             return .failure(ReplyError(.error(.badRequest, "expected {\"changes\": [...]}")))

@@ -52,6 +52,7 @@ extension StoreAPI {
         case .success(let value): body = value
         case .failure(let failure): return reply(failure.reply)
         }
+        if let refusal = ChangeRequest.refusal(body: body, headers: request.headers) { return reply(refusal.reply) }
         let operations: [StoreOperation], condition: CommitCondition
         switch (ChangeRequest.operations(from: body), EntityTags.condition(of: body)) {
         case (.success(let parsed), .success(let conditions)): (operations, condition) = (parsed, conditions)
