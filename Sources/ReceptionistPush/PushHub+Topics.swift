@@ -75,7 +75,9 @@ extension PushHub {
     /// node's history no longer has it, then from the history; a `gap` covers only what neither
     /// holds. Then the subscription joins the live stream.
     func resumeTopic(_ subscription: Subscription, _ topic: Topic, since: UInt64, fetched: [TopicEntry]) {
-        subscription.sink.sendOwed(subscribed(topic, seq: topic.seq, resumed: true))
+        // Numbered `since`, not the topic's last number: an `EventSource` that reconnects before
+        // the replay reaches it asks again from where it was, never from past what it missed.
+        subscription.sink.sendOwed(subscribed(topic, seq: topic.seq, resumed: true, id: since))
         counters.topicResumes += 1
         subscription.advance(to: since)
         let (gap, events) = topic.replay(after: since)
@@ -83,13 +85,13 @@ extension PushHub {
             for entry in fetched where entry.seq > subscription.position && entry.seq <= gap.upperBound {
                 if entry.seq > subscription.position + 1 {
                     counters.gaps += 1
-                    subscription.gap(from: subscription.position + 1, to: entry.seq - 1)
+                    subscription.gap(from: subscription.position + 1, to: entry.seq - 1, epoch: topic.epoch)
                 }
                 subscription.deliver(topic.event(entry))
             }
             if subscription.position < gap.upperBound {
                 counters.gaps += 1
-                subscription.gap(from: subscription.position + 1, to: gap.upperBound)
+                subscription.gap(from: subscription.position + 1, to: gap.upperBound, epoch: topic.epoch)
             }
         }
         for event in events {
@@ -98,10 +100,11 @@ extension PushHub {
         topic.add(subscription)
     }
 
-    func subscribed(_ topic: Topic, seq: UInt64, resumed: Bool, reset: Bool = false) -> PushEvent {
+    /// `id`, the SSE `id:`, is `seq` unless given: where the subscriber has everything up to.
+    func subscribed(_ topic: Topic, seq: UInt64, resumed: Bool, reset: Bool = false, id: UInt64? = nil) -> PushEvent {
         // Numbered, so an `EventSource` that reconnects before any message resumes after it.
         PushEvent(
-            name: "subscribed", id: seq, epoch: topic.epoch,
+            name: "subscribed", id: id ?? seq, epoch: topic.epoch,
             json: PushEncoder.subscribedTopic(topic.name, seq: seq, epoch: topic.epoch, resumed: resumed, reset: reset))
     }
 }

@@ -122,10 +122,12 @@ public final class Subscription {
     }
 
     /// A topic's messages `from...to` are lost: says so for the part this subscriber has not had.
-    public func gap(from: UInt64, to: UInt64) {
+    /// Tells the subscriber that messages `from...to` of `epoch` are lost. Numbered `to`: an
+    /// `EventSource` that reconnects after it resumes after the gap, not from where it was.
+    public func gap(from: UInt64, to: UInt64, epoch: String?) {
         let first = max(from, position + 1)
         guard first <= to else { return }
-        sink.sendOwed(PushEvent(name: "gap", id: nil, json: PushEncoder.gap(topic: target.name, from: first, to: to)))
+        sink.sendOwed(PushEvent(name: "gap", id: to, epoch: epoch, json: PushEncoder.gap(topic: target.name, from: first, to: to)))
         position = to
     }
 

@@ -77,6 +77,9 @@ extension PushHubTests {
         #expect(sink.trace == ["subscribed t 8 resumed", "gap t 3...5", "message t 6", "message t 7", "message t 8"])
         #expect(sink.owed == ["subscribed t 8 resumed", "gap t 3...5"])
         #expect(try sink.json(1) == ["type": "gap", "topic": "t", "from": 3, "to": 5])
+        // Numbered where the resume began and by the gap's end: an SSE reconnection after either
+        // resumes from what the subscriber has, never past what it was not sent.
+        #expect(sink.entries[0].event.id == 2 && sink.entries[1].event.id == 5)
         #expect(subscription.position == 8)
         #expect(push.counters.topicResumes == 1 && push.counters.gaps == 1)
     }

@@ -243,6 +243,27 @@ def test_a_topic_streams_subscribed_event_is_numbered_so_a_reconnection_misses_n
                              topic, 2, {"n": 2})
 
 
+def test_a_resumed_topic_streams_ids_never_pass_what_it_has_not_sent(start_server):
+    """A resume's `subscribed` is numbered where the resume began, and a `gap` by its last lost
+    message, so an `EventSource` that reconnects after either (with its last `id:`) is sent what it
+    still lacks. Before, `subscribed` carried the topic's newest number: a reconnection right after
+    it skipped the messages in between, with no `gap`."""
+    server = start_server("--history", "5")
+    port, topic = server.port, unique("sse-ids")
+    for n in range(1, 11):
+        publish(port, topic, {"n": n})
+    with HttpEvents(port, topic_events(topic), headers={"Last-Event-ID": "7"}) as stream:
+        subscribed = stream.reader.next_event()
+    assert subscribed.event == "subscribed" and subscribed.json()["seq"] == 10 and subscribed.number == "7", subscribed
+    with HttpEvents(port, topic_events(topic), headers={"Last-Event-ID": subscribed.id}) as stream:
+        assert_message_event(first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 10}), topic, 8, {"n": 8})
+    with HttpEvents(port, topic_events(topic), headers={"Last-Event-ID": "2"}) as stream:
+        gap = first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 10})
+    assert gap.event == "gap" and gap.json()["to"] == 5 and gap.number == "5", gap
+    with HttpEvents(port, topic_events(topic), headers={"Last-Event-ID": gap.id}) as stream:
+        assert_message_event(first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 10}), topic, 6, {"n": 6})
+
+
 @pytest.mark.parametrize("last", ["9007199254740992", "1@", "x@e"])
 def test_a_resume_point_out_of_range_is_400(server, last):
     """The same bound as over WebSocket (`maxSince`, 2^53 - 1); an id's epoch must not be empty."""

@@ -15,7 +15,8 @@ public final class PushEvent {
     /// The SSE event name, which is also the message's `type`.
     public let name: String
     /// The store version or topic sequence number the event carries, used for ordering and as the
-    /// SSE `id:`; nil for events that do not advance the stream (such as `subscribed` or `gap`).
+    /// SSE `id:`; nil for events that do not advance the stream (presence). A `gap` is numbered
+    /// by its last lost message, a resumed `subscribed` by where the resume began.
     public let id: UInt64?
     /// The epoch `id` belongs to (its store's or topic's), written into the SSE `id:` beside it so
     /// an `EventSource`'s own reconnection resumes only within it; nil where there is no `id`.

@@ -118,7 +118,7 @@ public final class Topic: PresenceMembers {
         history.removeAll()
         seq = to
         for subscription in subscriptions {
-            subscription.gap(from: from, to: to)
+            subscription.gap(from: from, to: to, epoch: epoch)
         }
     }
 
