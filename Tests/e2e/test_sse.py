@@ -321,3 +321,24 @@ def test_drain_ends_streams_cleanly_and_exits_zero(start_server):
         curl_stream.reader.wait_end(EXIT_TIMEOUT)
         assert curl_stream.proc.wait(timeout=EXIT_TIMEOUT) == 0, curl_stream.proc.stderr.read()
     assert server.wait_exit(EXIT_TIMEOUT) == 0
+
+
+def test_a_stream_refused_after_its_checks_still_tells_an_allowed_origin_why(start_server, tmp_path):
+    """A refusal the stream decides itself (past `--max-topics`; the connect hook's answer) names
+    the allowed origin, as every other error does, so a cross-origin page can read it. Before, it
+    had no `Access-Control-Allow-Origin`, and the page saw only a failed request."""
+    from hooks import Backend
+    origin = "http://app.example"
+    backend = Backend(tmp_path / "backend")
+    try:
+        server = start_server("--max-topics", "1", "--allowed-origin", origin, *backend.hook_args("connect"))
+        headers = {"Origin": origin, "Cookie": "session=alice"}
+        publish(server.port, "first", {"n": 1})
+        full = http_client_request(server.port, "GET", topic_events("second"), headers=headers)
+        assert_json_error(full, 503, "over_capacity")
+        refused = http_client_request(server.port, "GET", topic_events("first"), headers={**headers, "Cookie": "session=mallory"})
+        assert_json_error(refused, 403, "forbidden")
+        for resp in (full, refused):
+            assert resp.header("Access-Control-Allow-Origin") == origin and resp.header("Vary") == "Origin", resp.headers
+    finally:
+        backend.stop()

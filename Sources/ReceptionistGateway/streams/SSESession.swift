@@ -19,6 +19,9 @@ final class SSESession: StreamSession {
     private var headSent = false
     /// The request's `Date`, for a status given before the head.
     private var date = ""
+    /// The allowed cross-origin page that asked (`StreamGrant.corsOrigin`): a status given before
+    /// the head names it too, so that the page can read why it was refused.
+    private var corsOrigin: String?
 
     init(connection: TCPConnection, services: StreamServices, claims: TokenClaims?) {
         self.connection = connection
@@ -46,6 +49,7 @@ final class SSESession: StreamSession {
     ) {
         connection.delegate = self
         self.date = date
+        corsOrigin = grant.corsOrigin
         let stream = { [unowned self] (options: SubscriptionOptions, granted: Bool) in
             // A refusal known now is a status, not a `200` and an empty stream.
             if let problem = services.hub.refusal(target, options: options) {
@@ -99,7 +103,11 @@ final class SSESession: StreamSession {
     /// Answers the request with an error instead of the stream, and closes.
     private func refuse(_ status: HTTPStatus, _ detail: String, date: String) {
         guard state.ending() else { return }
-        let response = HTTPResponse.error(status, detail)
+        var response = HTTPResponse.error(status, detail)
+        if let corsOrigin {
+            response.headers.add("Access-Control-Allow-Origin", corsOrigin)
+            response.headers.add("Vary", "Origin")
+        }
         connection.write(response.body.withUnsafeBytes {
             HTTPResponseEncoder.head(response, date: date, keepAlive: false, contentLength: response.body.count, inlineBody: $0)
         })
