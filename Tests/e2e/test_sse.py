@@ -264,11 +264,24 @@ def test_a_resumed_topic_streams_ids_never_pass_what_it_has_not_sent(start_serve
         assert_message_event(first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 10}), topic, 6, {"n": 6})
 
 
-@pytest.mark.parametrize("last", ["9007199254740992", "1@", "x@e"])
+@pytest.mark.parametrize("last", ["9007199254740992", "1@", "x@e", "+3", "-0", "3@" + "e" * 65])
 def test_a_resume_point_out_of_range_is_400(server, last):
-    """The same bound as over WebSocket (`maxSince`, 2^53 - 1); an id's epoch must not be empty."""
+    """The same bound as over WebSocket (`maxSince`, 2^53 - 1); digits only, no sign; an id's epoch
+    must not be empty, nor over 64 bytes."""
     store = new_store(server.port, {"m": {"n": 1}})
     resp = http_client_request(server.port, "GET", store_events(store), headers={"Last-Event-ID": last})
+    assert_json_error(resp, 400, "bad_request")
+
+
+def test_the_query_form_of_a_resume_point_is_percent_decoded_and_its_epoch_bounded(server):
+    """`?since=%32` is 2, as any query value is decoded; `?epoch=` is held to 64 bytes, as the epoch
+    of `Last-Event-ID` is."""
+    port, topic = server.port, unique("sse-query")
+    for n in range(1, 4):
+        publish(port, topic, {"n": n})
+    with HttpEvents(port, topic_events(topic) + "?since=%32") as stream:
+        assert_message_event(first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 3}), topic, 3, {"n": 3})
+    resp = http_client_request(port, "GET", topic_events(topic) + "?since=1&epoch=" + "e" * 65)
     assert_json_error(resp, 400, "bad_request")
 
 

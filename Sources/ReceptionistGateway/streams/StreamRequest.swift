@@ -12,8 +12,12 @@ enum StreamRequest {
         // The stream's own ids are `<number>@<epoch>`: an `EventSource` that reconnects by itself
         // sends one back, and resumes only within that epoch. `?since=` and `?epoch=` are a
         // client's first request's.
-        var text = request.headers["Last-Event-ID"] ?? query(request, "since")
-        var epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
+        // A query's values are percent-decoded, as every query value is (`?since=%32` is 2).
+        var text = request.headers["Last-Event-ID"] ?? query(request, "since").map { decoded($0[...]) }
+        var epoch = query(request, "epoch").map { decoded($0[...]) }.flatMap { $0.isEmpty ? nil : $0 }
+        if let epoch, epoch.utf8.count > ClientMessage.maxEpochBytes {
+            return .reply(.error(.badRequest, "epoch must be 1 to \(ClientMessage.maxEpochBytes) bytes"))
+        }
         if let id = text, let at = id.firstIndex(of: "@") {
             let named = String(id[id.index(after: at)...])
             guard !named.isEmpty, named.utf8.count <= ClientMessage.maxEpochBytes else {
@@ -43,7 +47,9 @@ enum StreamRequest {
         guard let text, !text.isEmpty else {
             return .stream(target, since: nil, epoch: epoch, options: options, presence: presence, grant: grant)
         }
-        guard let since = UInt64(text.trimmingSpaces), since <= ClientMessage.maxSince else {
+        // Digits only: `UInt64` also takes a sign (`+3`).
+        let digits = text.trimmingSpaces
+        guard digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let since = UInt64(digits), since <= ClientMessage.maxSince else {
             return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number up to \(ClientMessage.maxSince), not '\(text)'"))
         }
         return .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
