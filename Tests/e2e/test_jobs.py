@@ -2,6 +2,7 @@
 
 import contextlib
 import itertools
+import json
 import re
 import subprocess
 import time
@@ -252,6 +253,10 @@ def test_animate_job_lifecycle(serial_demo_server):
     assert (stopped["id"], stopped["kind"], stopped["store"], stopped["state"]) == (
         job["id"], "animate", store, "stopped"), stopped
     assert stopped["changes"] >= base + 150
+    # An ended job is not retuned: 409, and its rate stays what it ran at.
+    again = api(port, "PATCH", job_path, {"rate": 7})
+    assert again.status == 409 and json.loads(again.body)["error"] == "conflict", (again.status, again.body)
+    assert json_ok(api(port, "GET", job_path))["rate"] == 500
 
     # The store's version stops moving, and stays put.
     settled = assert_stopped_for_good(port, store, created_at, [job["id"]])

@@ -54,6 +54,8 @@ struct JobAPI {
         switch Reply.parseJSONBody(request) {
         case .success(let body):
             guard let value = body["rate"], let rate = Self.rate(value) else { return badRate() }
+            // An ended job is not changed: its rate would say what it never did.
+            guard job.isRunning else { return .error(.conflict, "job '\(job.info.id)' has ended (\(job.info.state.name)); start a new one") }
             job.setRate(rate)
             return .json(.ok, Self.json(job.info))
         case .failure(let failure):
