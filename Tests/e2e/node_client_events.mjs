@@ -4,6 +4,7 @@
 // --experimental-eventsource, for the scenario over SSE).
 // Usage: node node_client_events.mjs SCENARIO [ARGS…]
 import { ReceptionistClient } from '../../Public/receptionist-client.js';
+import { FakeSocket, sockets } from './node_fake_socket.mjs';
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const print = (value) => console.log(JSON.stringify(value));
@@ -14,18 +15,6 @@ async function until(condition, ms) {
   return condition();
 }
 
-const sockets = [];
-class FakeSocket {
-  constructor(url) {
-    this.url = url;
-    this.sent = [];
-    sockets.push(this);
-    queueMicrotask(() => this.onopen?.());
-  }
-  send(text) { this.sent.push(JSON.parse(text)); }
-  close() {}
-  receive(frame) { this.onmessage?.({ data: JSON.stringify(frame) }); }
-}
 const fakeClient = () => new ReceptionistClient({ url: 'http://gateway.test', transport: 'websocket', WebSocket: FakeSocket });
 
 async function commitOverHttp(port, store, changes) {

@@ -4,19 +4,8 @@
 // JSON line: what the subscription and the client reported.
 // Usage: node node_client_stray_ref.mjs
 import { ReceptionistClient } from '../../Public/receptionist-client.js';
+import { FakeSocket, sockets } from './node_fake_socket.mjs';
 
-const sockets = [];
-class FakeSocket {
-  constructor(url) {
-    this.url = url;
-    this.sent = [];
-    sockets.push(this);
-    queueMicrotask(() => this.onopen?.());
-  }
-  send(text) { this.sent.push(JSON.parse(text)); }
-  close() {}
-  receive(frame) { this.onmessage?.({ data: JSON.stringify(frame) }); }
-}
 
 const client = new ReceptionistClient({ url: 'http://gateway.test', transport: 'websocket', WebSocket: FakeSocket });
 const clientErrors = [];

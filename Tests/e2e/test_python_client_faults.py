@@ -13,25 +13,18 @@ import base64
 import contextlib
 import copy
 import hashlib
-import itertools
-import os
 import pickle
 import socket
-import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
 import jwt
 import pytest
 
-CLIENT_DIR = Path(__file__).resolve().parents[2] / "clients" / "python"
-if str(CLIENT_DIR) not in sys.path:
-    sys.path.insert(0, str(CLIENT_DIR))
+from python_client_support import FAST, SECRET, run, step, unique, until, url
 
 from receptionist import (  # noqa: E402
     AsyncGateway, Backoff, Gateway, GatewayError, NotFound, PreconditionFailed, StreamOptions,
@@ -40,37 +33,7 @@ from receptionist import (  # noqa: E402
 
 from conftest import HOST  # noqa: E402
 
-SECRET = "python-client-secret-of-thirty-two-bytes-or-more"
-STEP = 10.0
-FAST = StreamOptions(backoff=Backoff(initial=0.05, maximum=0.5))
 DRAIN = ("--drain-timeout", "1")
-_names = itertools.count()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{os.getpid()}-{next(_names)}"
-
-
-def url(server) -> str:
-    return f"http://{HOST}:{server.port}"
-
-
-def run(scenario: Callable[[], Awaitable[None]], timeout: float = 45.0) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), timeout))
-
-
-async def step(iterator: Any, timeout: float = STEP) -> Any:
-    return await asyncio.wait_for(anext(iterator), timeout)
-
-
-async def until(condition: Callable[[], bool], message: str, timeout: float = STEP) -> None:
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.01)
-    try:
-        await asyncio.wait_for(poll(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"{message} (waited {timeout}s)") from None
 
 
 # ---- store subscriptions and refusals --------------------------------------------------------
