@@ -87,7 +87,9 @@ def test_every_request_retried_after_a_kill_under_load_is_applied_once(start_ser
     crash). Then the topic holds each request's message at most once, every answered or replayed
     one exactly once, at the number it was given."""
     data_dir = tmp_path / "data"
-    server = start_on(start_server, data_dir)
+    # Every message is read back at the end: the history keeps them all.
+    history = ("--history", "100000")
+    server = start_on(start_server, data_dir, *history)
     topic = unique("keyed")
     stop = threading.Event()
     writers = [KeyedWriter(server.port, topic, f"w{index}", stop) for index in range(WRITERS)]
@@ -103,7 +105,7 @@ def test_every_request_retried_after_a_kill_under_load_is_applied_once(start_ser
     for writer in writers:
         writer.join(EXIT_TIMEOUT)
 
-    server = start_on(start_server, data_dir)
+    server = start_on(start_server, data_dir, *history)
     given: dict[str, int] = {}
     unknown: set[str] = set()
     for writer in writers:
