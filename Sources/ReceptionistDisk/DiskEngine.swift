@@ -212,6 +212,16 @@ public final class DiskEngine: StoreJournal, Sendable {
         enqueue(.idempotency(DiskIdempotencyWrite(change: change, completion: completion)), wait: false)
     }
 
+    /// `recordIdempotency`, waiting until the change is stored (nil) or refused, at most `seconds`:
+    /// for a thread that answers its request only after the key holds the answer.
+    public func recordIdempotencyAndWait(_ change: DiskIdempotencyChange, seconds: Double) -> StoreError? {
+        let signal = DiskSignal()
+        guard recordIdempotency(change, completion: { signal.finish($0) }) else {
+            return .unavailable("the disk's write queue is full (\(options.maxQueued) writes)")
+        }
+        return signal.wait(seconds: seconds)
+    }
+
     /// Deletes a topic and its messages (forgotten after `--topic-ttl`). False, and nothing
     /// queued, when the queue is full.
     public func forgetTopic(_ name: String) -> Bool {

@@ -46,15 +46,12 @@ final class DiskIdempotencyStore: IdempotencyStore {
         return claim
     }
 
-    /// Waits until the answer is stored (or the disk failed it): the request's answer follows.
+    /// Waits until the answer is stored (or the disk failed it, or 30 s passed): the request's
+    /// answer follows. Not stored, only a crash loses it: the key comes back claimed, and a retry
+    /// gets 409.
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) {
-        let stored = ConditionLock(false)
-        let queued = record(key, scope: scope, fingerprint: fingerprint, reply: reply) { _ in
-            stored.withLock { $0 = true }
-            stored.broadcast()
-        }
-        guard queued else { return }
-        stored.wait(seconds: 30, until: { $0 }, then: { _, _ in })
+        table.complete(key, scope: scope, fingerprint: fingerprint, reply: reply)
+        _ = disk.recordIdempotencyAndWait(Self.answer(key, scope: scope, fingerprint: fingerprint, reply: reply), seconds: 30)
     }
 
     func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8]) {
@@ -72,11 +69,11 @@ final class DiskIdempotencyStore: IdempotencyStore {
     /// `done` runs on the loop once the answer is stored (or the disk failed it).
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply, done: @escaping () -> Void) {
         // Made on the loop, opened there again.
-        let answer = ThreadBound(done)
+        let finished = ThreadBound(done)
         let mailbox = self.mailbox
-        let queued = record(key, scope: scope, fingerprint: fingerprint, reply: reply) { _ in
-            _ = mailbox.post { answer.value() }
-        }
+        table.complete(key, scope: scope, fingerprint: fingerprint, reply: reply)
+        let change = Self.answer(key, scope: scope, fingerprint: fingerprint, reply: reply)
+        let queued = disk.recordIdempotency(change) { _ in _ = mailbox.post { finished.value() } }
         if !queued { done() }
     }
 
@@ -90,15 +87,8 @@ final class DiskIdempotencyStore: IdempotencyStore {
         [HTTPStatus.ok, .created, .accepted, .noContent].first { $0.code == code } ?? HTTPStatus(code: code, reason: "OK")
     }
 
-    /// Keeps the answer in memory, and queues it for the disk with `stored`; false when the queue
-    /// is full (then only a crash loses it: the key comes back claimed, and a retry gets 409).
-    private func record(
-        _ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply,
-        stored: @escaping @Sendable (StoreError?) -> Void
-    ) -> Bool {
-        table.complete(key, scope: scope, fingerprint: fingerprint, reply: reply)
-        return disk.recordIdempotency(
-            .answer(scope: scope, key: key.text, fingerprint: fingerprint, status: reply.status.code, reply: reply.body),
-            completion: stored)
+    /// The change that stores a claimed key's answer.
+    private static func answer(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) -> DiskIdempotencyChange {
+        .answer(scope: scope, key: key.text, fingerprint: fingerprint, status: reply.status.code, reply: reply.body)
     }
 }
