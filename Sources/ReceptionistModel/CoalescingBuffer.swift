@@ -8,6 +8,12 @@ import ReceptionistJSON
 /// different models are independent; a model's changes are handed over together, models in the
 /// order they first changed, and within a model a change that replaces others goes after them.
 ///
+/// Member order: a member removed and then set again within one take moves to the end of its
+/// object in the store, so the take carries its removal and then its new value, together, where
+/// it was set again: a receiver that applies them holds the members in the store's order. (A
+/// model has no place among models to keep: one deleted and put again is changed in place.) An
+/// old value put back together is exact but for its members' order.
+///
 /// Old values: a pending change keeps the value its path had at the last delivery, before the
 /// first change folded into it. When it replaces pending changes beneath it, its own old value
 /// (the value just before it) has their first old values put back in. (An object created only
@@ -47,6 +53,10 @@ public struct CoalescingBuffer: Sendable {
 
     private static let end: Int32 = -1
     private static let replaced: Int32 = -2
+    /// In the `slotHint` of a pending removal that the next entry of its chain, at the same path,
+    /// follows (`moveToEnd`): later changes to the path go to that next entry. A pending entry's
+    /// own hint is not read otherwise, and a negative hint is no hint to whoever reads it later.
+    private static let superseded: Int32 = -3
 
     public init() {}
 
@@ -78,31 +88,92 @@ public struct CoalescingBuffer: Sendable {
         }
         // The common case: the same path again. Nothing can be above or beneath it, since a
         // pending path swallows changes beneath it and is replaced by a change above it.
+        var previous = Self.end
         var entry = head
         while entry != Self.end {
             let position = Int(entry)
-            if pending[position].keyPath == change.pointee.keyPath {
+            if pending[position].keyPath == change.pointee.keyPath, pending[position].slotHint != Self.superseded {
+                if pending[position].newValue == nil, let value = change.pointee.newValue, change.pointee.keyPath.count > 0 {
+                    return moveToEnd(position, after: previous, head: head, value: value, change: change.pointee)
+                }
                 // Edited in place: the model and path stay, the old value stays the first one.
                 pending[position].newValue = change.pointee.newValue
                 pending[position].kind = ModelChange.kind(old: pending[position].oldValue, new: change.pointee.newValue)
                 return
             }
+            previous = entry
             entry = links[position]
         }
+        previous = Self.end
         entry = head
         while entry != Self.end {
             let position = Int(entry)
-            if pending[position].keyPath.isPrefix(of: change.pointee.keyPath) {
+            if pending[position].keyPath.isPrefix(of: change.pointee.keyPath), pending[position].slotHint != Self.superseded {
                 let relative = change.pointee.keyPath.components.dropFirst(pending[position].keyPath.count)
-                var value = pending[position].newValue ?? .object([:])
+                // A model has no place to keep: one deleted is made again in place.
+                let model: JSONValue? = pending[position].keyPath.count == 0 ? .object([:]) : nil
+                guard var value = pending[position].newValue ?? model else {
+                    // Removed, and now made again on the way to the new path.
+                    var made = JSONValue.object([:])
+                    made.setValue(change.pointee.newValue, at: relative)
+                    return moveToEnd(position, after: previous, head: head, value: made, change: change.pointee)
+                }
                 value.setValue(change.pointee.newValue, at: relative)
                 pending[position].newValue = value
                 pending[position].kind = ModelChange.kind(old: pending[position].oldValue, new: value)
                 return
             }
+            previous = entry
             entry = links[position]
         }
         replace(beneath: change.pointee, head: head)
+    }
+
+    /// A pending removal at `position` (after `previous` in its model's chain) whose path is set
+    /// again to `value`: the store put the member back at the end of its object. Its entries
+    /// leave their place, and the removal, with the path's first old value, and the new value
+    /// go last in the chain, the removal marked `superseded`. Whatever the path's history in
+    /// the take, it has these two entries at most.
+    private mutating func moveToEnd(_ position: Int, after previous: Int32, head: Int32, value: JSONValue, change: ModelChange) {
+        let made = ModelChange(model: change.model, keyPath: pending[position].keyPath, kind: .created, oldValue: nil, newValue: value)
+        let removed = previous != Self.end && pending[Int(previous)].slotHint == Self.superseded
+        if position == pending.count - 1 {
+            // Last already (a chain's positions rise, so last in its chain too): nothing moves.
+            if removed {
+                pending[position] = made
+            } else {
+                pending[position].slotHint = Self.superseded
+                links[position] = append(made)
+            }
+            return
+        }
+        // The model's chain without the entries that move.
+        var chain: [Int32] = []
+        var entry = head
+        while entry != Self.end {
+            chain.append(entry)
+            entry = links[Int(entry)]
+        }
+        // A removal that an earlier move left in front of this entry goes too, and keeps the
+        // path's first old value.
+        let leaving = removed ? [previous, Int32(position)] : [Int32(position)]
+        var removal = pending[Int(leaving[0])]
+        removal.kind = .deleted
+        removal.slotHint = Self.superseded
+        for index in leaving {
+            links[Int(index)] = Self.replaced
+            pending[Int(index)].oldValue = nil
+            pending[Int(index)].newValue = nil
+            replacedCount += 1
+        }
+        chain.removeAll { leaving.contains($0) }
+        if let last = chain.last, Int(last) != pending.count - 1 { grouped = false }
+        chain.append(append(removal))
+        chain.append(append(made))
+        for (entry, next) in zip(chain, chain.dropFirst()) { links[Int(entry)] = next }
+        let newHead = chain[0]
+        heads.set(newHead, for: change.model)
+        remember(newHead, at: change.slotHint)
     }
 
     /// A change above none of the model's pending paths: it replaces those beneath it, and goes
@@ -114,12 +185,19 @@ public struct CoalescingBuffer: Sendable {
         var entry = head
         var newHead = head
         var last = Self.end
+        // Whether the entry before was a removal that a move left: the entry after it holds the
+        // path as made again, whose old value (none) is not the path's first.
+        var afterRemoval = false
         while entry != Self.end {
             let position = Int(entry)
             let next = links[position]
+            let followsRemoval = afterRemoval
+            afterRemoval = pending[position].slotHint == Self.superseded
             if change.keyPath.isPrefix(of: pending[position].keyPath) {
-                replacing.oldValue?.setValue(
-                    pending[position].oldValue, at: pending[position].keyPath.components.dropFirst(depth))
+                if !followsRemoval {
+                    replacing.oldValue?.setValue(
+                        pending[position].oldValue, at: pending[position].keyPath.components.dropFirst(depth))
+                }
                 // Unlinked and dropped at `take`; its values are released now.
                 links[position] = Self.replaced
                 pending[position].oldValue = nil

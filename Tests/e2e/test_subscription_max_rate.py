@@ -120,6 +120,32 @@ def test_max_rate_bounds_frames_and_staleness_under_an_animate_job(start_server)
         assert len(view.frames) < (own - base) / 10, "the job's change sets were not coalesced"
 
 
+
+def test_max_rate_keeps_member_order_when_a_member_is_removed_and_set_again(server):
+    """A member removed and set again within one interval goes to the end of its object in the
+    store; the folded frame removes it and sets it again, after the members added meanwhile, so
+    the subscriber's copy holds the members in the store's order."""
+    port = server.port
+    store = new_store(port, {"m": {"a": 1, "b": 2, "c": {"x": 1, "y": 2}}}, prefix="order")
+    view = View(store, {"maxRate": BURST_RATE})
+    with connect(port) as ws:
+        view.subscribe(ws, port)
+        view.read_until(ws, commit(port, store, [set_at("m", "b", 20)]))
+        first_arrival = time.time()
+        burst = [commit(port, store, [set_at("m", "a", None)]),
+                 commit(port, store, [set_at("m", "d", 4)]),
+                 commit(port, store, [set_at("m", "a", 5)]),
+                 commit(port, store, [set_at("m", "c", None)]),
+                 commit(port, store, [set_at("m", "c.y", 3)])]
+        assert time.time() - first_arrival < BURST_BUDGET, "the burst took too long to fall in one interval"
+        frame = view.read(ws, timeout=1 / BURST_RATE + FRAME_TIMEOUT)
+        assert frame["version"] == burst[-1], frame
+        assert [(c["path"], c["kind"]) for c in frame["changes"]] == [
+            ("d", "created"), ("a", "deleted"), ("a", "created"), ("c", "deleted"), ("c", "created")], frame
+        current = store_snapshot(port, store)["models"]["m"]
+        assert list(current) == ["b", "d", "a", "c"]
+        assert json.dumps(view.models["m"]) == json.dumps(current)
+
 def test_max_rate_folds_a_burst_into_one_frame(server):
     """The first change after a quiet spell goes at once; the next ones wait for the rate and
     arrive folded into one frame per (model, path), with the value before the first of them."""
