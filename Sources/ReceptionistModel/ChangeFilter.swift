@@ -113,16 +113,28 @@ public struct ChangeFilter: Sendable, Hashable {
     }
 
     /// The part of one model this filter follows: the values at the listed paths, with the
-    /// objects that lead to them.
+    /// objects that lead to them, each member in its place in the model and named as stored.
     public func project(model value: JSONValue) -> JSONValue {
         guard let paths else { return value }
-        var projected = JSONValue.object([:])
+        return Self.part(of: value, under: paths.map { $0.components[...] }) ?? .object([:])
+    }
+
+    /// What of `value` lies under `paths` (relative to it), members in the value's order; nil
+    /// when nothing does. Each level looks up only the keys the paths name.
+    private static func part(of value: JSONValue, under paths: [ArraySlice<String>]) -> JSONValue? {
+        if paths.contains(where: \.isEmpty) { return value }
+        guard case .object(let members) = value else { return nil }
+        var found: [Int] = []
         for path in paths {
-            if let part = value.value(at: path.components) {
-                projected.setValue(part, at: path.components[...])
-            }
+            if let index = members.index(forKey: path[path.startIndex]), !found.contains(index) { found.append(index) }
         }
-        return projected
+        var kept = JSONObject()
+        for index in found.sorted() {
+            let key = members.keys[index]
+            let below = paths.filter { $0[$0.startIndex] == key }.map { $0.dropFirst() }
+            if let part = part(of: members.values[index], under: below) { kept[key] = part }
+        }
+        return kept.isEmpty ? nil : .object(kept)
     }
 
     /// The models this filter follows, each projected.

@@ -180,6 +180,17 @@ import Testing
         #expect(ChangeFilter(models: ["x"], paths: nil).project(model: value) == value)
     }
 
+    /// Members keep their places in the model whatever the listed paths' order (the filter keeps
+    /// its paths sorted), and their names as stored: a path may name one in another Unicode form.
+    @Test func aProjectionKeepsTheModelsMemberOrderAndNames() {
+        let filter = ChangeFilter(models: nil, paths: ["a", "style.z", "style.b", "zeta"])
+        let value: JSONValue = ["zeta": 1, "style": ["z": 1, "x": 0, "b": 2], "a": 3]
+        #expect(filter.project(model: value) == ["zeta": 1, "style": ["z": 1, "b": 2], "a": 3])
+        let (decomposed, composed) = ("e\u{301}", "\u{e9}")
+        let named = ChangeFilter(models: nil, paths: [ModelKeyPath([decomposed, "x"])])
+        #expect(named.project(model: .object([composed: ["x": 1, "y": 2]])) == .object([composed: ["x": 1]]))
+    }
+
     @Test func theModelsAreProjectedAndFiltered() {
         let models: [String: JSONValue] = [
             "tile-1": ["color": "a", "n": 1], "tile-12": ["color": "b", "n": 2], "tile-2": ["color": "c"], "other": ["n": 3],
