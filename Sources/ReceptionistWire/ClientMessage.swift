@@ -18,6 +18,9 @@ public enum ClientMessage: Sendable, Equatable {
     /// Commits a change set to a store, as `POST /api/stores/{store}/changes` does: `request` is
     /// the message itself, whose `changes`, `ifVersion` and `ifMatch` the gateway reads.
     case commit(store: String, request: JSONValue, ref: String?)
+    /// Asks for a `pong`, with `ref` echoed: how a client that cannot see WebSocket pings (a
+    /// browser's) tells a gateway that no longer answers from a quiet one.
+    case ping(ref: String?)
 
     /// Why a message could not be understood; answered with an `error` message, never a close.
     public struct Problem: Error, Sendable, Equatable {
@@ -95,8 +98,10 @@ public enum ClientMessage: Sendable, Equatable {
             return decodeRPC(value)
         case "commit":
             return decodeCommit(value)
+        case "ping":
+            return decodeRef(value).map { .ping(ref: $0) }
         default:
-            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe, unsubscribe, publish, commit or rpc"))
+            return .failure(Problem(.unknownType, "unknown type '\(type)'; use auth, subscribe, unsubscribe, publish, commit, rpc or ping"))
         }
         let target: StreamTarget
         switch (value["store"], value["topic"]) {

@@ -21,6 +21,8 @@ import Testing
         #expect(try decode(#"{"type":"unsubscribe","topic":"news"}"#).get() == .unsubscribe(.topic("news")))
         #expect(try decode(#" {"store":"s","type":"unsubscribe","extra":[1]} "#).get() == .unsubscribe(.store("s")))
         #expect(try decode(#"{"type":"auth","token":"a.b.c"}"#).get() == .authenticate(token: "a.b.c"))
+        #expect(try decode(#"{"type":"ping"}"#).get() == .ping(ref: nil))
+        #expect(try decode(#"{"type":"ping","ref":"p-3"}"#).get() == .ping(ref: "p-3"))
     }
 
     @Test func aSubscriptionMayAskForPresence() throws {
@@ -50,6 +52,7 @@ import Testing
         (#"{"type":"subscribe","store":5}"#, "bad_message"), (#"{"type":"subscribe","store":"s","since":-1}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","since":1.5}"#, "bad_message"), (#"{"type":"subscribe","store":"s","since":"3"}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","since":1e300}"#, "bad_message"),
+        (#"{"type":"ping","ref":7}"#, "bad_message"),
     ])
     func refusesWithTheDocumentedCode(text: String, expected: String) {
         #expect(code(text) == expected)

@@ -134,6 +134,21 @@ def test_ping_is_answered_with_pong_of_the_same_payload(server, payload):
         assert_round_trip(ws)
 
 
+
+def test_an_application_ping_is_answered_with_a_pong_echoing_its_ref(server):
+    """PROTOCOL.md: a browser cannot see WebSocket pings, so it sends {"type":"ping"} and reads
+    {"type":"pong"} back, its ref echoed; a bad ref is a bad_message, and the connection goes on."""
+    with connect(server.port) as ws:
+        ws.send('{"type":"ping","ref":"p-3"}')
+        assert recv_json(ws) == {"type": "pong", "ref": "p-3"}
+        ws.send('{"type":"ping"}')
+        assert recv_json(ws) == {"type": "pong"}
+        ws.send('{"type":"ping","ref":7}')
+        error = recv_json(ws)
+        assert error["type"] == "error" and error["code"] == "bad_message", error
+        ws.send('{"type":"ping","ref":"' + "r" * 64 + '"}')
+        assert recv_json(ws) == {"type": "pong", "ref": "r" * 64}
+
 CLIENT_CLOSES = {
     # PROTOCOL.md: the client closed with 1000 and the server echoed it. Without a code, RFC 6455
     # lets the echo be empty or 1000; an application code may be echoed as it came or as 1000.

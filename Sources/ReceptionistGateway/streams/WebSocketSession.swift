@@ -184,6 +184,8 @@ final class WebSocketSession: StreamSession {
             return rpc(id: id, method: method, data: data)
         case .success(.commit(let store, let request, let ref)):
             return commit(store, request: request, ref: ref)
+        case .success(.ping(let ref)):
+            writeFrame(WebSocketEncoder.frame(.text, payload: PushEncoder.pong(ref: ref)))
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
             // A token that ran out lets nothing through, as for publishes; the stream ends.
             if expireTokenIfDue() { return nil }

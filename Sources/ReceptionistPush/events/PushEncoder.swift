@@ -171,6 +171,14 @@ public enum PushEncoder {
         return out
     }
 
+    /// `{"type":"pong"}`, with the ping's `ref` if it had one.
+    public static func pong(ref: String?) -> [UInt8] {
+        var out = head("pong")
+        if let ref { field("ref", ref, &out) }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     public static func error(_ problem: ClientMessage.Problem) -> [UInt8] {
         var out = head("error")
         field("code", problem.code.rawValue, &out)
