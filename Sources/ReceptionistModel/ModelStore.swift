@@ -121,22 +121,23 @@ public final class ModelStore: Sendable {
     }
 
     /// One model, the settled version it was read at, and the version of its last change (its
-    /// entity tag). A model that a journaled change set not yet stored touches is read once that
-    /// change set settled (the caller is a job thread; the wait is one write to disk), or
-    /// undone if storage takes longer than a second.
+    /// entity tag), as a snapshot shows it: what journaled change sets not yet stored did to it
+    /// is undone, and its tag is the one from before them. A read never waits for the disk, so a
+    /// slow disk holds no job thread that other stores' reads and commits need.
     public func model(_ id: String) -> (value: JSONValue, version: UInt64, tag: UInt64)? {
-        for _ in 0..<3 {
-            let read = state.withLock { state -> (JSONValue?, UInt64, UInt64, waitFor: UInt64?) in
-                if let pending = state.unsettled.last(where: { $0.touches(id) }) {
-                    return (nil, 0, 0, pending.changeSet.version)
-                }
-                return (state.models[id], state.settled, state.models.version(of: id) ?? 0, nil)
+        state.withLock { state in
+            var value = state.models[id]
+            var tag = state.models.version(of: id) ?? 0
+            for entry in state.unsettled.reversed() {
+                guard let prior = entry.priorTags.first(where: { $0.id == id }) else { continue }
+                var one: [String: JSONValue] = [:]
+                one[id] = value
+                Self.undo(entry.changeSet.changes.filter { $0.model == id }, in: &one)
+                value = one[id]
+                tag = prior.tag
             }
-            guard let waitFor = read.waitFor else { return read.0.map { ($0, read.1, read.2) } }
-            _ = waitUntilApplied(waitFor, seconds: 1)
+            return value.map { ($0, state.settled, tag) }
         }
-        let snapshot = snapshot()
-        return snapshot.models[id].map { ($0, snapshot.version, snapshot.version) }
     }
 
     /// The settled models' ids: read from the slots, unless a change set is still being stored.
