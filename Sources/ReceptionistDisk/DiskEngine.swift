@@ -55,15 +55,16 @@ public final class DiskEngine: StoreJournal, Sendable {
         let writer: DiskWriter
         do {
             let meta = try DiskMeta.read(db)
-            let boot = DiskSchema.bootID()
+            let boot = DiskSchema.bootID(file: options.bootIDFile)
             // Only writes acknowledged before they were synced can be lost, and only by a machine
-            // that went down with them: a process that crashed leaves them to the kernel.
-            if meta.clean == false, meta.fsync == DiskOptions.Fsync.interval.rawValue, meta.boot != boot {
+            // that went down with them: a process that crashed leaves them to the kernel. A boot
+            // that cannot be named may be another one.
+            if meta.clean == false, meta.fsync == DiskOptions.Fsync.interval.rawValue, boot == nil || meta.boot != boot {
                 contents = DiskMeta.renewEpochs(contents)
                 contents.newEpochs = true
             }
             writer = try DiskWriter(db: db, options: options, contents: contents)
-            try DiskMeta.write(db, clean: false, fsync: options.fsync.rawValue, boot: boot, epochsFrom: contents)
+            try DiskMeta.write(db, clean: false, fsync: options.fsync.rawValue, boot: boot ?? "", epochsFrom: contents)
         } catch {
             throw DiskError("cannot write to the data directory: \(error)")
         }

@@ -27,6 +27,8 @@ public struct DiskOptions: Sendable {
     /// most `maxIdempotencyKeys` of them (`--idempotency-keys`), the oldest pruned first.
     public var idempotencyWindowSeconds: Double = 300
     public var maxIdempotencyKeys = 100_000
+    /// Where this boot of the machine is named (`DiskSchema.bootID`); another file only in tests.
+    public var bootIDFile = "/proc/sys/kernel/random/boot_id"
 
     public init(
         directory: String, fsync: Fsync = .always, intervalSeconds: Double = 1, retain: Int = 100_000,

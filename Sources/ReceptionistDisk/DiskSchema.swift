@@ -224,13 +224,16 @@ enum DiskSchema {
     }
 
     /// This boot of the machine: page-cache writes of a process that crashed survive until the
-    /// machine restarts, so only a new boot can have lost writes that were not synced.
-    static func bootID() -> String {
-        guard let file = fopen("/proc/sys/kernel/random/boot_id", "r") else { return "unknown" }
+    /// machine restarts, so only a new boot can have lost writes that were not synced. Nil when
+    /// the file cannot be read (a container that hides it): no boot can then be told from
+    /// another, so the caller takes it as a new one, never as the same.
+    static func bootID(file path: String = "/proc/sys/kernel/random/boot_id") -> String? {
+        guard let file = fopen(path, "r") else { return nil }
         defer { fclose(file) }
         var buffer = [CChar](repeating: 0, count: 64)
-        guard fgets(&buffer, 64, file) != nil else { return "unknown" }
-        return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).trimmingSuffixNewline()
+        guard fgets(&buffer, 64, file) != nil else { return nil }
+        let boot = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self).trimmingSuffixNewline()
+        return boot.isEmpty ? nil : boot
     }
 }
 

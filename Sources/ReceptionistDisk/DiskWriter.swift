@@ -360,7 +360,7 @@ final class DiskWriter {
     func close() {
         writeFinalSnapshots()
         try? db.checkpoint()
-        try? DiskMeta.write(db, clean: true, fsync: options.fsync.rawValue, boot: DiskSchema.bootID())
+        try? DiskMeta.write(db, clean: true, fsync: options.fsync.rawValue, boot: DiskSchema.bootID(file: options.bootIDFile) ?? "")
         db.close()
     }
 }

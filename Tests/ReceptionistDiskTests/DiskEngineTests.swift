@@ -294,7 +294,7 @@ import Testing
             engine.close()
         }
         // A process that crashes on the same boot loses nothing: the epochs stay.
-        try Self.markUnclean(directory, boot: DiskSchema.bootID())
+        try Self.markUnclean(directory, boot: try #require(DiskSchema.bootID()))
         do {
             let (engine, contents) = try DiskEngine.open(options)
             engine.close()
@@ -316,9 +316,39 @@ import Testing
         #expect(!again.newEpochs)
     }
 
-    private static func markUnclean(_ directory: String, boot: String) throws {
+    /// A machine whose boot cannot be named (its boot id hidden) may have restarted: an unsynced
+    /// stop gives new epochs, never the old ones over numbers that may have been lost.
+    @Test func anUnsyncedStopOnABootThatCannotBeNamedGivesNewEpochs() throws {
+        let directory = temporaryDirectory()
+        var options = DiskOptions(directory: directory, fsync: .interval)
+        options.bootIDFile = directory + "/no-boot-id"
+        let epoch: String
+        do {
+            let (engine, _) = try DiskEngine.open(options)
+            let store = try StoreRegistry(journal: engine).create("s")
+            epoch = store.epoch
+            try store.commit([.put(model: "m", value: [:])])
+            engine.close()
+        }
+        // A clean stop loses nothing, named boot or not.
+        do {
+            let (engine, contents) = try DiskEngine.open(options)
+            engine.close()
+            #expect(!contents.newEpochs && contents.stores.first?.epoch == epoch)
+        }
+        try Self.markUnclean(directory, boot: nil)
+        let (engine, contents) = try DiskEngine.open(options)
+        engine.close()
+        #expect(contents.newEpochs)
+        #expect(contents.stores.first.map { $0.epoch != epoch && $0.history.isEmpty } == true)
+    }
+
+    /// Marks the data file as left by a process that stopped without syncing, on `boot` (nil:
+    /// the boot the gateway wrote down itself).
+    private static func markUnclean(_ directory: String, boot: String?) throws {
         let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
         defer { db.close() }
-        try db.execute("UPDATE meta SET value = '0' WHERE key = 'clean'; UPDATE meta SET value = '\(boot)' WHERE key = 'boot';")
+        try db.execute("UPDATE meta SET value = '0' WHERE key = 'clean';")
+        if let boot { try db.execute("UPDATE meta SET value = '\(boot)' WHERE key = 'boot';") }
     }
 }
