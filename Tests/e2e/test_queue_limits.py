@@ -3,7 +3,10 @@
 - What a subscriber is owed (a snapshot, `subscribed`, `gap`) and the replies of our own (an
   error, `unsubscribed`) are not queued past `--max-queued-bytes` of what the kernel refused on
   the connection: a client that asks and asks but never reads is closed with 1008 "slow
-  consumer" and counted in `receptionist_refusals_total{reason="slow_consumer"}`.
+  consumer" and counted in `receptionist_refusals_total{reason="slow_consumer"}`, after the
+  answers to every request the gateway took (a publish it took is answered, never left unknown).
+- A subscriber on a slow link closed as a slow consumer reads what was queued before the close
+  frame whole, however long past the close timeout that takes while it keeps reading.
 
 An HTTP connection's replies are in test_http_backpressure.py; the queues toward Redis in
 test_redis_queue_limits.py.
@@ -18,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import wait_for
+from conftest import api, json_ok, wait_for
 from procstat import rss_bytes
 from test_metrics import scrape, value
 from wsclient import (
@@ -33,6 +36,7 @@ from wsclient import (
     put_model,
     recv_json,
     subscribe,
+    unique,
 )
 
 QUEUE_LIMIT = 65536          # --max-queued-bytes
@@ -251,6 +255,88 @@ def test_error_replies_to_a_client_that_never_reads_close_it(start_server):
             # not all 12 MiB of replies.
             assert len(frames) * ERROR_NAME_BYTES < kernel_max + QUEUE_LIMIT + (1 << 20), len(frames)
 
+
+
+PUBLISHES = 40_000           # about 4 MB of answers, past the kernel's buffers and the limit
+
+
+@pytest.mark.timeout(60)
+def test_a_publisher_that_never_reads_is_answered_for_every_publish_taken_then_closed(start_server):
+    """A client pipelines publishes and reads nothing: past the limit it is closed with 1008,
+    after an answer to every publish the gateway took (invariant 64), and nothing after the last
+    answer is published. Before, the publish whose answer found the limit was published and
+    never answered, so its client could not tell it from one that was not."""
+    server = start_server("--max-queued-bytes", str(QUEUE_LIMIT), "--publish-rate", "0", "--client-message-rate", "0")
+    port = server.port
+    topic = unique("unread")
+    refusals_before = slow_consumer_refusals(port)
+    with never_reading_client(port) as rude:
+        rude.sock.settimeout(1.0)
+        try:
+            for index in range(PUBLISHES):
+                rude.send(masked({"type": "publish", "topic": topic, "data": {"i": index}, "ref": f"r{index:060d}"}))
+        except OSError:
+            pass  # the gateway stopped reading
+        wait_for(lambda: slow_consumer_refusals(port) > refusals_before, SETTLE_TIMEOUT, "the publisher was never refused")
+        frames = expect_slow_consumer_close(rude)
+    answers = [json.loads(frame.payload) for frame in frames]
+    assert answers and all(answer["type"] == "published" for answer in answers), answers[-3:]
+    seqs = [answer["seq"] for answer in answers]
+    assert seqs == list(range(1, len(seqs) + 1)), "answers missing or out of order"
+    assert [answer["ref"] for answer in answers[-2:]] == [f"r{seq - 1:060d}" for seq in seqs[-2:]]
+    after = json_ok(api(port, "GET", f"/api/topics/{topic}/messages?after={seqs[-1]}"))
+    assert after["messages"] == [], f"published past the last answer ({seqs[-1]}): {after['messages'][:1]}"
+    assert slow_consumer_refusals(port) == refusals_before + 1
+
+
+SLOW_LINK_RATE = 400_000     # bytes a second the slow subscriber reads
+SLOW_MESSAGES, SLOW_PAD = 200, 60_000
+
+
+class ThrottledSocket:
+    """A socket whose reads bring at most SLOW_LINK_RATE bytes a second: a slow link."""
+
+    def __init__(self, sock: socket.socket):
+        self._sock = sock
+
+    def recv(self, size: int) -> bytes:
+        chunk = self._sock.recv(min(size, 4096))
+        time.sleep(len(chunk) / SLOW_LINK_RATE)
+        return chunk
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+@pytest.mark.timeout(90)
+def test_a_subscriber_on_a_slow_link_reads_whole_frames_then_the_slow_consumer_close(start_server):
+    """A topic subscriber reading at 400 kB/s while 12 MB are published falls past the limit and
+    is closed with 1008. What was queued before the close frame takes it longer than the close
+    timeout (--linger, 2 s) to read; it keeps reading, so it gets all of it, whole, and then the
+    close frame. Before, the close timed out with a frame still queued, and the connection was
+    cut in the middle of it, with no close code."""
+    server = start_server("--max-queued-bytes", str(QUEUE_LIMIT), "--publish-rate", "0", "--client-message-rate", "0")
+    port = server.port
+    topic = unique("slowlink")
+    with RawWebSocket(port, rcvbuf=8192) as slow:
+        slow.open()
+        slow.send_json({"type": "subscribe", "topic": topic})
+        assert json.loads(slow.read_frame().payload)["type"] == "subscribed"
+        slow.sock = ThrottledSocket(slow.sock)
+        with connect(port) as publisher:
+            for index in range(SLOW_MESSAGES):
+                publisher.send(json.dumps({"type": "publish", "topic": topic, "data": {"i": index, "pad": "x" * SLOW_PAD}}))
+            for _ in range(SLOW_MESSAGES):
+                assert recv_json(publisher)["type"] == "published"
+        start = time.monotonic()
+        frames, close = slow.read_until_closed(60)
+        took = time.monotonic() - start
+    print(f"slow link: {len(frames)} messages then the close, read in {took:.1f} s")
+    assert close is not None, f"cut after {len(frames)} messages with no close frame, {took:.1f} s"
+    assert (close.close_code(), close.close_reason()) == (1008, "slow consumer"), close
+    seqs = [json.loads(frame.payload)["seq"] for frame in frames]
+    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) < SLOW_MESSAGES
+    assert took > 2.5, "what was queued took less than the close timeout to read: nothing was shown"
 
 # ---- Catch-ups of several stores after one drain ----------------------------------------
 

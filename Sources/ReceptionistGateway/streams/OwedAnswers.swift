@@ -3,7 +3,7 @@
 /// answers come later. A connection that must close (its client's close frame, a frame that
 /// breaks the protocol, a drain, an expired token or a refused grant) sends its close frame once
 /// they are written: a request that was taken is answered, never applied in silence (invariant
-/// 64); a slow consumer is closed at once. Kept beside the sessions, not in them: an
+/// 64); a slow consumer too, though it gets nothing else meanwhile. Kept beside the sessions, not in them: an
 /// idle connection owes nothing and pays nothing, and one that owes nothing keeps no account.
 ///
 /// Each answer is bounded in time by its own path (`--redis-timeout`, `--hook-timeout`, the job
@@ -15,6 +15,8 @@ final class OwedAnswers {
     private final class Account {
         var owed = 0
         var closing: (() -> Void)?
+        /// The close waiting is a slow consumer's: nothing but the answers goes out meanwhile.
+        var stopsPushes = false
     }
 
     private var accounts: [ObjectIdentifier: Account] = [:]
@@ -45,10 +47,17 @@ final class OwedAnswers {
         }
     }
 
-    /// Runs `close` once `connection` owes nothing: now, or right after its last answer.
-    func whenSettled(_ connection: AnyObject, close: @escaping () -> Void) {
+    /// Runs `close` once `connection` owes nothing: now, or right after its last answer. With
+    /// `stoppingPushes`, the connection sends nothing but those answers meanwhile.
+    func whenSettled(_ connection: AnyObject, stoppingPushes: Bool = false, close: @escaping () -> Void) {
         guard let account = accounts[ObjectIdentifier(connection)] else { return close() }
         account.closing = close
+        account.stopsPushes = stoppingPushes
+    }
+
+    /// Whether `connection` waits for its answers to close as a slow consumer.
+    func stopsPushes(_ connection: AnyObject) -> Bool {
+        !accounts.isEmpty && accounts[ObjectIdentifier(connection)]?.stopsPushes == true
     }
 
     /// Whether a close waits for `connection`'s answers.

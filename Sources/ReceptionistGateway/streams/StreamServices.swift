@@ -30,6 +30,8 @@ final class StreamServices {
     let owedAnswers = OwedAnswers()
     /// The RPCs each WebSocket connection has under way: 16 at most, the next waits.
     let rpcWindows = RPCWindows(limit: 16)
+    /// WebSocket connections whose close waits for a peer still reading what came before it.
+    let closeWaits = CloseWaits()
 
     init(
         config: GatewayConfig, hub: PushHub, publisher: TopicPublisher, access: AccessControl, counters: GatewayCounters,

@@ -63,8 +63,9 @@ extension StreamSession {
         return .queued
     }
 
-    /// Counts the refusal and ends the stream with its documented code.
+    /// Counts the refusal and ends the stream with its documented code, once.
     func closeSlowConsumer() {
+        guard isWritable else { return }
         services.counters.refused(.slowConsumer)
         end(.slowConsumer)
     }
@@ -189,6 +190,7 @@ extension StreamSession {
         core.subscriptions.removeAll()
         services.owedAnswers.forget(connection)
         services.rpcWindows.forget(connection)
+        services.closeWaits.forget(connection)
         services.table.sessionDidClose(connection)
     }
 }

@@ -9,16 +9,17 @@ extension WebSocketSession {
 
     /// Runs `close` once every answer owed is written: now if none is. Nothing more is read
     /// meanwhile (the peer's close frame, or a frame that broke the protocol, was its last).
-    func closeWhenAnswered(_ close: @escaping () -> Void) {
+    func closeWhenAnswered(stoppingPushes: Bool = false, _ close: @escaping () -> Void) {
         connection.stopReading()
-        services.owedAnswers.whenSettled(connection, close: close)
+        services.owedAnswers.whenSettled(connection, stoppingPushes: stoppingPushes, close: close)
     }
 
-    /// Sends our close frame once every answer owed is written (a drain, an expired grant).
-    /// Nothing is read meanwhile, so nothing more is asked; then reading resumes, for the peer's
-    /// answer to the close (whatever else it sends is not acted on, invariant 22).
-    func closeAfterAnswers(code: UInt16, reason: String) {
-        closeWhenAnswered { [weak self] in
+    /// Sends our close frame once every answer owed is written (a drain, an expired grant, a
+    /// slow consumer, which gets nothing else meanwhile: `stoppingPushes`). Nothing is read
+    /// meanwhile, so nothing more is asked; then reading resumes, for the peer's answer to the
+    /// close (whatever else it sends is not acted on, invariant 22).
+    func closeAfterAnswers(code: UInt16, reason: String, stoppingPushes: Bool = false) {
+        closeWhenAnswered(stoppingPushes: stoppingPushes) { [weak self] in
             guard let self, connection.state == .open else { return }
             close(code: code, reason: reason)
             connection.startReading()

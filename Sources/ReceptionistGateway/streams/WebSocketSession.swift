@@ -296,12 +296,14 @@ final class WebSocketSession: StreamSession {
     // MARK: Sending
 
     /// Queues a reply of our own (an error, `unsubscribed`, a pong…). Replies obey the limit too
-    /// (invariant 28): a client that sends and never reads is closed, not buffered for.
+    /// (invariant 28): a client that sends and never reads is closed, not buffered for. The reply
+    /// goes first, and so do those to the requests taken before (invariant 64): the close takes
+    /// no more requests, so what it waits for is bounded.
     func writeFrame(_ bytes: [UInt8]) {
         guard !state.closeSent else { return }
-        if isOverOwedLimit { return closeSlowConsumer() }
         services.counters.webSocketMessagesOut += 1
         connection.writeNow(bytes)
+        if isOverOwedLimit { closeSlowConsumer() }
     }
 
     /// An echoed message, compressed as the client agreed (`/ws/echo` serves conformance suites).
@@ -332,7 +334,8 @@ final class WebSocketSession: StreamSession {
 
     // MARK: StreamSession
 
-    var isWritable: Bool { !state.closeSent }
+    /// Nothing goes out after our close frame, nor, once closing as a slow consumer, but answers.
+    var isWritable: Bool { !state.closeSent && !services.owedAnswers.stopsPushes(connection) }
 
     func write(_ event: PushEvent) {
         services.counters.webSocketMessagesOut += event.messageCount
@@ -350,7 +353,7 @@ final class WebSocketSession: StreamSession {
     func end(_ reason: StreamEnd) {
         switch reason {
         case .slowConsumer:
-            close(code: WebSocketCloseCode.policyViolation, reason: "slow consumer")
+            closeAfterAnswers(code: WebSocketCloseCode.policyViolation, reason: "slow consumer", stoppingPushes: true)
         case .tokenExpired:
             // The client is told why, then closed with 1008 (`docs/SECURITY.md`), once what it
             // asked before is answered.
@@ -382,7 +385,11 @@ final class WebSocketSession: StreamSession {
         switch state.tick(now: now, services.webSocketTiming) {
         case .none: break
         case .ping: connection.write(WebSocketEncoder.frame(.ping, payload: []))
-        case .abort: connection.close()
+        case .abort:
+            // A peer still reading what came before our close frame gets it (a slow link).
+            if state.closeSent, services.closeWaits.peerStillReads(
+                connection, unsent: connection.unsentBytes, now: now, timeout: services.webSocketTiming.closeTimeoutMilliseconds) { break }
+            connection.close()
         }
     }
 }
