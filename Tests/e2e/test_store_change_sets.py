@@ -7,6 +7,7 @@ import pytest
 
 from conftest import api, assert_json_error, curl, json_ok, store_snapshot, store_version
 from test_stores import fresh_store, get_model, model_path, plain_snapshot, post_changes, put_model
+from wsclient import connect, recv_json
 
 
 # ---- Change sets -------------------------------------------------------
@@ -63,6 +64,13 @@ INVALID_OPS = {
     "set-without-path": ({"op": "set", "model": "a", "value": 1}, BAD),
     "set-without-value": ({"op": "set", "model": "a", "path": "x"}, BAD),
     "op-not-an-object": ("put", BAD),
+    # A member an operation does not take is refused, never ignored: the delete would take the
+    # whole model, and the condition would not hold the change set back.
+    "delete-with-path": ({"op": "delete", "model": "a", "path": "n"}, BAD),
+    "delete-with-if-match": ({"op": "delete", "model": "a", "ifMatch": '"999"'}, BAD),
+    "put-with-path": ({"op": "put", "model": "a", "path": "n", "value": {"x": 1}}, BAD),
+    "set-with-unknown": ({"op": "set", "model": "a", "path": "n", "value": 2, "bogus": True}, BAD),
+    "patch-with-if-version": ({"op": "patch", "model": "a", "value": {"n": 2}, "ifVersion": 0}, BAD),
 }
 
 
@@ -115,3 +123,18 @@ def test_set_creates_intermediate_objects(server):
     assert set_path("name", {"first": "a"}, 5) == {
         "name": {"first": "a"}, "style": {"border": {"width": 5, "color": "red"}}}
     assert store_version(server.port, store) == 5
+
+
+def test_a_commit_whose_operation_has_a_member_it_does_not_take_is_a_bad_message(server):
+    """Over WebSocket too: the `commit` is answered `bad_message`, naming the member, and nothing
+    is applied."""
+    store = fresh_store(server.port)
+    put_model(server.port, store, "a", {"n": 1}, 201)
+    before = store_snapshot(server.port, store)
+    with connect(server.port) as ws:
+        ws.send(json.dumps({"type": "commit", "store": store, "ref": "c1",
+                            "changes": [{"op": "delete", "model": "a", "path": "n"}]}))
+        answer = recv_json(ws)
+    assert (answer["type"], answer["code"], answer["ref"]) == ("error", "bad_message", "c1"), answer
+    assert "'path'" in answer["message"], answer
+    assert store_snapshot(server.port, store) == before

@@ -23,6 +23,16 @@ enum ChangeRequest {
         return nil
     }
 
+    /// The members each operation takes. Any other is refused, never ignored: a `delete` with a
+    /// `path` would delete the whole model, and a condition put inside an operation would not
+    /// hold the change set back.
+    static let operationMembers: [String: (names: Set<String>, listed: String)] = [
+        "put": (["op", "model", "value"], "\"op\", \"model\" and \"value\""),
+        "patch": (["op", "model", "value"], "\"op\", \"model\" and \"value\""),
+        "set": (["op", "model", "path", "value"], "\"op\", \"model\", \"path\" and \"value\""),
+        "delete": (["op", "model"], "\"op\" and \"model\""),
+    ]
+
     static func operations(from body: JSONValue) -> Result<[StoreOperation], ReplyError> {
         guard case .array(let items)? = body["changes"] else {
             return .failure(ReplyError(.error(.badRequest, "expected {\"changes\": [...]}")))
@@ -35,6 +45,11 @@ enum ChangeRequest {
             }
             guard let op = item["op"]?.stringValue else { return bad("missing \"op\"") }
             guard let model = item["model"]?.stringValue else { return bad("missing \"model\"") }
+            if let takes = operationMembers[op], case .object(let given) = item,
+                let unknown = given.keys.first(where: { !takes.names.contains($0) })
+            {
+                return bad("'\(op)' takes \(takes.listed), not '\(unknown)'")
+            }
             switch op {
             case "put", "patch":
                 guard let value = item["value"] else { return bad("missing \"value\"") }
