@@ -11,7 +11,8 @@ import ReceptionistJSON
 /// Member order: a member removed and then set again within one take moves to the end of its
 /// object in the store, so the take carries its removal and then its new value, together, where
 /// it was set again: a receiver that applies them holds the members in the store's order. (A
-/// model has no place among models to keep: one deleted and put again is changed in place.) An
+/// model has no place among models to keep: one deleted and put again is changed in place,
+/// unless its id is spelt in another Unicode form than before: the old id's removal goes too.) An
 /// old value put back together is exact but for its members' order.
 ///
 /// Old values: a pending change keeps the value its path had at the last delivery, before the
@@ -93,7 +94,9 @@ public struct CoalescingBuffer: Sendable {
         while entry != Self.end {
             let position = Int(entry)
             if pending[position].keyPath == change.pointee.keyPath, pending[position].slotHint != Self.superseded {
-                if pending[position].newValue == nil, let value = change.pointee.newValue, change.pointee.keyPath.count > 0 {
+                if pending[position].newValue == nil, let value = change.pointee.newValue,
+                    change.pointee.keyPath.count > 0 || !Self.sameSpelling(pending[position].model, change.pointee.model)
+                {
                     return moveToEnd(position, after: previous, head: head, value: value, change: change.pointee)
                 }
                 // Edited in place: the model and path stay, the old value stays the first one.
@@ -110,8 +113,10 @@ public struct CoalescingBuffer: Sendable {
             let position = Int(entry)
             if pending[position].keyPath.isPrefix(of: change.pointee.keyPath), pending[position].slotHint != Self.superseded {
                 let relative = change.pointee.keyPath.components.dropFirst(pending[position].keyPath.count)
-                // A model has no place to keep: one deleted is made again in place.
-                let model: JSONValue? = pending[position].keyPath.count == 0 ? .object([:]) : nil
+                // A model has no place to keep: one deleted is made again in place, unless its id
+                // is now spelt another way.
+                let inPlace = pending[position].keyPath.count == 0 && Self.sameSpelling(pending[position].model, change.pointee.model)
+                let model: JSONValue? = inPlace ? .object([:]) : nil
                 guard var value = pending[position].newValue ?? model else {
                     // Removed, and now made again on the way to the new path.
                     var made = JSONValue.object([:])
@@ -127,6 +132,13 @@ public struct CoalescingBuffer: Sendable {
             entry = links[position]
         }
         replace(beneath: change.pointee, head: head)
+    }
+
+    /// Whether two ids of one model are written with the same bytes: a model deleted and made
+    /// again under another Unicode form of its id is a removal of the old id and a new model
+    /// under the new one, for a receiver that keys models by their bytes.
+    private static func sameSpelling(_ one: String, _ other: String) -> Bool {
+        one.utf8.elementsEqual(other.utf8)
     }
 
     /// A pending removal at `position` (after `previous` in its model's chain) whose path is set

@@ -94,6 +94,26 @@ import Testing
         #expect(changes.first { $0.model == "b" }?.newValue == ["x": 2])
     }
 
+    /// A model deleted and made again under another Unicode form of its id within one take: the
+    /// take removes it under the old spelling and makes it under the new one, so a receiver that
+    /// keys models by their bytes holds no ghost of the old one.
+    @Test func aModelMadeAgainUnderAnotherSpellingOfItsIdRemovesTheOldSpelling() throws {
+        let (decomposed, composed) = ("e\u{301}", "\u{e9}")
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: decomposed, value: ["n": 1])])
+        var buffer = CoalescingBuffer()
+        buffer.absorb(try store.commit([.delete(model: decomposed)]))
+        buffer.absorb(try store.commit([.put(model: composed, value: ["n": 2])]))
+        buffer.absorb(try store.commit([.set(model: composed, keyPath: "m", value: 3)]))
+        let changes = buffer.take()
+        #expect(changes.map { Array($0.model.utf8) } == [Array(decomposed.utf8), Array(composed.utf8)])
+        #expect(changes.map(\.kind) == [.deleted, .created])
+        #expect(changes.last?.newValue == ["n": 2, "m": 3] && changes.first?.oldValue == ["n": 1])
+        var copy: [String: JSONValue] = [decomposed: ["n": 1]]
+        for change in changes { apply(change, to: &copy) }
+        #expect(copy.keys.map { Array($0.utf8) } == [Array(composed.utf8)])
+    }
+
     /// A member removed and set again within one take: the store put it back at the end of its
     /// object, and so does a receiver of the take. Toggled again and again, it keeps two entries.
     @Test func aMemberRemovedAndSetAgainGoesToTheEndAsInTheStore() throws {
