@@ -1,7 +1,7 @@
 // Connection: the WebSocket half of ReceptionistClient (connecting, routing, reconnecting, tokens).
 
 import { DEFAULTS, MAX_TIMER_MS, PROTOCOL } from './defaults.js';
-import { Emitter } from './emitter.js';
+import { Heartbeat } from './heartbeat.js';
 import { answersHttp, browserOffline, isObject, utf8Length } from './helpers.js';
 
 /**
@@ -10,7 +10,7 @@ import { answersHttp, browserOffline, isObject, utf8Length } from './helpers.js'
  * ReceptionistClient's constructor sets up, and calls back its `_settleCommit`, `_sendCall`,
  * `_failCommits` and `_sendSubscribe`; it is not used on its own.
  */
-export class Connection extends Emitter {
+export class Connection extends Heartbeat {
   // -- The WebSocket --
 
   /** Whether the client needs its WebSocket: for a subscription, or for a call waiting to be sent. */
@@ -54,13 +54,16 @@ export class Connection extends Emitter {
         this._open = true;
         this._pending = [];
         this._routes = new Map();
+        this._startHeartbeat(generation); // before any event, whose listener may close the client
         if (token && this._tokenIn === 'message') this._send({ type: 'auth', token }, { kind: 'auth' });
         this._setStatus('open');
         for (const sub of this._subs) if (sub.status !== 'failed') this._sendSubscribe(sub);
         for (const [key, call] of this._commits) if (!call.sent) this._sendCall(key, call);
       };
       socket.onmessage = (event) => {
-        if (generation !== this._generation || typeof event.data !== 'string') return;
+        if (generation !== this._generation) return;
+        this._heard();
+        if (typeof event.data !== 'string') return;
         let frame;
         try { frame = JSON.parse(event.data); } catch { return; }
         if (isObject(frame)) this._onMessage(frame, utf8Length(event.data));
@@ -98,6 +101,9 @@ export class Connection extends Emitter {
   _onMessage(frame, bytes) {
     const type = frame.type;
     const head = this._pending[0];
+    // A `pong` answers the heartbeat, and `unknown_type` a ping to a gateway from before `ping` (the
+    // only message this client sends that a gateway may not know): neither answers `_pending`.
+    if (type === 'pong' || (type === 'error' && frame.code === 'unknown_type')) return;
     if (type === 'draining') {
       this._drainDelayMs = this._drainDelay(frame);
       this._emit('draining', { reconnectAfterMs: this._drainDelayMs });
@@ -235,6 +241,7 @@ export class Connection extends Emitter {
     if (generation !== this._generation) return;
     this._cancelRenewal();
     this._cancelConnectTimer();
+    this._stopHeartbeat();
     this._socket = null;
     this._open = false;
     this._pending = [];
@@ -307,6 +314,7 @@ export class Connection extends Emitter {
   _dropSocket(unsent = null) {
     this._cancelRenewal();
     this._cancelConnectTimer();
+    this._stopHeartbeat();
     this._generation += 1;
     const socket = this._socket;
     this._socket = null;

@@ -15,6 +15,10 @@ export const DEFAULTS = Object.freeze({
   // How long a commit, an RPC or a publish may wait for its answer (a commit or an RPC made while
   // the WebSocket is not open, for it to open too); past it, it rejects with `unavailable`.
   requestTimeoutMs: 30000,
+  // After this long with no frame received on an open WebSocket the client sends a `ping` (0: never),
+  // and takes a connection that sends nothing within heartbeatTimeoutMs after it as lost.
+  heartbeatMs: 20000,
+  heartbeatTimeoutMs: 10000,
   // The most a `draining` message may make the client wait before it reconnects.
   maxDrainDelayMs: 30000,
   // Commits and RPCs waiting (to be sent, or for their answer); past it a call refuses at once.

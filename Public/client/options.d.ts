@@ -76,6 +76,20 @@ export interface ReceptionistClientOptions {
    * `unavailable`. Keep it above the gateway's `--hook-timeout` when hooks answer calls. Default 30000.
    */
   requestTimeoutMs?: number;
+  /**
+   * Over WebSocket, after this many milliseconds with no frame received the client sends a
+   * `ping`; a gateway that then sends nothing within `heartbeatTimeoutMs` (a frozen process, a
+   * dead network path: the socket stays open, and a browser sees no WebSocket pings) is taken
+   * as lost, as a closed socket is (a `close` with code 0, then the backoff). A connection that
+   * keeps receiving sends none. `0` turns it off; otherwise a delay as the others. Default 20000.
+   */
+  heartbeatMs?: number;
+  /**
+   * How long the client waits for any frame after its `ping`. Keep it above the gateway's
+   * `--hook-timeout` where hooks answer RPCs or commits: a connection with 16 RPCs under way
+   * reads nothing else, its `ping` included, until one is answered. Default 10000.
+   */
+  heartbeatTimeoutMs?: number;
   /** The WebSocket constructor to use (default: `globalThis.WebSocket`), called as `new WebSocket(url, 'receptionist.v1')`. */
   WebSocket?: new (url: string, protocols?: string | string[]) => WebSocket;
   /** The EventSource constructor to use (default: `globalThis.EventSource`), called as `new EventSource(url)`. */

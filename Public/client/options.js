@@ -28,16 +28,19 @@ export function resolveBase(url) {
 /**
  * Checks the client's delays and counts (each was given, or is its default): a delay is a number
  * of milliseconds a timer can wait, at least 1; `fallbackAfter` a whole number, at least 1, or
- * Infinity (never). A NaN, null or 0 would make every delay nothing: a storm of attempts.
+ * Infinity (never). A NaN, null or 0 would make every delay nothing: a storm of attempts. Only
+ * `heartbeatMs` may be 0, which turns the heartbeat off.
  */
 export function checkClientTimings(given) {
   for (const [name, ms] of Object.entries(given)) {
+    if (name === 'heartbeatMs' && ms === 0) continue;
     if (name === 'fallbackAfter') {
       if (ms !== Infinity && (!Number.isSafeInteger(ms) || ms < 1)) {
         throw new TypeError('ReceptionistClient: `fallbackAfter` must be a whole number of at least 1, or Infinity');
       }
     } else if (typeof ms !== 'number' || !(ms >= 1 && ms <= MAX_TIMER_MS)) {
-      throw new TypeError(`ReceptionistClient: \`${name}\` must be a number of milliseconds from 1 to ${MAX_TIMER_MS}`);
+      const off = name === 'heartbeatMs' ? ' (or 0: off)' : '';
+      throw new TypeError(`ReceptionistClient: \`${name}\` must be a number of milliseconds from 1 to ${MAX_TIMER_MS}${off}`);
     }
   }
 }

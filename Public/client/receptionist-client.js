@@ -19,7 +19,8 @@ const failed = (label, code, message) => Promise.reject(Object.assign(new Error(
  * Options: url (default: the page's origin), token (a string, or a function returning one or a
  * promise of one, asked before every connection), tokenIn ('message': an `auth` message, the
  * default; 'query': `/ws?token=`), transport ('auto', 'websocket' or 'sse'), backoffBaseMs,
- * backoffMaxMs, fallbackAfter, connectTimeoutMs, requestTimeoutMs (client/defaults.js).
+ * backoffMaxMs, fallbackAfter, connectTimeoutMs, requestTimeoutMs, heartbeatMs (0: no heartbeat),
+ * heartbeatTimeoutMs (client/defaults.js).
  *
  * Events: 'status' {status, retryAt, code} for the WebSocket ('connecting', 'open',
  * 'reconnecting', 'offline', 'closed'), 'close' {code, reason} when a WebSocket ends,
@@ -33,11 +34,12 @@ export class ReceptionistClient extends Connection {
       url, token, tokenIn = 'message', transport = 'auto',
       backoffBaseMs = DEFAULTS.backoffBaseMs, backoffMaxMs = DEFAULTS.backoffMaxMs,
       fallbackAfter = DEFAULTS.fallbackAfter, connectTimeoutMs = DEFAULTS.connectTimeoutMs,
-      requestTimeoutMs = DEFAULTS.requestTimeoutMs,
+      requestTimeoutMs = DEFAULTS.requestTimeoutMs, heartbeatMs = DEFAULTS.heartbeatMs,
+      heartbeatTimeoutMs = DEFAULTS.heartbeatTimeoutMs,
     } = options;
     if (!['auto', 'websocket', 'sse'].includes(transport)) throw new TypeError(`ReceptionistClient: unknown transport ${transport}`);
     if (!['message', 'query'].includes(tokenIn)) throw new TypeError(`ReceptionistClient: unknown tokenIn ${tokenIn}`);
-    checkClientTimings({ backoffBaseMs, backoffMaxMs, fallbackAfter, connectTimeoutMs, requestTimeoutMs });
+    checkClientTimings({ backoffBaseMs, backoffMaxMs, fallbackAfter, connectTimeoutMs, requestTimeoutMs, heartbeatMs, heartbeatTimeoutMs });
     this._base = resolveBase(url);
     this._token = token;
     this._tokenIn = tokenIn;
@@ -46,6 +48,8 @@ export class ReceptionistClient extends Connection {
     this._fallbackAfter = fallbackAfter;
     this._connectTimeoutMs = connectTimeoutMs;
     this._requestTimeoutMs = requestTimeoutMs;
+    this._heartbeatMs = heartbeatMs;
+    this._heartbeatTimeoutMs = heartbeatTimeoutMs;
     this._WebSocket = options.WebSocket || globalThis.WebSocket;
     this._EventSource = options.EventSource || globalThis.EventSource;
     const hasWebSocket = typeof this._WebSocket === 'function';
@@ -72,6 +76,9 @@ export class ReceptionistClient extends Connection {
     this._renewTimer = null;
     this._hastyRenewals = 0; // renewals in a row of a token that looked due already
     this._connectTimer = null;
+    this._heartbeatTimer = null; // one at a time, while the WebSocket is open (client/heartbeat.js)
+    this._heardAt = 0; // when the open WebSocket last received a frame (performance.now())
+    this._pingedAt = null; // when the heartbeat's ping went, while it waits for a frame after it
     this._drainDelayMs = null;
     this._status = 'idle';
     this._onOnline = () => this._online();

@@ -43,6 +43,30 @@ async function freePort() {
   return port;
 }
 
+/**
+ * The Node WebSocket, counting what the client sends by type (`sent.ping`, `sent.subscribe`, …)
+ * and the pongs it receives, without changing either.
+ */
+function countingWebSocket(sent, received) {
+  return class extends WebSocket {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (event) => {
+        if (typeof event.data === 'string' && JSON.parse(event.data).type === 'pong') received.pong = (received.pong ?? 0) + 1;
+      });
+    }
+
+    send(data) {
+      const type = JSON.parse(data).type;
+      sent[type] = (sent[type] ?? 0) + 1;
+      super.send(data);
+    }
+  };
+}
+
+/** How many timers the process still holds (none should outlive a closed client). */
+const timersLeft = () => process.getActiveResourcesInfo().filter((name) => name === 'Timeout').length;
+
 /** An EventSource that only records that it was made. */
 const madeSources = [];
 class RecordingEventSource {
@@ -72,6 +96,87 @@ const scenarios = {
     }
     print({ calls, status: client.status });
     client.close();
+  },
+
+  // The gateway stops answering (SIGSTOP) with the socket open and the connection idle: the
+  // heartbeat's ping gets no answer, the client takes the connection as lost (a close with code 0)
+  // and reconnects; once the gateway runs again the subscription is live and gets a new change.
+  async 'heartbeat-frozen'(port, pid, store) {
+    const client = new ReceptionistClient({ url: `http://127.0.0.1:${port}`, transport: 'websocket', heartbeatMs: 500,
+      heartbeatTimeoutMs: 500, connectTimeoutMs: 1000, backoffBaseMs: 100, backoffMaxMs: 400 });
+    const closes = [];
+    const statuses = [];
+    client.on('close', (event) => closes.push({ ...event, at: Date.now() }));
+    client.on('status', (event) => statuses.push(event.status));
+    const sub = client.subscribeStore(store);
+    const changes = [];
+    sub.on('change', (change) => changes.push(change.value));
+    if (!(await until(() => sub.status === 'live', 5000))) throw new Error(`never live: ${sub.status}`);
+    const frozenAt = Date.now();
+    process.kill(Number(pid), 'SIGSTOP');
+    let left;
+    try {
+      await until(() => client.status !== 'open', 5000);
+      left = { ms: Date.now() - frozenAt, client: client.status, sub: sub.status, closes: closes.map(({ code, reason }) => ({ code, reason })) };
+      await sleep(300); // an attempt to reconnect is under way, or due
+    } finally {
+      process.kill(Number(pid), 'SIGCONT');
+    }
+    const live = await until(() => sub.status === 'live', 10000);
+    const version = await client.commit(store, [{ op: 'put', model: 'm', value: { n: 7 } }]).catch((error) => String(error));
+    await until(() => changes.some((value) => value?.n === 7), 5000);
+    const after = { live, version, changes, client: client.status, heartbeatCloses: closes.filter((c) => /heartbeat/.test(c.reason)).length };
+    client.close();
+    print({ left, statuses, after, timers: timersLeft() });
+  },
+
+  // Changes arriving more often than heartbeatMs: the client sends no ping. Once they stop, it does
+  // (the count is real).
+  async 'heartbeat-busy'(port, store) {
+    const sent = {};
+    const client = new ReceptionistClient({ url: `http://127.0.0.1:${port}`, transport: 'websocket', heartbeatMs: 800,
+      heartbeatTimeoutMs: 5000, WebSocket: countingWebSocket(sent, {}) });
+    let closes = 0;
+    client.on('close', () => { closes += 1; });
+    const sub = client.subscribeStore(store);
+    let frames = 0;
+    sub.on('frame', () => { frames += 1; });
+    if (!(await until(() => sub.status === 'live', 5000))) throw new Error(`never live: ${sub.status}`);
+    const writer = new ReceptionistClient({ url: `http://127.0.0.1:${port}`, transport: 'websocket', heartbeatMs: 0 });
+    const start = Date.now();
+    for (let n = 1; Date.now() - start < 2500; n += 1) {
+      await writer.commit(store, [{ op: 'put', model: 'm', value: { n } }]);
+      await sleep(100);
+    }
+    writer.close();
+    const busy = { ms: Date.now() - start, frames, pings: sent.ping ?? 0, subscribes: sent.subscribe ?? 0, closes };
+    await until(() => (sent.ping ?? 0) >= 1, 3000);
+    const idle = { pings: sent.ping ?? 0, closes, status: client.status };
+    client.close();
+    print({ busy, idle });
+  },
+
+  // A healthy connection with nothing to receive: the client pings every heartbeatMs, gets its
+  // pongs, and stays open; the pongs disturb no answer it waits for (a subscription made after
+  // them goes live). With heartbeatMs 0 it sends no ping at all.
+  async 'heartbeat-idle'(port, store, heartbeatMs) {
+    const sent = {};
+    const received = {};
+    const client = new ReceptionistClient({ url: `http://127.0.0.1:${port}`, transport: 'websocket',
+      heartbeatMs: Number(heartbeatMs), heartbeatTimeoutMs: 1000, WebSocket: countingWebSocket(sent, received) });
+    let closes = 0;
+    client.on('close', () => { closes += 1; });
+    const sub = client.subscribeStore(store);
+    if (!(await until(() => sub.status === 'live', 5000))) throw new Error(`never live: ${sub.status}`);
+    const start = Date.now();
+    if (Number(heartbeatMs) > 0) await until(() => (sent.ping ?? 0) >= 4, 5000);
+    else await sleep(1500);
+    const ms = Date.now() - start;
+    const topic = client.subscribeTopic(`${store}-after`);
+    const topicLive = await until(() => topic.status === 'live', 3000);
+    const outcome = { ms, pings: sent.ping ?? 0, pongs: received.pong ?? 0, closes, status: client.status, sub: sub.status, topicLive };
+    client.close();
+    print({ ...outcome, timers: timersLeft() });
   },
 
   // A server that takes the connection and never answers the upgrade (or the event stream's
@@ -199,8 +304,11 @@ const scenarios = {
       for (const value of [NaN, null, 0, -100, '500', Infinity, 2 ** 31]) bad[`${name}=${String(value)}`] = attempt({ [name]: value });
     }
     for (const value of [0, -1, 1.5, NaN, null, '3']) bad[`fallbackAfter=${String(value)}`] = attempt({ fallbackAfter: value });
+    for (const value of [NaN, null, -100, '500', Infinity, 2 ** 31, false]) bad[`heartbeatMs=${String(value)}`] = attempt({ heartbeatMs: value });
+    for (const value of [NaN, null, 0, -100, '500', Infinity, 2 ** 31]) bad[`heartbeatTimeoutMs=${String(value)}`] = attempt({ heartbeatTimeoutMs: value });
     const good = [{ backoffBaseMs: 1, backoffMaxMs: 2 ** 31 - 1 }, { connectTimeoutMs: 250.5, requestTimeoutMs: 60000 },
-      { fallbackAfter: 1 }, { fallbackAfter: Infinity }, {}].map(attempt);
+      { fallbackAfter: 1 }, { fallbackAfter: Infinity }, {}, { heartbeatMs: 0 },
+      { heartbeatMs: 1, heartbeatTimeoutMs: 2 ** 31 - 1 }].map(attempt);
     print({ bad, good });
   },
 };

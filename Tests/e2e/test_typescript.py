@@ -236,7 +236,7 @@ MODULE_PARTS = {
     "base": ["subscription.js"],
     "store": ["store-subscription.js"],
     "topic": ["topic-subscription.js"],
-    "client": ["receptionist-client.js", "connection.js"],
+    "client": ["receptionist-client.js", "connection.js", "heartbeat.js"],
 }
 
 
