@@ -310,9 +310,24 @@ public final class RedisConnection {
         _ command: [UInt8], on context: UnsafeMutablePointer<redisAsyncContext>, _ privdata: UnsafeMutableRawPointer,
         _ callback: @convention(c) (UnsafeMutablePointer<redisAsyncContext>?, UnsafeMutableRawPointer?, UnsafeMutableRawPointer?) -> Void
     ) -> Int32 {
-        command.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { redisAsyncFormattedCommand(context, callback, privdata, $0.baseAddress, $0.count) }
+        let terminated = handedOver(command)
+        return terminated.withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) {
+                redisAsyncFormattedCommand(context, callback, privdata, $0.baseAddress, $0.count - 1)
+            }
         }
+    }
+
+    /// `command` as hiredis is handed it: followed by a NUL that is not sent. hiredis reads a
+    /// command's arguments with `strchr` to find what it subscribes to, and past its last one:
+    /// without the NUL it read on through the heap after the buffer, took what it found there for
+    /// more channels, and could abort the process on a `SUBSCRIBE` sent again at a reconnection.
+    static func handedOver(_ command: [UInt8]) -> [UInt8] {
+        var terminated: [UInt8] = []
+        terminated.reserveCapacity(command.count + 1)
+        terminated.append(contentsOf: command)
+        terminated.append(0)
+        return terminated
     }
 }
 

@@ -1,8 +1,24 @@
-import ReceptionistLoop
 import Testing
+
+@testable import ReceptionistLoop
 
 @Suite struct RedisArgumentsTests {
     private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+
+    /// hiredis is handed every command followed by a NUL it does not send: it reads a
+    /// `SUBSCRIBE`'s channels with `strchr`, which stops only there. Whatever the array's storage
+    /// holds past its end (here a stray `$1`, which hiredis took for one more argument, then
+    /// asserted on), the copy handed over ends at the command.
+    @Test func aCommandIsHandedToHiredisEndingInANul() {
+        var command = RedisArguments()
+        command.append("news")
+        var bytes = command.command("SUBSCRIBE") + Array("$1".utf8)
+        bytes.removeLast(2)
+        let handed = RedisConnection.handedOver(bytes)
+        #expect(handed.count == bytes.count + 1 && handed.last == 0)
+        #expect(Array(handed.dropLast()) == bytes)
+        #expect(text(bytes) == "*2\r\n$9\r\nSUBSCRIBE\r\n$4\r\nnews\r\n")
+    }
 
     /// Each argument is a bulk string with its byte length: text, bytes (any byte, CR LF among
     /// them), numbers as their digits, and the empty argument.
