@@ -107,4 +107,12 @@ extension PushHub {
             name: "subscribed", id: id ?? seq, epoch: topic.epoch,
             json: PushEncoder.subscribedTopic(topic.name, seq: seq, epoch: topic.epoch, resumed: resumed, reset: reset))
     }
+
+    /// Cluster: runs `done` once `topic` has been read from the shared log (`topicSynced`), at
+    /// once if it has: a read of a topic this node did not follow waits for it. The caller bounds
+    /// the wait; a topic forgotten first drops what waited.
+    public func whenSynced(_ topic: Topic, _ done: @escaping () -> Void) {
+        if topic.isSynced { return done() }
+        syncWaiters[ObjectIdentifier(topic), default: []].append(done)
+    }
 }

@@ -28,6 +28,8 @@ public final class PushHub {
     public let counters: PushCounters
     /// The cluster engine, when this hub is one node's replica of shared topics and stores.
     public weak var topicSource: (any TopicSource)?
+    /// Cluster: what waits for a topic's first read (`whenSynced`), by topic.
+    var syncWaiters: [ObjectIdentifier: [() -> Void]] = [:]
     /// Every presence this hub makes, and the cluster they share members through (set by the
     /// cluster engine as it starts).
     public let presenceRelay = PresenceRelay()
@@ -192,6 +194,7 @@ public final class PushHub {
         var forgotten = 0
         for topic in idleTopics where release(topic) {
             topics[topic.name] = nil
+            syncWaiters[ObjectIdentifier(topic)] = nil
             forgotten += 1
         }
         counters.topicsForgotten += forgotten
@@ -249,6 +252,9 @@ public final class PushHub {
         topic.pending = []
         for (subscription, since, epoch) in waiting {
             startTopic(subscription, topic, since: since, epoch: epoch)
+        }
+        if !syncWaiters.isEmpty, let waiters = syncWaiters.removeValue(forKey: ObjectIdentifier(topic)) {
+            for waiter in waiters { waiter() }
         }
     }
 

@@ -39,6 +39,24 @@ def test_a_node_that_joined_later_resumes_from_the_redis_log_beyond_its_own_hist
         ws.close()
 
 
+
+def test_a_node_that_does_not_follow_a_topic_reads_its_messages_from_redis(start_server, redis):
+    """`GET /api/topics/{t}/messages` on a node that never followed the topic reads it from Redis
+    first, as a resume there does: the same page as on the node that published, with the same
+    epoch; a topic nothing was published to is 404 on both. Before, the fresh node answered 404,
+    as if nothing had been published."""
+    a = start_node(start_server, redis, "--history", "5")
+    topic = unique("httpread")
+    for n in range(1, 9):
+        assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+    b = start_node(start_server, redis, "--history", "5")
+    pages = [json_ok(api(port, "GET", f"/api/topics/{topic}/messages?after=1&limit=100")) for port in (b.port, a.port)]
+    assert pages[0] == pages[1], pages
+    assert [m["data"]["n"] for m in pages[0]["messages"]] == list(range(2, 9))
+    for port in (a.port, b.port):
+        never = api(port, "GET", f"/api/topics/{unique('never')}/messages?after=0")
+        assert never.status == 404 and json.loads(never.body)["error"] == "not_found", (port, never.status, never.body)
+
 def test_a_store_resumes_on_a_node_that_joined_later_from_the_redis_log(start_server, redis):
     a = start_node(start_server, redis, "--history", "5")
     store = unique("storelog")

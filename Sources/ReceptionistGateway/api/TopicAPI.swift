@@ -110,10 +110,30 @@ struct TopicAPI {
             guard let value = UInt64(text) else { return .reply(.error(.badRequest, "limit must be a number")) }
             limit = min(value, UInt64(Self.maxMessagesPerRead))
         }
-        // Read, never made: a topic is made by a publish or a subscription.
-        guard let topic = hub.topics[name] else {
-            return .reply(.error(.notFound, "no topic '\(name)': nothing was published to it and nobody subscribes to it"))
+        let notFound = Reply.error(.notFound, "no topic '\(name)': nothing was published to it and nobody subscribes to it")
+        if let topic = hub.topics[name] { return page(topic, after: after, limit: limit) }
+        // A cluster node that does not follow the topic reads it from Redis first; on one node, a
+        // read never makes a topic (a publish or a subscription does).
+        let log = self.log
+        guard log.isShared else { return .reply(notFound) }
+        return .later { done in
+            log.readIn(name) { copy in
+                guard let copy else {
+                    return done(.error(.unavailable("topic '\(name)' could not be read from the cluster in time; retry")))
+                }
+                guard copy.seq > 0 else { return done(notFound) }
+                switch self.page(copy, after: after, limit: limit) {
+                case .reply(let reply): done(reply)
+                case .later(let start): start(done)
+                default: done(notFound)
+                }
+            }
         }
+    }
+
+    /// `?after=N&limit=K` of a topic this node holds.
+    private func page(_ topic: Topic, after: UInt64, limit: UInt64) -> RouteResult {
+        let name = topic.name
         guard after <= topic.seq else {
             return .reply(.error(.invalidRead("number \(after) is ahead of the topic, which is at \(topic.seq)")))
         }

@@ -26,6 +26,18 @@ final class ClusterTopicLog: TopicLog {
         return true
     }
 
+    var isShared: Bool { true }
+
+    func readIn(_ topic: String, done: @escaping (Topic?) -> Void) {
+        guard refusal(for: topic) == nil else { return done(nil) }
+        // Made here, the topic is mirrored from Redis (`watchTopic`) and synced once read.
+        let copy = cluster.hub.topic(topic)
+        let hub = cluster.hub
+        LoopDeadline.run(cluster.loop, seconds: cluster.timeoutSeconds, timedOut: { nil }, { answer in
+            hub.whenSynced(copy) { answer(copy) }
+        }, done: done)
+    }
+
     func release(_ topic: Topic) -> Bool {
         cluster.stopMirroring(topic.name)
     }

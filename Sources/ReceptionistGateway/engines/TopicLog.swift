@@ -22,6 +22,13 @@ protocol TopicLog: AnyObject {
     /// (nothing when the log could not be read in time). False, and no call, when the log keeps
     /// nothing beyond the history (memory, disk).
     func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool
+    /// Whether topics live beyond this node (a cluster's log in Redis): one this node does not
+    /// hold may still exist, and `readIn` makes this node's copy of it.
+    var isShared: Bool { get }
+    /// Makes this node's copy of `topic`, which it does not hold, from the shared log (a cluster
+    /// node that does not follow the topic reads it from Redis); `done` runs once, on the loop,
+    /// with the copy, or nil when it could not be read in time. Only where `isShared`.
+    func readIn(_ topic: String, done: @escaping (Topic?) -> Void)
     /// Lets go of what the log keeps of `topic`, which the hub forgets next (quiet for
     /// `--topic-ttl`); false keeps the topic until the next sweep.
     func release(_ topic: Topic) -> Bool
@@ -29,6 +36,8 @@ protocol TopicLog: AnyObject {
 
 extension TopicLog {
     func older(_ topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]) -> Void) -> Bool { false }
+    var isShared: Bool { false }
+    func readIn(_ topic: String, done: @escaping (Topic?) -> Void) { done(nil) }
 }
 
 /// The `memory` engine's topics: numbered and kept in the hub, answered at once.
