@@ -5,7 +5,8 @@ import Glibc
 /// the process ends, however it ends.
 ///
 /// The file also says whether the directory ever held a database (`heldData`, `markHeldData`):
-/// a database file gone or emptied since is then refused, not taken for a new one.
+/// a database file gone or emptied since is then refused, not taken for a new one; and which run
+/// last opened it (`life`): a database put back from a copy names an older run.
 final class DataDirectoryLock {
     private var descriptor: Int32
     private static let marker = Array("receptionist data directory\n".utf8)
@@ -32,6 +33,28 @@ final class DataDirectoryLock {
     func markHeldData() throws(DiskError) {
         guard !heldData else { return }
         guard pwrite(descriptor, Self.marker, Self.marker.count, 0) == Self.marker.count, fsync(descriptor) == 0 else {
+            throw DiskError("cannot write the data directory's lock file: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    /// The run of the gateway that last opened the database here (`DiskMeta.life`), as the line
+    /// after the marker says; nil if none was recorded.
+    var life: String? {
+        var content = [UInt8](repeating: 0, count: Self.marker.count + 128)
+        let count = pread(descriptor, &content, content.count, 0)
+        guard heldData, count > Self.marker.count else { return nil }
+        let line = content[Self.marker.count..<count].prefix { $0 != UInt8(ascii: "\n") }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.hasPrefix("life ") else { return nil }
+        return String(text.dropFirst(5))
+    }
+
+    /// Records, durably, the run that opened the database now.
+    func record(life: String) throws(DiskError) {
+        let content = Self.marker + Array("life \(life)\n".utf8)
+        guard pwrite(descriptor, content, content.count, 0) == content.count, ftruncate(descriptor, off_t(content.count)) == 0,
+            fsync(descriptor) == 0
+        else {
             throw DiskError("cannot write the data directory's lock file: \(String(cString: strerror(errno)))")
         }
     }

@@ -40,4 +40,7 @@ public struct DiskContents: Sendable {
     /// synced, on a machine that has restarted since: the newest of them may be lost, so every
     /// store and topic was given a new epoch (their subscribers are reset, never moved back).
     public var newEpochs = false
+    /// Why the epochs are new: the data file is not the one this directory last ran on (a copy
+    /// put back from a backup goes back in time), rather than a lost tail.
+    public var replacedDataFile = false
 }

@@ -53,21 +53,28 @@ public final class DiskEngine: StoreJournal, Sendable {
             throw DiskError("the data file is damaged (\(error)); refusing to use it")
         }
         let writer: DiskWriter
+        let life = ModelStore.newEpoch()
         do {
             let meta = try DiskMeta.read(db)
             let boot = DiskSchema.bootID(file: options.bootIDFile)
             // Only writes acknowledged before they were synced can be lost, and only by a machine
             // that went down with them: a process that crashed leaves them to the kernel. A boot
             // that cannot be named may be another one.
-            if meta.clean == false, meta.fsync == DiskOptions.Fsync.interval.rawValue, boot == nil || meta.boot != boot {
+            let lostTail = meta.clean == false && meta.fsync == DiskOptions.Fsync.interval.rawValue && (boot == nil || meta.boot != boot)
+            // A data file put back from a copy goes back in time: what was given out after the
+            // copy would be given out again under the same numbers.
+            let recorded = lock.life
+            contents.replacedDataFile = recorded != nil && meta.life != nil && recorded != meta.life
+            if lostTail || contents.replacedDataFile {
                 contents = DiskMeta.renewEpochs(contents)
                 contents.newEpochs = true
             }
             writer = try DiskWriter(db: db, options: options, contents: contents)
-            try DiskMeta.write(db, clean: false, fsync: options.fsync.rawValue, boot: boot ?? "", epochsFrom: contents)
+            try DiskMeta.write(db, clean: false, fsync: options.fsync.rawValue, boot: boot ?? "", life: life, epochsFrom: contents)
         } catch {
             throw DiskError("cannot write to the data directory: \(error)")
         }
+        try lock.record(life: life)
         let engine = DiskEngine(options: options, lock: lock)
         engine.start(Confined(writer))
         return (engine, contents)

@@ -1,11 +1,13 @@
 import ReceptionistModel
 
-/// The data directory's notes on its last run: whether it ended cleanly, how it synced, and on
-/// which boot of the machine.
+/// The data directory's notes on its last run: whether it ended cleanly, how it synced, on
+/// which boot of the machine, and which run it was (`life`, also kept in the directory's lock
+/// file: a data file put back from a copy carries an older one).
 struct DiskMeta {
     var clean: Bool?
     var fsync: String?
     var boot: String?
+    var life: String?
 
     static func read(_ db: SQLiteDatabase) throws(SQLiteError) -> DiskMeta {
         let statement = try db.prepare("SELECT key, value FROM meta")
@@ -15,6 +17,7 @@ struct DiskMeta {
             case "clean": meta.clean = statement.text(1) == "1"
             case "fsync": meta.fsync = statement.text(1)
             case "boot": meta.boot = statement.text(1)
+            case "life": meta.life = statement.text(1)
             default: break
             }
         }
@@ -23,12 +26,14 @@ struct DiskMeta {
 
     /// Writes the notes (and, after a lost tail, the stores' and topics' new epochs), synced.
     static func write(
-        _ db: SQLiteDatabase, clean: Bool, fsync: String, boot: String, epochsFrom contents: DiskContents? = nil
+        _ db: SQLiteDatabase, clean: Bool, fsync: String, boot: String, life: String? = nil, epochsFrom contents: DiskContents? = nil
     ) throws(SQLiteError) {
         try db.execute("BEGIN IMMEDIATE")
         do throws(SQLiteError) {
             let set = try db.prepare("INSERT OR REPLACE INTO meta(key, value) VALUES (?1, ?2)")
-            for (key, value) in [("clean", clean ? "1" : "0"), ("fsync", fsync), ("boot", boot)] {
+            var notes = [("clean", clean ? "1" : "0"), ("fsync", fsync), ("boot", boot)]
+            if let life { notes.append(("life", life)) }
+            for (key, value) in notes {
                 set.bind(1, key)
                 set.bind(2, value)
                 try set.run()

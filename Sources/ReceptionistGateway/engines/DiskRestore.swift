@@ -21,7 +21,10 @@ enum DiskRestore {
             "dir": "\(options.directory)", "fsync": "\(options.fsync.rawValue)", "stores": "\(contents.stores.count)",
             "topics": "\(contents.topics.count)",
         ])
-        if contents.newEpochs {
+        if contents.replacedDataFile {
+            logger.warning(
+                "the data file is not the one this directory last ran on (put back from a copy?): every store and topic starts a new epoch")
+        } else if contents.newEpochs {
             logger.warning("the last run stopped without syncing and the machine restarted since: every store and topic starts a new epoch")
         }
         return (engine, contents)
