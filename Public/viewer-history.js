@@ -239,9 +239,22 @@ export function createHistory({ view, store, epoch, showToast, token }) {
     setText(el.label, label);
     el.range.setAttribute('aria-valuetext', past && s.shown !== null ? label : `version ${el.range.value}`);
     el.root.setAttribute('aria-busy', String(past && (s.inFlight || s.wanted !== null)));
-    const count = view.changed.size;
-    setText(el.changed, s.shown === null ? ''
-      : count === 0 ? 'Nothing changed since' : `${count} ${count === 1 ? 'model' : 'models'} changed since`);
+    setText(el.changed, s.shown === null ? '' : changesSince());
+  }
+
+  /**
+   * What differs between the version shown and the live store: the marked tiles, which have
+   * changed or been deleted since, and the models created since, which have no tile at that version.
+   */
+  function changesSince() {
+    let deleted = 0;
+    for (const id of view.changed) if (!view.models.has(id)) deleted += 1;
+    const counts = [[view.changed.size - deleted, 'changed'], [view.created.length, 'created'], [deleted, 'deleted']]
+      .filter(([count]) => count > 0);
+    if (counts.length === 0) return 'Nothing changed since';
+    const [[first, verb], ...rest] = counts;
+    const parts = [`${first} ${first === 1 ? 'model' : 'models'} ${verb}`, ...rest.map(([n, v]) => `${n} ${v}`)];
+    return `${parts.join(', ')} since`;
   }
 
   /** After each paint of the live view: follows a new epoch, and the live version while live. */
@@ -301,6 +314,7 @@ export function createHistory({ view, store, epoch, showToast, token }) {
       value: Number(el.range.value),
       label: el.label.textContent,
       changed: [...view.changed].sort(),
+      created: view.created.sort(),
       busy: s.inFlight || s.wanted !== null,
       refused: s.refused,
     }),

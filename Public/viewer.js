@@ -77,6 +77,10 @@ const connection = {
   everLive: false,
   liveSince: null,
   retryAt: null,
+  // The error the alert last said. The client retries a refused subscription with backoff and
+  // each retry is refused alike, while the status line already says why; an alert is said again
+  // only for another error, or once the subscription has been live in between.
+  announced: null,
 };
 
 // The history scrubber under the tiles (viewer-history.js) pins the live view to past versions.
@@ -98,6 +102,7 @@ function subscribeLive() {
   }
   const sub = liveClient.subscribeStore(state.store);
   liveSub = sub;
+  connection.announced = null;
   liveView.attach(sub);
   sub.on('status', (event) => {
     if (sub !== liveSub) return;
@@ -108,7 +113,12 @@ function subscribeLive() {
     }
     onLiveStatus(event);
   });
-  sub.on('error', (error) => { if (sub === liveSub) showToast(`The gateway says: ${error.message || error.code}`); });
+  sub.on('error', (error) => {
+    const text = `The gateway says: ${error.message || error.code}`;
+    if (sub !== liveSub || text === connection.announced) return;
+    connection.announced = text;
+    showToast(text);
+  });
   onLiveStatus({ status: sub.status, retryAt: null, error: null });
 }
 
@@ -120,6 +130,7 @@ function onLiveStatus({ status, retryAt, error }) {
     case 'live':
       connection.everLive = true;
       connection.liveSince = Date.now();
+      connection.announced = null;
       setStatus('live', 'Live');
       jobs.refresh();
       stores.refresh();

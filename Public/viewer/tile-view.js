@@ -19,6 +19,7 @@ export class TileView {
   constructor({ grid, empty, compact, onPaint }) {
     this.grid = grid;
     this.empty = empty;
+    this.emptyText = empty.textContent; // what the notice says of the live store
     this.compact = compact;
     this.onPaint = onPaint || (() => {});
     this.meter = new Meter();
@@ -70,6 +71,12 @@ export class TileView {
   /** The models the tiles show: the pinned version's, or the live ones. */
   get shown() { return this.pinned ? this.pinned.models : this.models; }
 
+  /** The ids of the live models that the pinned version does not have: created since. */
+  get created() {
+    if (!this.pinned) return [];
+    return [...this.models.keys()].filter((id) => !this.pinned.models.has(id));
+  }
+
   /** Shows `past` ({version, models}) instead of the live models; null shows the live ones again. */
   pin(past) {
     this.pinned = past;
@@ -100,6 +107,9 @@ export class TileView {
     this.repaintAll = this.membershipChanged = false;
     this.paintedVersion = this.sub.version;
     this.empty.hidden = this.sub.version === null || models.size > 0;
+    // Pinned, the notice is about that version: the live store may have models by now.
+    const emptyText = this.pinned ? `This store had no models at version ${this.pinned.version}.` : this.emptyText;
+    if (this.empty.textContent !== emptyText) this.empty.textContent = emptyText;
     const now = Date.now();
     const sample = this.newestCommittedAt > 0 && !this.hiddenSinceCommit ? now - this.newestCommittedAt / 1000 : null;
     if (this.oldestCommittedAt !== Infinity && !this.hiddenSinceCommit) this.meter.stale(now - this.oldestCommittedAt / 1000);
@@ -145,11 +155,23 @@ export class TileView {
     if (this.compact) tile.el.title = description;
   }
 
+  /**
+   * Puts the tiles in id order, moving only those out of place. A moved element loses keyboard
+   * focus, and the tiles already shown are in order among themselves (an id never changes), so
+   * in practice only new tiles move. Should the focused tile have to move anyway, it gets focus
+   * back, without scrolling.
+   */
   orderTiles() {
     const ids = [...this.tiles.keys()].sort(collator.compare);
-    const fragment = document.createDocumentFragment();
-    for (const id of ids) fragment.append(this.tiles.get(id).el);
-    this.grid.append(fragment);
+    const active = document.activeElement;
+    const focused = active && active !== this.grid && this.grid.contains(active) ? active : null;
+    let next = this.grid.firstElementChild;
+    for (const id of ids) {
+      const { el } = this.tiles.get(id);
+      if (el === next) next = next.nextElementSibling;
+      else this.grid.insertBefore(el, next);
+    }
+    if (focused && focused.isConnected && document.activeElement !== focused) focused.focus({ preventScroll: true });
   }
 
   clear() {

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from viewer import (  # noqa: F401 (fixtures are used by name)
-    RECORDING_WEBSOCKET,
+    LIVE_SOCKETS, RECORDING_ALERTS, RECORDING_WEBSOCKET, alerts, make_store,
     ARTIFACTS, By, HOSTILE_LABEL, Keys, NoAlertPresentException, PUBLIC, Select, api, browser, chromium_installed,
     coalesced, coalesced_colors, css_rgb, demo, http_client_request, json_ok, new_browser, open_viewer,
     painted_colors, patch_color, quiet, running_jobs, second_browser, set_brush, status, stop_animation,
@@ -81,13 +81,6 @@ def test_http_patch_recolors_exactly_that_tile_within_a_second(browser, quiet):
     assert {m for m in after if after[m] != before[m]} == {"tile-5"}, f"recolored after {elapsed:.3f}s"
     label = browser.find_element(By.CSS_SELECTOR, '[data-model="tile-5"]').get_attribute("aria-label")
     assert label == f"Tile 5, color {color}"
-
-
-def set_brush(driver, color: str) -> None:
-    driver.execute_script("""
-        const brush = document.getElementById('brush');
-        brush.value = arguments[0];
-        brush.dispatchEvent(new Event('input', {bubbles: true}));""", color)
 
 
 def test_two_tabs_stay_in_sync_and_tiles_paint_by_click_and_keyboard(browser, second_browser, quiet):
@@ -175,6 +168,25 @@ def test_hostile_labels_and_colors_are_data(browser, demo):
          "the second view did not follow the picker to tiles")
     assert browser.find_elements(By.CSS_SELECTOR, '[data-model="img"]') == []
     assert browser.execute_script("return [window.__marker, location.search]") == [1, "?store=tiles"]
+
+
+def test_a_refusal_is_alerted_once_while_the_retries_are_refused_alike(demo):
+    """Before, each retry's refusal set the alert again: "no store named" was said every 15 s."""
+    driver = new_browser(RECORDING_WEBSOCKET + RECORDING_ALERTS)
+    try:
+        driver.get(f"http://127.0.0.1:{demo.port}/?store=absent")
+        refusals = f"return {LIVE_SOCKETS}.flatMap(s => s.__received).filter(t => t === 'error').length"
+        wait(driver, lambda d: d.execute_script(refusals) >= 4, 15.0, "the subscription was not retried")
+        said = "The gateway says: no store named 'absent'"
+        assert alerts(driver) == [said]
+        assert driver.find_element(By.ID, "status-text").text == "No store named “absent”"
+        # Once the store exists the subscription recovers; the same refusal later is said again.
+        make_store(demo.port, "absent", {"m": {"color": "#336699"}})
+        wait(driver, lambda d: status(d) == "live", 20.0, "the store made was never shown")
+        json_ok(api(demo.port, "DELETE", "/api/stores/absent"))
+        wait(driver, lambda d: alerts(d)[-1:] == [said], 10.0, "the refusal was not said again")
+    finally:
+        driver.quit()
 
 
 # ---- Controls ----------------------------------------------------------------------------

@@ -11,8 +11,9 @@ from conftest import REPO_ROOT, api, http_client_request, json_ok, store_snapsho
 # The browser, the gateway fixtures and the helpers of the viewer's own tests.
 from hooks import Backend as HookBackend
 from test_trust import SECRET, bearer, request, token_for
-from viewer import (PUBLIC, browser, chromium_installed, css_rgb, demo, new_browser, open_viewer,  # noqa: F401
-                         painted_colors, patch_color, quiet, stop_animation, wait, wait_colors_match_store)
+from viewer import (PUBLIC, browser, chromium_installed, css_rgb, demo, make_store, new_browser,  # noqa: F401
+                    open_viewer, painted_colors, patch_color, quiet, stop_animation, tile_ids, wait,
+                    wait_colors_match_store)
 
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
@@ -263,6 +264,47 @@ def test_the_range_starts_at_the_oldest_version_the_gateway_keeps(browser, start
     wait_shows_version(browser, port, now_oldest)
     browser.find_element(By.ID, "history-live").click()
     wait_colors_match_store(browser, port)
+
+
+def test_models_created_or_deleted_since_count_as_changes(browser, demo):
+    """Before, models created since the version shown were neither counted nor shown: scrubbed
+    back before a, b and c were made, the page said "Nothing changed since" and "This store has
+    no models yet." under a header saying "3 models · version 3"."""
+    port = demo.port
+    store = "grown"
+    make_store(port, store, {model: {"color": "#36cfc9"} for model in ("a", "b", "c")})
+    open_viewer(browser, port, f"?store={store}")
+    wait(browser, lambda d: range_bounds(d) == (0, 3, 3, False) and tile_ids(d) == ["a", "b", "c"], 5.0,
+         "the range never spanned versions 0 to 3")
+
+    def shows(version: int, summary: str, tiles: list[str]) -> None:
+        scrub_to(browser, version)
+        wait(browser, lambda d: (h := history(d))["shownVersion"] == version and not h["busy"]
+             and tile_ids(d) == tiles, 5.0, f"version {version} never showed")
+        # The summary is written in the same task as the tiles it counts.
+        assert browser.find_element(By.ID, "history-changed").text == summary
+
+    empty = browser.find_element(By.ID, "empty")
+    for version, summary in ((0, "3 models created since"), (1, "2 models created since"), (2, "1 model created since")):
+        shows(version, summary, ["a", "b", "c"][:version])
+        assert history(browser)["created"] == ["a", "b", "c"][version:]
+        assert empty.is_displayed() is (version == 0)
+        assert browser.find_element(By.ID, "board-meta").text == "3 models · version 3"
+    shows(0, "3 models created since", [])
+    assert empty.text == "This store had no models at version 0."
+
+    # b deleted and c recolored live, while version 2 (a and b) is shown.
+    shows(2, "1 model created since", ["a", "b"])
+    json_ok(api(port, "DELETE", f"/api/stores/{store}/models/b"))
+    patch_color(port, "c", "#ff7a59", store=store)
+    wait(browser, lambda d: d.find_element(By.ID, "history-changed").text == "1 model created, 1 deleted since"
+         and history(d)["changed"] == ["b"], 5.0, "the deletion of b was not counted")
+    shows(3, "1 model changed, 1 deleted since", ["a", "b", "c"])
+    assert history(browser)["changed"] == ["b", "c"] and history(browser)["created"] == []
+    browser.find_element(By.ID, "history-live").click()
+    wait(browser, lambda d: history(d)["mode"] == "live" and tile_ids(d) == ["a", "c"], 5.0, "Live did not go live")
+    assert browser.find_element(By.ID, "history-changed").text == ""
+    assert not empty.is_displayed() and empty.get_attribute("textContent") == "This store has no models yet."
 
 
 # ---- Pages opened with a token -------------------------------------------------------------

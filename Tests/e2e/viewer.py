@@ -231,3 +231,37 @@ LIVE_SOCKETS = "window.__sockets.filter(s => s.__sent.some(m => m.type === 'subs
 def live_sockets(driver) -> list[dict]:
     """What each socket of the live view sent and received, oldest first."""
     return driver.execute_script(f"return {LIVE_SOCKETS}.map(s => ({{sent: s.__sent, received: s.__received}}))")
+
+
+# Counts what the page's alert says: every change of its text is said anew by a screen reader,
+# the same text set again too.
+RECORDING_ALERTS = """
+    window.__alerts = [];
+    document.addEventListener('DOMContentLoaded', () => {
+        const toast = document.getElementById('toast');
+        new MutationObserver(() => window.__alerts.push(toast.textContent))
+            .observe(toast, {childList: true, characterData: true, subtree: true});
+    });"""
+
+
+def alerts(driver) -> list[str]:
+    """What the page's alert has said, oldest first (needs RECORDING_ALERTS)."""
+    return driver.execute_script("return window.__alerts")
+
+
+def tile_ids(driver) -> list[str]:
+    """The ids of the live view's tiles, in the order the grid has them."""
+    return driver.execute_script("return [...document.querySelectorAll('#grid [data-model]')].map(t => t.dataset.model)")
+
+
+def focused_model(driver) -> str | None:
+    """The id of the tile that has keyboard focus, or None when focus is elsewhere."""
+    return driver.execute_script("const el = document.activeElement; return el && el.dataset ? el.dataset.model || null : null")
+
+
+def make_store(port: int, store: str, models: dict[str, dict]) -> int:
+    """Makes `store` with `models`, one PUT each, and returns its version."""
+    json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+    for model, value in models.items():
+        json_ok(api(port, "PUT", f"/api/stores/{store}/models/{model}", value), 201)
+    return store_version(port, store)
