@@ -21,7 +21,7 @@ import Testing
             keys.storeVersion("b"), keys.storeModels("b"), keys.storeLog("b"), keys.storeEpoch("b"),
             keys.storeVersion("a"), keys.storeModels("a"), keys.storeLog("a"), keys.storeEpoch("a"),
             keys.storeVersion("b"), keys.storeModels("b"), keys.storeLog("b"), keys.storeEpoch("b"),
-            "500", keys.channel, "2000",
+            "500", keys.channel, "2000", keys.life,
             "7", "e-b", "{\"v\":8}", "s:b", "2", "m1", "{\"n\":1}", "m2", "",
             "0", "e-a", "{\"v\":1}", "s:a", "0",
             "7", "e-b", "{\"v\":8,\"again\":true}", "s:b", "1", "m3", "3",

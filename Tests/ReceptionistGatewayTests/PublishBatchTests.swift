@@ -36,7 +36,7 @@ import Testing
             "8",
             keys.topicSeq("news"), keys.topicLog("news"), keys.topicEpoch("news"), keys.topicLast("news"),
             keys.topicSeq("chat"), keys.topicLog("chat"), keys.topicEpoch("chat"), keys.topicLast("chat"),
-            "500", "2000", "60000", keys.channel, keys.nodeChannel("n1"),
+            "500", "2000", "60000", keys.channel, keys.nodeChannel("n1"), keys.life,
             "t:news", "fresh1", "e7", "41", "0", "2", "{\"n\":1}", "10", "{\"n\":3}", "12",
             "t:chat", "fresh2", "", "0", "1", "1", "{\"n\":2}", "11",
         ].map { Array($0.utf8) }))

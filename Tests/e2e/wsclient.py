@@ -39,10 +39,16 @@ _names = itertools.count()
 # ---- websockets client -------------------------------------------------
 
 class _AnyEpoch:
-    """Equal to any epoch the gateway gives (16 lowercase hex digits), for exact frame checks."""
+    """Equal to any epoch the gateway gives, for exact frame checks: 16 lowercase hex digits, after
+    the 8 of its Redis server's life and a dot with `--engine redis`."""
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, str) and len(other) == 16 and all(c in "0123456789abcdef" for c in other)
+        if not isinstance(other, str):
+            return False
+        life, dot, epoch = other.rpartition(".")
+        hexadecimal = set("0123456789abcdef")
+        return (len(epoch) == 16 and set(epoch) <= hexadecimal
+                and (not dot or (len(life) == 8 and set(life) <= hexadecimal)))
 
     def __repr__(self) -> str:
         return "<epoch>"

@@ -26,7 +26,7 @@ extension ClusterEngine {
         // older data, and the script starts a new epoch rather than hand its numbers out again.
         let arguments = batch.arguments(
             keys: link.keys, nodeChannel: link.nodeChannel, history: redisHistory, known: { following[$0].follower.known(following[$0].reader) },
-            renew: { following[$0].follower.renewingKeys(now: now, every: renewal) }, freshEpoch: ModelStore.newEpoch)
+            renew: { following[$0].follower.renewingKeys(now: now, every: renewal) }, freshEpoch: link.life.freshEpoch)
         let sent = link.commands.eval(ClusterScripts.publish, arguments) { reply in
             defer { for (reader, follower) in following { follower.ownAnswered(reader: reader) } }
             switch reply {

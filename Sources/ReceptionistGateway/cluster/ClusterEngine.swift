@@ -197,7 +197,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let link = shard(name)
         let follower = TopicFollower(
             name: name, hub: hub, commands: link.commands, keys: link.keys, tail: historyLimit,
-            waitMilliseconds: UInt64(timeoutSeconds * 1000), keysMilliseconds: redisHistory.topicKeysMilliseconds, logger: logger)
+            waitMilliseconds: UInt64(timeoutSeconds * 1000), keysMilliseconds: redisHistory.topicKeysMilliseconds,
+            freshEpoch: { [life = link.life] in life.freshEpoch() }, logger: logger)
         let reader = StreamReader(key: link.keys.topicLog(name), cursor: nil, commands: link.commands, follower: follower)
         topicReaders[name] = (reader, follower)
         _ = hub.topic(name)
@@ -239,7 +240,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         if let following = storeReaders[name] { return following }
         let link = shard(name)
         let follower = StoreFollower(
-            name: name, loop: loop, stores: stores, applier: applier, commands: link.commands, keys: link.keys, logger: logger)
+            name: name, loop: loop, stores: stores, applier: applier, commands: link.commands, keys: link.keys,
+            freshEpoch: { [life = link.life] in life.freshEpoch() }, logger: logger)
         let reader = StreamReader(key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower)
         storeReaders[name] = (reader, follower)
         return (reader, follower)
@@ -249,7 +251,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
     func createStore(_ name: String, completion: @escaping (StoreError?) -> Void) {
         let link = shard(name), keys = link.keys
         guard link.isUp else { return completion(.unavailable(link.refusal)) }
-        let epoch = ModelStore.newEpoch()
+        let epoch = link.life.freshEpoch()
         // Commits made before run before it, as a connection sent them (invariant 58).
         committers[ShardMap.index(of: name, shards: shards.count)].sendPending()
         let sent = link.commands.eval(ClusterScripts.createStore, [

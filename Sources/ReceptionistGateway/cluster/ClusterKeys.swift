@@ -10,6 +10,10 @@ struct ClusterKeys: Sendable {
     /// Pub/sub is not scoped by database, so the channel names it.
     let channel: String
     let stores = "rcpt:stores"
+    /// The name of the server's present life (`RedisLife`), and the run of the server it was
+    /// last confirmed on.
+    let life = "rcpt:life"
+    let run = "rcpt:run"
 
     init(database: Int) {
         channel = "rcpt:events:\(database)"

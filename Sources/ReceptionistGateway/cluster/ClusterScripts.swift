@@ -23,15 +23,17 @@ enum ClusterScripts {
     /// Commits to stores (`CommitBatch`), each run in turn exactly as it would run alone. KEYS: for
     /// each commit its store's version, models, log and epoch. ARGV: max log length, channel, max
     /// log age in ms (0: none), then for each commit its expected version and epoch, entry JSON,
-    /// notice and count of model pairs, then those pairs of model id and JSON ("" deletes).
+    /// notice and count of model pairs, then those pairs of model id and JSON ("" deletes); the
+    /// server's life key (`RedisLife`) comes fourth, before the commits.
     /// Returns, for each commit, two numbers: 1 and the version when appended, 0 and the current
     /// version when the store has moved on, -1 and 0 when there is no such store, -2 and the
     /// current version when the store is in another epoch (deleted and made again since the
-    /// commit's replica knew it). Each entry carries the store's epoch, so a node that missed the
+    /// commit's replica knew it, or one of an earlier life of the server). Each entry carries the store's epoch, so a node that missed the
     /// delete sees the store it follows is gone.
-    static let commit = RedisScript(trimByAge + """
+    static let commit = RedisScript(trimByAge + ofLife + """
+        local life = redis.call('GET', ARGV[4])
         local out = {}
-        local a = 4
+        local a = 5
         for k = 1, #KEYS, 4 do
           local expected, epoch, entry, notice = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3]
           local first = a + 5
@@ -41,7 +43,7 @@ enum ClusterScripts {
           if not current then
             out[#out + 1] = -1
             out[#out + 1] = 0
-          elseif stored and epoch ~= '' and stored ~= epoch then
+          elseif stored and ((epoch ~= '' and stored ~= epoch) or not ofLife(stored, life)) then
             out[#out + 1] = -2
             out[#out + 1] = tonumber(current)
           elseif tonumber(current) ~= tonumber(expected) then
@@ -70,13 +72,14 @@ enum ClusterScripts {
 
     /// KEYS: version, models, log, epoch. ARGV: a fresh epoch, the epochs that may not be the
     /// store's (joined by commas: one this node saw go back, ones it has left), the cluster's
-    /// channel, the store's creation notice. The fresh epoch is taken by a store that has none
+    /// channel, the store's creation notice, the server's life key (an epoch of an earlier life
+    /// is renewed too). The fresh epoch is taken by a store that has none
     /// (made before epochs were kept), and in place of one of those (Redis came back with older
     /// data; unless another node renewed it first), so no version is had twice in one epoch; then
     /// every node is told, as of a store made anew, and reads it whole. Returns
     /// {version, {id, json, ...}, last log ID, epoch}, read together; {-1, {}, '0-0', ''} when
     /// there is no such store.
-    static let snapshot = RedisScript(listed + """
+    static let snapshot = RedisScript(listed + ofLife + """
         local version = redis.call('GET', KEYS[1])
         if not version then return {-1, {}, '0-0', ''} end
         local last = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', 1)
@@ -86,7 +89,7 @@ enum ClusterScripts {
         if not epoch then
           epoch = ARGV[1]
           redis.call('SET', KEYS[4], epoch)
-        elseif listed(ARGV[2], epoch) then
+        elseif listed(ARGV[2], epoch) or not ofLife(epoch, redis.call('GET', ARGV[5])) then
           epoch = ARGV[1]
           redis.call('SET', KEYS[4], epoch)
           redis.call('PUBLISH', ARGV[3], ARGV[4])
@@ -130,14 +133,17 @@ enum ClusterScripts {
     /// A batch of publishes (`PublishBatch`), in one call. KEYS: each topic's seq, log, epoch and
     /// last entry's ID (`ClusterKeys.topicLast`).
     /// ARGV: max log length, max log age in ms (0: none), how long the topic's keys live in ms (0:
-    /// for good), the cluster's channel, the publishing node's channel, then for each topic: its
+    /// for good), the cluster's channel, the publishing node's channel, the server's life key,
+    /// then for each topic: its
     /// notice, a fresh epoch, the epoch the publishing node follows and the last number it has read
     /// in it ("" and 0: none), whether to renew its keys' lifetime ("1": the node last did an eighth
     /// of it ago or more), its count n, and n pairs of
     /// data JSON and publishedAt. The fresh epoch is taken by a topic that has none (new, or Redis
     /// lost it) and by one whose number is behind what the node has read in the epoch Redis still
     /// names: Redis came back with older data (a restart from a lagging snapshot, a failover to a
-    /// lagging replica), and its numbers would otherwise be handed out a second time in one epoch.
+    /// lagging replica), and its numbers would otherwise be handed out a second time in one epoch;
+    /// and by one whose epoch is of an earlier life of the server (`RedisLife`), which no node may
+    /// have read past.
     /// Each topic's messages take the next n numbers, in order; the topic's notice, with its last
     /// number, epoch and last entry ID, is published once to each other node's channel (to a
     /// channel marked `m:`, `ClusterKeys.carryingMark`, with the messages themselves, numbered,
@@ -171,6 +177,8 @@ enum ClusterScripts {
     /// Redis instructions on every call (`bench/callgrind-redis.sh`).
     static let publish = RedisScript("""
         local counts = redis.call('PUBSUB', 'NUMSUB', ARGV[4], ARGV[5])
+        local life = redis.call('GET', ARGV[6])
+        if life then life = life .. '.' end
         local listeners
         if counts[2] > counts[4] then
           listeners = {}
@@ -185,7 +193,7 @@ enum ClusterScripts {
         local keep = ARGV[3]
         local format = string.format
         local out = {}
-        local a = 6
+        local a = 7
         for k = 1, #KEYS, 4 do
           local seqKey, logKey, epochKey, lastKey = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
           local notice, n = ARGV[a], tonumber(ARGV[a + 5])
@@ -195,7 +203,8 @@ enum ClusterScripts {
           local epoch = redis.call('GET', epochKey)
           local previous = redis.call('GET', lastKey) or '0-0'
           local id = '*'
-          if not epoch or (epoch == ARGV[a + 2] and first <= tonumber(ARGV[a + 3])) then
+          if not epoch or (epoch == ARGV[a + 2] and first <= tonumber(ARGV[a + 3]))
+            or (life and string.sub(epoch, 1, #life) ~= life) then
             epoch = ARGV[a + 1]
             renew = true
             redis.call('SET', epochKey, epoch)
@@ -274,20 +283,20 @@ enum ClusterScripts {
     /// left), the cluster's channel, the topic's notice, how long the topic's keys live in ms (0:
     /// for good; else until a publish or the renewal of a node following it, `renewTopics`: so
     /// that a name only subscribed to holds no key for good), renewed here as a node starts
-    /// following it. The fresh epoch is taken by a topic that has none, and in
+    /// following it, and the server's life key (an epoch of an earlier life is renewed too). The fresh epoch is taken by a topic that has none, and in
     /// place of one of those (Redis came back with older data; unless another node renewed it
     /// first), and then every node is told with the notice, its number and the new epoch, so none
     /// stays in the old. Returns {seq, the newest entries, newest first, epoch}, read together:
     /// where a node starts mirroring a topic it has just heard of, or starts again on one whose
     /// log went back.
-    static let topicTail = RedisScript(setLifetime + listed + """
+    static let topicTail = RedisScript(setLifetime + listed + ofLife + """
         local epoch = redis.call('GET', KEYS[3])
         if not epoch then
           epoch = ARGV[2]
           redis.call('SET', KEYS[3], epoch)
         end
         local seq = tonumber(redis.call('GET', KEYS[1]) or '0')
-        if epoch ~= ARGV[2] and listed(ARGV[3], epoch) then
+        if epoch ~= ARGV[2] and (listed(ARGV[3], epoch) or not ofLife(epoch, redis.call('GET', ARGV[7]))) then
           epoch = ARGV[2]
           redis.call('SET', KEYS[3], epoch)
           redis.call('PUBLISH', ARGV[4], ARGV[5] .. ':' .. seq .. ':' .. epoch)

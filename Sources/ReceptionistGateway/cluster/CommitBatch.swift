@@ -85,6 +85,7 @@ struct CommitBatch: ScriptBatch {
         arguments.append(history.maxEntries)
         arguments.append(keys.channel)
         arguments.append(history.maxAgeMilliseconds)
+        arguments.append(keys.life)
         for commit in commits {
             arguments.append(commit.expectedVersion)
             arguments.append(commit.epoch)

@@ -95,7 +95,7 @@ struct PublishBatch: ScriptBatch {
 
     /// What follows the script's digest in `EVALSHA`: the number of keys, each topic's seq, log,
     /// epoch and last-entry keys, then the log's bounds and its keys' lifetime, the cluster's
-    /// channel and the publishing node's (`nodeChannel`), and for each topic its notice, a fresh epoch (for a topic that has none, or
+    /// channel and the publishing node's (`nodeChannel`), the server's life key, and for each topic its notice, a fresh epoch (for a topic that has none, or
     /// whose log Redis holds less of than this node has read), what this node has read of it
     /// (`known`, by the topic's slot; "" and 0 for nothing), whether to renew its keys' lifetime
     /// (`renew`, by slot), its count, and its messages as data and `publishedAt` pairs.
@@ -111,6 +111,7 @@ struct PublishBatch: ScriptBatch {
         arguments.append(history.topicKeysMilliseconds)
         arguments.append(keys.channel)
         arguments.append(nodeChannel)
+        arguments.append(keys.life)
         for (slot, topic) in topics.enumerated() {
             arguments.append(ClusterKeys.topicNoticePrefix, topic.name)
             arguments.append(freshEpoch())

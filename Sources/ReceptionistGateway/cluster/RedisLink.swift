@@ -23,6 +23,9 @@ final class RedisLink: EngineHealth {
     private let channels: [String]
     private let logger: Logger
     private var subscribed = false
+    /// The server's life (`RedisLife`), learned on the command connection before it writes.
+    let life = RedisLife()
+    private var lifeLearned = false
     /// When the oldest heartbeat still unanswered was sent (the loop's milliseconds), if any.
     private var beatSentAt: UInt64?
     /// How long a heartbeat may go unanswered before the link counts as down.
@@ -42,9 +45,15 @@ final class RedisLink: EngineHealth {
         self.logger = logger
         commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
         events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
-        commands.onConnected = { [unowned self] in self.changed() }
+        commands.onConnected = { [unowned self] in
+            self.learnLife { [unowned self] in
+                self.lifeLearned = true
+                self.changed()
+            }
+        }
         commands.onDisconnected = { [unowned self] reason in
             self.beatSentAt = nil
+            self.lifeLearned = false
             self.changed(reason)
         }
         events.onConnected = { [unowned self] in
@@ -76,7 +85,7 @@ final class RedisLink: EngineHealth {
     var isUp: Bool { isConnected && isAnswering }
 
     /// Both connections are up and the channels subscribed (whether Redis answers or not).
-    var isConnected: Bool { commands.isConnected && events.isConnected && subscribed }
+    var isConnected: Bool { commands.isConnected && events.isConnected && subscribed && lifeLearned }
 
     /// No heartbeat has waited for its answer past the stall limit.
     private var isAnswering: Bool {
@@ -119,6 +128,37 @@ final class RedisLink: EngineHealth {
     }
 
     var pendingCommands: Int { commands.pendingCommands }
+
+    /// Asks the server for its run and whether it keeps every write, then for its life, naming a
+    /// new one if it may have lost writes since (`ClusterScripts.life`); `done` once it is known.
+    /// Nothing is written meanwhile: the link is not up. A connection lost on the way asks again
+    /// when it is back.
+    private func learnLife(_ done: @escaping () -> Void) {
+        let commands = self.commands, keys = self.keys, life = self.life, logger = self.logger, endpoint = self.endpoint
+        commands.send(["INFO", "server"]) { info in
+            guard let info else { return }
+            let run = info.text.flatMap(RedisLife.runID(inInfo:)) ?? ""
+            commands.send(["CONFIG", "GET", "append*"]) { config in
+                guard let config else { return }
+                // A server that does not let its configuration be read is taken as one that may lose writes.
+                let keeps = RedisLife.keepsEveryWrite(config: config.elements?.compactMap(\.text) ?? [])
+                let named = RedisLife.newName()
+                commands.eval(ClusterScripts.life, ["2", keys.run, keys.life, run, named, keeps ? "1" : "0"]) { reply in
+                    guard let name = reply?.text else {
+                        if reply != nil { logger.warning("redis did not name its life", metadata: ["redis": "\(endpoint)"]) }
+                        return
+                    }
+                    if name == named, !life.name.isEmpty {
+                        logger.warning(
+                            "redis started again and may have lost writes: every topic and store starts a new epoch at its next use",
+                            metadata: ["redis": "\(endpoint)"])
+                    }
+                    life.learn(name)
+                    done()
+                }
+            }
+        }
+    }
 
     private func changed(_ reason: String? = nil) {
         let up = isUp

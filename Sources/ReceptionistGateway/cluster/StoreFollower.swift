@@ -34,8 +34,14 @@ final class StoreFollower: StreamFollower {
     /// back with older data), and the epochs the replica left. The next snapshot renews such an
     /// epoch in Redis, once for every node.
     private var retired = RetiredEpochs()
+    /// An epoch for a store renewed in Redis, of the server's present life (`RedisLife`).
+    private let freshEpoch: () -> String
 
-    init(name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys, logger: Logger) {
+    init(
+        name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys,
+        freshEpoch: @escaping () -> String = ModelStore.newEpoch, logger: Logger
+    ) {
+        self.freshEpoch = freshEpoch
         self.name = name
         self.loop = loop
         self.stores = stores
@@ -176,8 +182,8 @@ final class StoreFollower: StreamFollower {
         guard !stopped else { return done(nil) }
         let applier = self.applier
         let sent = commands.eval(ClusterScripts.snapshot, [
-            "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), ModelStore.newEpoch(),
-            retired.list, keys.channel, ClusterKeys.encode(.storeCreated(name)),
+            "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), freshEpoch(),
+            retired.list, keys.channel, ClusterKeys.encode(.storeCreated(name)), keys.life,
         ]) { [self] reply in
             guard let parts = reply?.elements, parts.count == 4, let versionNumber = parts[0].integer,
                   let flat = parts[1].elements, let lastID = parts[2].text, let logEpoch = parts[3].text

@@ -25,6 +25,8 @@ final class TopicFollower: StreamFollower {
     /// the list holds at most the publishes of one time-out.
     private var waiters: [(seq: UInt64, epoch: String, since: UInt64, completion: (Result<UInt64, StoreError>) -> Void)] = []
     private let waitMilliseconds: UInt64
+    /// An epoch for a topic new to Redis, of the server's present life (`RedisLife`).
+    private let freshEpoch: () -> String
     /// Batches of this node's own publishes sent and not answered yet. A notice that comes
     /// meanwhile (on the other connection, often before the answer: its own batch's) waits for
     /// them in `heldNotice`, since the answers may bring its messages without a read.
@@ -53,8 +55,9 @@ final class TopicFollower: StreamFollower {
 
     init(
         name: String, hub: PushHub, commands: RedisConnection, keys: ClusterKeys, tail: Int, waitMilliseconds: UInt64,
-        keysMilliseconds: Int = 0, logger: Logger
+        keysMilliseconds: Int = 0, freshEpoch: @escaping () -> String = ModelStore.newEpoch, logger: Logger
     ) {
+        self.freshEpoch = freshEpoch
         self.keysMilliseconds = keysMilliseconds
         channel = keys.channel
         self.waitMilliseconds = waitMilliseconds
@@ -248,7 +251,7 @@ final class TopicFollower: StreamFollower {
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         let arguments = [
             "4", keys.topicSeq(name), keys.topicLog(name), keys.topicEpoch(name), keys.topicLast(name), String(tail),
-            ModelStore.newEpoch(), retired.list, channel, ClusterKeys.encode(.topicPublished(name)), String(keysMilliseconds),
+            freshEpoch(), retired.list, channel, ClusterKeys.encode(.topicPublished(name)), String(keysMilliseconds), keys.life,
         ]
         let sent = commands.eval(ClusterScripts.topicTail, arguments) { [self] reply in
             guard let parts = reply?.elements, parts.count == 3, let seq = parts[0].integer, seq >= 0, let epoch = parts[2].text else {
