@@ -30,6 +30,8 @@ class State:
     peak = 0
     calls: dict[str, int] = {}
     last: dict[str, dict] = {}
+    # Each hook's last body as it came, byte for byte (as text).
+    raw: dict[str, str] = {}
 
 
 class Padded:
@@ -135,13 +137,15 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path == "/stats":
             with State.lock:
-                self.reply(200, {"calls": State.calls, "peak": State.peak, "inFlight": State.in_flight, "last": State.last})
+                self.reply(200, {"calls": State.calls, "peak": State.peak, "inFlight": State.in_flight, "last": State.last,
+                                 "raw": State.raw})
         else:
             self.reply(404, {})
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", "0"))
-        body = json.loads(self.rfile.read(length) or b"{}")
+        text = self.rfile.read(length)
+        body = json.loads(text or b"{}")
         if self.path == "/control":
             State.delay = float(body.get("delay", 0))
             return self.reply(200, {"delay": State.delay})
@@ -151,6 +155,7 @@ class Handler(BaseHTTPRequestHandler):
             State.peak = max(State.peak, State.in_flight)
             State.calls[hook] = State.calls.get(hook, 0) + 1
             State.last[hook] = body
+            State.raw[hook] = text.decode("utf-8", "replace")
         try:
             if State.delay:
                 time.sleep(State.delay)

@@ -107,6 +107,22 @@ def test_the_publish_hook_refuses_and_rewrites_for_every_subscriber(gateway):
         assert raw.endswith(',"data":{"text":"fine","n":1.50}}'), raw
 
 
+def test_the_publish_hook_judges_the_very_bytes_that_are_published(gateway, backend):
+    """The hook is sent the data as the client wrote it, two members of one name and escapes
+    included, so the backend judges the document subscribers get. Before, it got a copy parsed and
+    written again (the last of two `text` members only, escapes decoded): a client slipped a word
+    the backend refuses past it in a first `text` member."""
+    data = '{"text":"forbidden","text":"fine","e":"\\u00e9"}'
+    with connect(gateway.port, additional_headers=cookie("alice")) as alice, \
+         connect(gateway.port, additional_headers=cookie("bob")) as bob:
+        assert subscribe(bob, topic="chat")["type"] == "subscribed"
+        alice.send('{"type":"publish","topic":"chat","data":' + data + ',"ref":"p9"}')
+        raw = bob.recv(timeout=5)
+    assert raw.endswith(',"data":' + data + '}'), raw
+    sent = backend.stats()["raw"]["publish"]
+    assert '"data":' + data in sent and '"topic":"chat"' in sent, sent
+
+
 def test_a_connections_publishes_through_the_hook_are_numbered_in_the_order_sent(gateway):
     """The first publish is answered by the hook 0.3 s late, the second at once: both are
     numbered in the order sent, and subscribers get them so. Before, the second took the first's

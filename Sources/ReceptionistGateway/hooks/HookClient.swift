@@ -52,10 +52,28 @@ final class HookClient {
     /// Calls `kind` with `body`; `completion` runs on the loop, once. A hook that is not set is
     /// answered `unavailable` (callers ask `isSet` first).
     func call(_ kind: HookKind, _ body: JSONValue, completion: @escaping (HookAnswer) -> Void) {
+        call(kind, encoded: JSONWriter.encode(body), completion: completion)
+    }
+
+    /// `call` with `body` (an object, `members`) and one more member, `data`, as the JSON text a
+    /// client sent (compact, validated): the backend judges the very bytes that are published,
+    /// not a copy parsed and written again (which keeps one of two members of one name, and
+    /// decodes escapes).
+    func call(_ kind: HookKind, _ members: JSONObject, data: [UInt8], completion: @escaping (HookAnswer) -> Void) {
+        var body = JSONWriter.encode(.object(members))
+        body.removeLast()  // the object's closing brace
+        if !members.isEmpty { body.append(UInt8(ascii: ",")) }
+        body += Array("\"data\":".utf8)
+        body += data
+        body.append(UInt8(ascii: "}"))
+        call(kind, encoded: body, completion: completion)
+    }
+
+    private func call(_ kind: HookKind, encoded body: [UInt8], completion: @escaping (HookAnswer) -> Void) {
         guard settings.url(kind) != nil else { return completion(.unavailable("no \(kind.rawValue) hook is set")) }
         let now = loop.nowMilliseconds
         let pending = Pending(
-            kind: kind, body: JSONWriter.encode(body), deadline: now + UInt64(settings.timeoutSeconds * 1000), asked: now,
+            kind: kind, body: body, deadline: now + UInt64(settings.timeoutSeconds * 1000), asked: now,
             completion: completion)
         stats.calls[kind, default: 0] += 1
         switch queue.submit(pending) {

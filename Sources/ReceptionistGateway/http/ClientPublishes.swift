@@ -23,9 +23,8 @@ struct ClientPublishes {
         let claims = AccessControl.bearer(request.headers["Authorization"]).flatMap { try? access.checkToken($0).get() }
         let (user, _) = HookRequests.identity(claims)
         return { [hooks, counters] data, decided in
-            guard let value = try? JSONParser.parse(data) else { return decided(.failure(ReplyError(.error(.badRequest, "the body is not JSON")))) }
-            let body: JSONValue = ["client": .string("http " + client), "user": user, "topic": .string(topic), "data": value]
-            hooks.call(.publish, body) { answer in
+            let members: JSONObject = ["client": .string("http " + client), "user": user, "topic": .string(topic)]
+            hooks.call(.publish, members, data: data) { answer in
                 switch HookDecision.allow(answer, hook: .publish) {
                 case .allow(let answer):
                     decided(.success(answer["data"].map { JSONWriter.encode($0) } ?? data))

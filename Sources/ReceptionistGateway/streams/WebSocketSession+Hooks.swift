@@ -41,14 +41,14 @@ extension WebSocketSession {
     /// The connection's later messages wait for the answer, so its publishes are numbered in the
     /// order it sent them, whichever answer comes first.
     func publishThroughHook(_ topic: String, data: [UInt8], ref: String?) -> Pause? {
-        guard let hooks = services.hooks, let value = try? JSONParser.parse(data) else { return nil }
+        guard let hooks = services.hooks else { return nil }
         let (user, _) = hookIdentity
-        let body: JSONValue = ["client": clientName, "user": user, "topic": .string(topic), "data": value]
+        let members: JSONObject = ["client": clientName, "user": user, "topic": .string(topic)]
         return { [unowned self] resume in
             // Owed from now: a close waits for the hook and the publish it allows (which owes its
             // own answer before this is settled).
             let settle = owing()
-            hooks.call(.publish, body) { [weak self] answer in
+            hooks.call(.publish, members, data: data) { [weak self] answer in
                 defer { settle() }
                 guard let self, connection.state == .open else { return }
                 switch HookDecision.allow(answer, hook: .publish) {
