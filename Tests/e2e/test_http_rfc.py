@@ -1,13 +1,14 @@
 """What RFC 9110 and 9112 ask of a server beyond the common case: a response after a closing one is
 never sent, `Expect: 100-continue` is answered before the body is sent, a target in absolute form
-is served as its path, and a 204 or 304 carries no Content-Length."""
+is served as its path, a 204 or 304 carries no Content-Length, and a list field sent as several
+lines is one list."""
 
 import subprocess
 import time
 
 import pytest
 
-from conftest import RawConnection, assert_standard_headers, http_request
+from conftest import RawConnection, api, assert_standard_headers, http_request, json_ok
 
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 PROMPT = 0.5                 # seconds; curl waits 1 s for a 100 before it sends the body anyway
@@ -108,3 +109,26 @@ def test_a_head_request_refused_for_its_head_gets_no_body(server):
         resp = conn.read_response("HEAD")
         assert resp.status == 400 and int(resp.header("Content-Length")) > 0, resp.headers
         conn.expect_closed()
+
+
+# ---- A list field over several lines ---------------------------------------
+
+@pytest.mark.parametrize("order", ["stale-first", "current-first"])
+def test_if_match_over_two_lines_is_one_list(server, order):
+    """`If-Match` sent as two field lines is the list of both (RFC 9110, section 5.3): the write
+    applies when either tag is the model's, whichever line comes first. Before, only the first line
+    was read. A tag is compared as text: `"0N"` is not `"N"`."""
+    store = f"lists-{order}"
+    json_ok(api(server.port, "POST", "/api/stores", {"name": store}), 201)
+    tag = api(server.port, "PUT", f"/api/stores/{store}/models/m", {"n": 1}).header("ETag")
+    lines = [("If-Match", '"99999999"'), ("If-Match", tag)]
+    if order == "current-first":
+        lines.reverse()
+    body = b'{"n":2}'
+    with RawConnection(server.port) as conn:
+        conn.send(http_request("PUT", f"/api/stores/{store}/models/m", [("Content-Type", "application/json"), *lines], body))
+        written = conn.read_response()
+        assert written.status == 200
+        padded = '"0' + written.header("ETag").strip('"') + '"'
+        conn.send(http_request("PUT", f"/api/stores/{store}/models/m", [("Content-Type", "application/json"), ("If-Match", padded)], body))
+        assert conn.read_response().status == 412

@@ -257,9 +257,14 @@ def test_allowed_origins_for_websockets_and_cors(start_server):
                                  "Access-Control-Request-Headers": "authorization, content-type"})
     assert preflight.status == 204 and preflight.header("Content-Length") is None, preflight.headers
     assert "POST" in preflight.header("Access-Control-Allow-Methods")
-    assert "Authorization" in preflight.header("Access-Control-Allow-Headers")
+    allowed = [h.strip() for h in preflight.header("Access-Control-Allow-Headers").split(",")]
+    # Every request header the API reads, the client library's Idempotency-Key included.
+    for header in ("Authorization", "Content-Type", "Last-Event-ID", "Idempotency-Key", "If-Match", "If-None-Match"):
+        assert header in allowed, (header, allowed)
     published = request(server.port, "POST", "/api/topics/news/messages", {"n": 1}, headers={"Origin": app})
     assert published.status == 201 and published.header("Access-Control-Allow-Origin") == app
+    exposed = [h.strip() for h in published.header("Access-Control-Expose-Headers").split(",")]
+    assert {"ETag", "Idempotent-Replayed", "Retry-After"} <= set(exposed), exposed
     refused = request(server.port, "POST", "/api/topics/news/messages", {"n": 2}, headers={"Origin": "https://evil.example"})
     assert_json_error(refused, 403, "forbidden")
     assert refused.header("Access-Control-Allow-Origin") is None

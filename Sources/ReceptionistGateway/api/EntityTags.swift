@@ -12,8 +12,10 @@ enum EntityTags {
     /// The condition of a model write's headers, or why they are malformed.
     static func condition(of request: HTTPRequest, model id: String) -> Result<CommitCondition, ReplyError> {
         var condition = CommitCondition()
-        if let header = request.headers["If-Match"] {
-            switch parseList(header) {
+        // Lines of one list field are one list (RFC 9110 §5.3).
+        let lines = request.headers.values("If-Match")
+        if !lines.isEmpty {
+            switch parseList(lines.joined(separator: ", ")) {
             case .some(nil): condition.models[id] = .exists
             case .some(let tags?): condition.models[id] = .version(tags)
             case nil: return .failure(bad("If-Match"))
@@ -57,27 +59,43 @@ enum EntityTags {
         return .success(condition)
     }
 
-    /// An `If-Match` list: nil when malformed, `.some(nil)` for `*`, else the versions (a weak
-    /// tag never matches: `If-Match` compares strongly). A bare number is taken as its tag.
+    /// An `If-Match` list (RFC 9110 §8.8.3, §13.1.1): nil when malformed, `.some(nil)` for `*`,
+    /// else the versions its tags name. Empty elements are skipped, as a list's may be. A weak
+    /// tag (`W/"17"`) never matches: `If-Match` compares strongly. Tags compare as text, so only
+    /// this gateway's own form of a number (`"17"`, not `"017"`) names a version; any other tag
+    /// matches nothing. A bare number is taken as its tag (`17` for `"17"`).
     static func parseList(_ text: String) -> [UInt64]?? {
-        let trimmed = text.trimmingSpaces
-        if trimmed == "*" { return .some(nil) }
+        if text.trimmingSpaces == "*" { return .some(nil) }
         var tags: [UInt64] = []
-        for part in trimmed.split(separator: ",", omittingEmptySubsequences: false) {
-            var item = Substring(String(part).trimmingSpaces)
-            if item.hasPrefix("W/") { continue }
-            if item.count >= 2, item.first == "\"", item.last == "\"" { item = item.dropFirst().dropLast() }
-            guard !item.isEmpty, item.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-                  let version = UInt64(item)
-            else {
-                // A tag this gateway never gives out matches nothing: kept, as a version no model has.
-                if item.isEmpty { return nil }
-                tags.append(.max)
-                continue
+        var elements = 0
+        for part in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let item = Substring(String(part).trimmingSpaces)
+            if item.isEmpty { continue }
+            elements += 1
+            var opaque = item
+            let weak = opaque.hasPrefix("W/")
+            if weak { opaque = opaque.dropFirst(2) }
+            if opaque.count >= 2, opaque.first == "\"", opaque.last == "\"" {
+                opaque = opaque.dropFirst().dropLast()
+                // etagc: any visible character but the quote, and bytes past ASCII.
+                guard opaque.utf8.allSatisfy({ $0 == 0x21 || ($0 >= 0x23 && $0 != 0x7F) }) else { return nil }
+            } else if weak || !isCanonicalNumber(opaque) {
+                return nil
             }
-            tags.append(version)
+            if weak { continue }
+            // A tag this gateway never gives out matches nothing: kept, as a version no model has.
+            tags.append(isCanonicalNumber(opaque) ? UInt64(opaque) ?? .max : .max)
         }
+        guard elements > 0 else { return nil }
         return tags.isEmpty ? .some([.max]) : .some(tags)
+    }
+
+    /// Digits as this gateway writes a version: no sign, no leading zero, within 64 bits.
+    private static func isCanonicalNumber(_ text: Substring) -> Bool {
+        guard let first = text.utf8.first, text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else {
+            return false
+        }
+        return (first != UInt8(ascii: "0") || text.utf8.count == 1) && UInt64(text) != nil
     }
 
     private static func bad(_ header: String) -> ReplyError {

@@ -95,7 +95,9 @@ final class StaticFiles {
         var headers = HTTPHeaders()
         headers.add("ETag", file.etag)
         headers.add("Cache-Control", "no-cache")
-        if let condition = request.headers["If-None-Match"], Self.matches(condition, file.etag) {
+        // Lines of one list field are one list (RFC 9110 §5.3).
+        let conditions = request.headers.values("If-None-Match")
+        if !conditions.isEmpty, Self.matches(conditions.joined(separator: ", "), file.etag) {
             return Reply(HTTPResponse(status: .notModified, headers: headers))
         }
         headers.add("Content-Type", file.contentType)

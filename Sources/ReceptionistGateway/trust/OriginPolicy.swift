@@ -24,17 +24,23 @@ struct OriginPolicy: Sendable {
         return authority == host.lowercased()
     }
 
-    /// The CORS headers for an allowed cross-origin request; none when `Origin` is absent.
+    /// The CORS headers for an allowed cross-origin request; none when `Origin` is absent. A page
+    /// may read the headers the API answers with beyond the safe ones: a model's tag, whether a
+    /// publish was replayed, when to retry.
     func corsHeaders(origin: String?) -> [(String, String)] {
         guard let origin else { return [] }
-        return [("Access-Control-Allow-Origin", origin), ("Vary", "Origin")]
+        return [
+            ("Access-Control-Allow-Origin", origin), ("Vary", "Origin"),
+            ("Access-Control-Expose-Headers", "ETag, Idempotent-Replayed, Retry-After, Location"),
+        ]
     }
 
-    /// The answer to a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`).
+    /// The answer to a CORS preflight (`OPTIONS` with `Access-Control-Request-Method`): every
+    /// request header the API reads may be sent (conditions and idempotency keys included).
     func preflight(origin: String) -> [(String, String)] {
         corsHeaders(origin: origin) + [
             ("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, PATCH, DELETE"),
-            ("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID"),
+            ("Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID, Idempotency-Key, If-Match, If-None-Match"),
             ("Access-Control-Max-Age", "600"),
         ]
     }
