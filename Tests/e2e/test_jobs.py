@@ -366,8 +366,7 @@ def test_bad_rate_patch_is_400_and_keeps_the_rate(demo_server, idle_store, paylo
 def test_unknown_job_is_404(demo_server, method, payload, job_id):
     port = demo_server.port
     before = list_jobs(port)
-    path = f"/api/jobs/{job_id}"
-    resp = api(port, method, path, payload) if payload is not None else api(port, method, path)
+    resp = api(port, method, f"/api/jobs/{job_id}", *([payload] if payload is not None else []))
     assert_json_error(resp, 404, "not_found")
     assert {j["id"] for j in list_jobs(port)} == {j["id"] for j in before}
 
@@ -378,8 +377,8 @@ def test_jobs_wrong_method_is_405_with_allow(demo_server):
     assert_allow(api(port, "PUT", "/api/jobs", body=b"{}"), "PUT", {"GET", "POST"})
     assert_allow(api(port, "DELETE", "/api/jobs"), "DELETE", {"GET", "POST"})
     assert_allow(api(port, "POST", f"/api/jobs/{demo['id']}", body=b"{}"), "POST", {"PATCH", "DELETE"})
-    after = find_job(port, demo["id"])
-    assert after["state"] == "running" and after["rate"] == 30, after
+    assert_allow(api(port, "PUT", "/api/jobs/job-99999", body=b"{}"), "PUT", {"PATCH", "DELETE"})  # no such job: 405 too
+    assert (after := find_job(port, demo["id"]))["state"] == "running" and after["rate"] == 30, after
 
 
 def test_a_job_at_the_highest_rate_does_not_starve_store_requests(start_server):

@@ -173,13 +173,17 @@ def test_batch_publish_rate_counts_every_message(start_server):
     limited = post_batch(port, batch_body([(topic, "4")]), bearer(KEY))
     assert_json_error(limited, 429, "too_many_requests")
     assert int(limited.header("Retry-After")) >= 1
+    # Over the burst with the bucket empty too: told no wait helps, never when to retry.
+    beyond_empty = post_batch(port, batch_body([(topic, str(n)) for n in (5, 6, 7, 8)]), bearer(KEY))
+    assert_json_error(beyond_empty, 429, "too_many_requests")
+    assert beyond_empty.header("Retry-After") is None, beyond_empty
     # Four messages are over a burst of 3 in one request: refused whole, and told no wait helps
     # (no Retry-After: it said 1 s, however long the client waited).
     beyond = post_batch(port, batch_body([(topic, str(n)) for n in (5, 6, 7, 8)]), bearer(OTHER_KEY))
     assert_json_error(beyond, 429, "too_many_requests")
     assert beyond.header("Retry-After") is None and "more than the publish burst" in beyond.json()["detail"], beyond
     assert topic_seq(port, topic) == 3
-    # A refused batch spends nothing past its call: the two tokens left take a batch of two.
+    # A refused batch spends nothing: the bucket's tokens take a batch of two.
     # Before, it spent what it took until it was refused, and the bucket was empty.
     assert_batch_answer(post_batch(port, batch_body([(topic, str(n)) for n in (9, 10)]), bearer(OTHER_KEY)),
                         [(topic, 4), (topic, 5)])

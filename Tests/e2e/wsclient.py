@@ -15,6 +15,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import select
 import socket
 import struct
@@ -39,19 +40,12 @@ _names = itertools.count()
 # ---- websockets client -------------------------------------------------
 
 class _AnyEpoch:
-    """Equal to any epoch the gateway gives, for exact frame checks: 16 lowercase hex digits, after
-    the 8 of its Redis server's life and a dot with `--engine redis`."""
+    """Equal to any epoch the gateway gives (16 hex digits; in a cluster after `<life>.`)."""
 
     def __eq__(self, other) -> bool:
-        if not isinstance(other, str):
-            return False
-        life, dot, epoch = other.rpartition(".")
-        hexadecimal = set("0123456789abcdef")
-        return (len(epoch) == 16 and set(epoch) <= hexadecimal
-                and (not dot or (len(life) == 8 and set(life) <= hexadecimal)))
+        return isinstance(other, str) and re.fullmatch(r"([0-9a-f]{8}\.)?[0-9a-f]{16}", other) is not None
 
-    def __repr__(self) -> str:
-        return "<epoch>"
+    def __repr__(self) -> str: return "<epoch>"
 
 
 EPOCH = _AnyEpoch()

@@ -20,6 +20,10 @@ struct JobAPI {
             default: return .reply(.methodNotAllowed(method, allow: "GET, HEAD, POST"))
             }
         case 1:
+            // A method the path does not take is 405 whether or not the job exists.
+            guard [.get, .head, .patch, .delete].contains(method) else {
+                return .reply(.methodNotAllowed(method, allow: "GET, HEAD, PATCH, DELETE"))
+            }
             guard let job = jobs.job(path[0]) else { return .reply(.error(.notFound, "no job '\(path[0])'")) }
             switch method {
             case .get, .head: return .reply(.json(.ok, Self.json(job.info)))

@@ -122,10 +122,11 @@ final class Router {
         let readTarget = clientReads?.target(of: request, segments)
         switch segments.first {
         case "publish" where segments.count == 1:
-            // The call itself took one publish from the bucket; the further messages take one
-            // each, all of them or none.
+            // Every message takes one publish from the bucket, all of them or none, once the
+            // batch is read: a batch larger than a full bucket is refused as such, whatever the
+            // bucket holds now.
             return topicAPI.publishBatch(request, scope: scope) { extra in
-                switch publisher.limiter.take(caller.rateKey, count: extra, alreadyTaken: 1, now: now) {
+                switch publisher.limiter.take(caller.rateKey, count: extra + 1, now: now) {
                 case .allowed: return nil
                 case .limited(let seconds):
                     counters.refused(.publishRate)
@@ -204,7 +205,9 @@ final class Router {
                 counters.refused(.tokenScope)
                 return .failure(ReplyError(.error(.forbidden, "clients may not publish to '\(name)' (its namespace)")))
             }
-            if case .limited(let seconds) = publisher.limiter.take(rateKey, now: now) {
+            // A batch (`/api/publish`) takes its messages' share once it is read.
+            let batch = segments == ["publish"]
+            if !batch, case .limited(let seconds) = publisher.limiter.take(rateKey, now: now) {
                 counters.refused(.publishRate)
                 return .failure(ReplyError(.error(.tooManyRequests, "publish rate exceeded; retry after \(seconds) s",
                                                   headers: [("Retry-After", "\(seconds)")])))

@@ -1,0 +1,127 @@
+import Glibc
+@testable import ReceptionistDisk
+@testable import ReceptionistModel
+import Testing
+
+/// When a data directory starts every store and topic in a new epoch: an unsynced stop on a new
+/// boot, or on one that cannot be named, and a data file put back from a copy (invariant 51).
+@Suite struct DiskEpochTests {
+    @Test func anUnsyncedStopOnANewBootGivesEveryStoreAndTopicANewEpoch() throws {
+        let directory = temporaryDirectory()
+        let options = DiskOptions(directory: directory, fsync: .interval)
+        let epoch: String
+        do {
+            let (engine, _) = try DiskEngine.open(options)
+            let store = try StoreRegistry(journal: engine).create("s")
+            epoch = store.epoch
+            try store.commit([.put(model: "m", value: [:])])
+            #expect(append(engine, "t", seq: 1) == .stored)
+            engine.close()
+        }
+        // A process that crashes on the same boot loses nothing: the epochs stay.
+        try Self.markUnclean(directory, boot: try #require(DiskSchema.bootID()))
+        do {
+            let (engine, contents) = try DiskEngine.open(options)
+            engine.close()
+            #expect(!contents.newEpochs)
+            #expect(contents.stores.first?.epoch == epoch)
+        }
+        // A machine that restarted may have lost what was not synced: new epochs, no history.
+        try Self.markUnclean(directory, boot: "another-boot")
+        let (engine, contents) = try DiskEngine.open(options)
+        #expect(contents.newEpochs)
+        let store = try #require(contents.stores.first)
+        #expect(store.epoch != epoch && store.version == 1 && store.history.isEmpty)
+        #expect(contents.topics.first?.epoch != "e1")
+        engine.close()
+        // The new epochs were stored.
+        let (reopened, again) = try DiskEngine.open(options)
+        reopened.close()
+        #expect(again.stores.first?.epoch == store.epoch)
+        #expect(!again.newEpochs)
+    }
+
+    /// A machine whose boot cannot be named (its boot id hidden) may have restarted: an unsynced
+    /// stop gives new epochs, never the old ones over numbers that may have been lost.
+    @Test func anUnsyncedStopOnABootThatCannotBeNamedGivesNewEpochs() throws {
+        let directory = temporaryDirectory()
+        var options = DiskOptions(directory: directory, fsync: .interval)
+        options.bootIDFile = directory + "/no-boot-id"
+        let epoch: String
+        do {
+            let (engine, _) = try DiskEngine.open(options)
+            let store = try StoreRegistry(journal: engine).create("s")
+            epoch = store.epoch
+            try store.commit([.put(model: "m", value: [:])])
+            engine.close()
+        }
+        // A clean stop loses nothing, named boot or not.
+        do {
+            let (engine, contents) = try DiskEngine.open(options)
+            engine.close()
+            #expect(!contents.newEpochs && contents.stores.first?.epoch == epoch)
+        }
+        try Self.markUnclean(directory, boot: nil)
+        let (engine, contents) = try DiskEngine.open(options)
+        engine.close()
+        #expect(contents.newEpochs)
+        #expect(contents.stores.first.map { $0.epoch != epoch && $0.history.isEmpty } == true)
+    }
+
+    /// A data file put back from a copy (a backup) goes back in time under the same epochs: the
+    /// directory's lock file names the run that last opened it, the copy an older one, so every
+    /// store and topic starts a new epoch. A plain restart keeps them.
+    @Test func aDataFilePutBackFromACopyGivesNewEpochs() throws {
+        let directory = temporaryDirectory()
+        let options = DiskOptions(directory: directory, fsync: .always)
+        let file = directory + "/receptionist.sqlite3", copy = directory + "/backup.sqlite3"
+        let epoch: String
+        do {
+            let (engine, _) = try DiskEngine.open(options)
+            let store = try StoreRegistry(journal: engine).create("s")
+            epoch = store.epoch
+            try store.commit([.put(model: "m", value: ["n": 1])])
+            engine.close()
+        }
+        try Self.copyFile(file, to: copy)
+        do {
+            let (engine, contents) = try DiskEngine.open(options)
+            #expect(!contents.newEpochs && contents.stores.first?.epoch == epoch, "a restart keeps its epochs")
+            // The data file goes on past the copy.
+            try StoreRegistry(journal: engine).create("t").commit([.put(model: "m", value: ["n": 2])])
+            engine.close()
+        }
+        for suffix in ["", "-wal", "-shm"] { unlink(file + suffix) }
+        try Self.copyFile(copy, to: file)
+        let (engine, contents) = try DiskEngine.open(options)
+        engine.close()
+        #expect(contents.newEpochs && contents.replacedDataFile)
+        #expect(contents.stores.map(\.name) == ["s"])
+        #expect(contents.stores.first.map { $0.epoch != epoch && $0.version == 1 } == true)
+        let (again, reopened) = try DiskEngine.open(options)
+        again.close()
+        #expect(!reopened.newEpochs, "the new epochs were stored, and the directory now names this file")
+    }
+
+    private static func copyFile(_ from: String, to: String) throws {
+        guard let source = fopen(from, "rb"), let target = fopen(to, "wb") else { throw POSIXErrorLike(errno) }
+        defer { fclose(source); fclose(target) }
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let read = fread(&buffer, 1, buffer.count, source)
+            if read == 0 { break }
+            _ = fwrite(buffer, 1, read, target)
+        }
+    }
+
+    private struct POSIXErrorLike: Error { let code: Int32; init(_ code: Int32) { self.code = code } }
+
+    /// Marks the data file as left by a process that stopped without syncing, on `boot` (nil:
+    /// the boot the gateway wrote down itself).
+    private static func markUnclean(_ directory: String, boot: String?) throws {
+        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
+        defer { db.close() }
+        try db.execute("UPDATE meta SET value = '0' WHERE key = 'clean';")
+        if let boot { try db.execute("UPDATE meta SET value = '\(boot)' WHERE key = 'boot';") }
+    }
+}
