@@ -35,12 +35,14 @@ import Testing
         #expect(state.deadline(now: 40_000) == .timeOut)
     }
 
-    @Test func bodyTimesOutOnlyWhenItStalls() {
+    /// A body has the idle time-out to arrive whole from its start, however slowly it trickles:
+    /// a byte now and then holds no connection for good.
+    @Test func aBodyHasTheIdleTimeOutToArriveWhole() {
         var state = fresh()
         state.received(phase: .body, now: 0)
-        state.received(phase: .body, now: 50_000)
-        #expect(state.deadline(now: 100_000) == .none)
-        #expect(state.deadline(now: 110_000) == .timeOut)
+        for t in stride(from: UInt64(1_000), through: 59_000, by: 1_000) { state.received(phase: .body, now: t) }
+        #expect(state.deadline(now: 59_999) == .none)
+        #expect(state.deadline(now: 60_000) == .timeOut)
     }
 
     /// A client that takes the replies held back for it reads slowly, and is not idle: only one

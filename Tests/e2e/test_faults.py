@@ -84,6 +84,30 @@ def test_slowloris_is_cut_off_at_the_head_timeout_while_others_are_served(start_
     assert_served(server.port)
 
 
+def test_a_trickled_body_is_cut_off_at_the_idle_timeout_of_its_head(start_server):
+    """A body sent a byte every 0.3 s never stalls for the idle time-out (2 s), but has that long
+    from its head to arrive whole: 408, and the connection closed. Before, it held the connection
+    for as long as it trickled."""
+    idle = 2.0
+    server = start_server("--head-timeout", "1", "--idle-timeout", str(idle))
+    head = b"POST /api/topics/trickle/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    with RawConnection(server.port) as slow:
+        slow.send(head + b"Content-Length: 1000\r\n\r\n")
+        started = time.monotonic()
+        while not slow.readable(0.3):
+            try:
+                slow.send(b" ")
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            assert time.monotonic() - started < idle + SWEEP_SLACK, "the trickled body was never cut off"
+        resp = slow.read_response()
+        cut_after = time.monotonic() - started
+        assert_json_error(resp, 408, "request_timeout")
+        slow.expect_closed()
+    assert idle * 0.9 <= cut_after <= idle + SWEEP_SLACK, cut_after
+    assert_served(server.port)
+
+
 # ---- Half-open WebSocket -----------------------------------------------
 
 def test_half_open_websocket_is_reaped_after_ping_interval_and_timeout(start_server):

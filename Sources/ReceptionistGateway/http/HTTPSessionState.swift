@@ -83,7 +83,9 @@ struct HTTPSessionState {
         case .head:
             return now &- phaseSince >= headTimeoutMilliseconds ? .timeOut : .none
         case .body:
-            return now &- lastActivity >= idleTimeoutMilliseconds ? .timeOut : .none
+            // A body has the idle time-out to arrive whole, however slowly it trickles (a
+            // 1 MiB body at 17 KB/s by default): one byte now and then holds no connection.
+            return now &- phaseSince >= idleTimeoutMilliseconds ? .timeOut : .none
         }
     }
 }
