@@ -34,6 +34,20 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
         return nil
     }
 
+    /// The first of `names` that more than one field names, or nil: one pass over the fields,
+    /// lengths compared first.
+    public func repeated(among names: [String]) -> String? {
+        var seen = [Bool](repeating: false, count: names.count)
+        for field in fields {
+            let length = field.name.utf8.count
+            for (index, name) in names.enumerated() where name.utf8.count == length && field.name.asciiCaseInsensitiveEquals(name) {
+                if seen[index] { return name }
+                seen[index] = true
+            }
+        }
+        return nil
+    }
+
     /// Every value of `name`, in order.
     public func values(_ name: String) -> [String] {
         fields.filter { $0.name.asciiCaseInsensitiveEquals(name) }.map(\.value)

@@ -64,6 +64,9 @@ final class Router {
         self.operations = operations
     }
 
+    /// Headers a request may carry once at most.
+    static let singleHeaders = ["Authorization", "Origin", "Idempotency-Key"]
+
     /// `client` is the peer's address; `now` the loop's time in milliseconds.
     func route(_ request: HTTPRequest, client: String, now: UInt64) -> RouteResult {
         // The path is found once; the API's own paths are told apart from the rest first, since
@@ -74,6 +77,11 @@ final class Router {
             api = try APIPath(rawPath: rawPath)
         } catch {
             return .reply(Reply(.error(.badRequest, "the path is not allowed: \(error)"), closesConnection: true))
+        }
+        // A credential, an origin or an idempotency key sent twice is ambiguous (which one did a
+        // proxy on the way read?): refused, never taken as the first.
+        if let repeated = request.headers.repeated(among: Self.singleHeaders) {
+            return .reply(.error(.badRequest, "\(repeated) is sent more than once; send it once"))
         }
         if api == nil {
             if let answer = operations.answer(rawPath) { return .reply(readOnly(request, answer)) }
