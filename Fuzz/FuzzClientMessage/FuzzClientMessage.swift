@@ -90,6 +90,8 @@ func canonicalJSON(_ message: ClientMessage) -> JSONValue {
     case .commit(_, let request, _):
         // The message itself is what the gateway reads a commit from.
         return request
+    case .ping(let ref):
+        return ref.map { ["type": "ping", "ref": .string($0)] } ?? ["type": "ping"]
     case .unsubscribe(let unsubscribed):
         members["type"] = "unsubscribe"
         target = unsubscribed

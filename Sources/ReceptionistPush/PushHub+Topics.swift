@@ -110,9 +110,19 @@ extension PushHub {
 
     /// Cluster: runs `done` once `topic` has been read from the shared log (`topicSynced`), at
     /// once if it has: a read of a topic this node did not follow waits for it. The caller bounds
-    /// the wait; a topic forgotten first drops what waited.
-    public func whenSynced(_ topic: Topic, _ done: @escaping () -> Void) {
-        if topic.isSynced { return done() }
-        syncWaiters[ObjectIdentifier(topic), default: []].append(done)
+    /// the wait; a topic forgotten first drops what waited. At most `maxSyncWaiters` wait for one
+    /// topic (reads that came while Redis did not answer): past it, false and no call.
+    @discardableResult
+    public func whenSynced(_ topic: Topic, _ done: @escaping () -> Void) -> Bool {
+        if topic.isSynced {
+            done()
+            return true
+        }
+        let key = ObjectIdentifier(topic)
+        guard syncWaiters[key, default: []].count < Self.maxSyncWaiters else { return false }
+        syncWaiters[key, default: []].append(done)
+        return true
     }
+
+    public static let maxSyncWaiters = 256
 }

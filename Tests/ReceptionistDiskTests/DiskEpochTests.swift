@@ -9,15 +9,7 @@ import Testing
     @Test func anUnsyncedStopOnANewBootGivesEveryStoreAndTopicANewEpoch() throws {
         let directory = temporaryDirectory()
         let options = DiskOptions(directory: directory, fsync: .interval)
-        let epoch: String
-        do {
-            let (engine, _) = try DiskEngine.open(options)
-            let store = try StoreRegistry(journal: engine).create("s")
-            epoch = store.epoch
-            try store.commit([.put(model: "m", value: [:])])
-            #expect(append(engine, "t", seq: 1) == .stored)
-            engine.close()
-        }
+        let epoch = try Self.storeOneModel(options, topic: true)
         // A process that crashes on the same boot loses nothing: the epochs stay.
         try Self.markUnclean(directory, boot: try #require(DiskSchema.bootID()))
         do {
@@ -47,14 +39,7 @@ import Testing
         let directory = temporaryDirectory()
         var options = DiskOptions(directory: directory, fsync: .interval)
         options.bootIDFile = directory + "/no-boot-id"
-        let epoch: String
-        do {
-            let (engine, _) = try DiskEngine.open(options)
-            let store = try StoreRegistry(journal: engine).create("s")
-            epoch = store.epoch
-            try store.commit([.put(model: "m", value: [:])])
-            engine.close()
-        }
+        let epoch = try Self.storeOneModel(options)
         // A clean stop loses nothing, named boot or not.
         do {
             let (engine, contents) = try DiskEngine.open(options)
@@ -75,14 +60,7 @@ import Testing
         let directory = temporaryDirectory()
         let options = DiskOptions(directory: directory, fsync: .always)
         let file = directory + "/receptionist.sqlite3", copy = directory + "/backup.sqlite3"
-        let epoch: String
-        do {
-            let (engine, _) = try DiskEngine.open(options)
-            let store = try StoreRegistry(journal: engine).create("s")
-            epoch = store.epoch
-            try store.commit([.put(model: "m", value: ["n": 1])])
-            engine.close()
-        }
+        let epoch = try Self.storeOneModel(options)
         try Self.copyFile(file, to: copy)
         do {
             let (engine, contents) = try DiskEngine.open(options)
@@ -101,6 +79,17 @@ import Testing
         let (again, reopened) = try DiskEngine.open(options)
         again.close()
         #expect(!reopened.newEpochs, "the new epochs were stored, and the directory now names this file")
+    }
+
+    /// Runs a data directory once: store `s` made with one model (and topic `t` with one
+    /// message), then a clean stop. Returns the store's epoch.
+    private static func storeOneModel(_ options: DiskOptions, topic: Bool = false) throws -> String {
+        let (engine, _) = try DiskEngine.open(options)
+        defer { engine.close() }
+        let store = try StoreRegistry(journal: engine).create("s")
+        try store.commit([.put(model: "m", value: ["n": 1])])
+        if topic { #expect(append(engine, "t", seq: 1) == .stored) }
+        return store.epoch
     }
 
     private static func copyFile(_ from: String, to: String) throws {

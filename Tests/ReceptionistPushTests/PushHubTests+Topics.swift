@@ -122,6 +122,23 @@ extension PushHubTests {
         withExtendedLifetime(source) {}
     }
 
+    /// Reads waiting for a cluster topic's first read are answered when it is synced, at most
+    /// `maxSyncWaiters` of them: one more is refused at once, never kept.
+    @Test func readsWaitingForAClusterTopicAreBounded() {
+        let push = PushFixture()
+        let source = FakeTopicSource()
+        push.hub.topicSource = source
+        let topic = push.hub.topic("t")
+        var answered = 0
+        for _ in 0..<PushHub.maxSyncWaiters { #expect(push.hub.whenSynced(topic) { answered += 1 }) }
+        #expect(!push.hub.whenSynced(topic) { answered += 1 }, "one more than the bound")
+        #expect(answered == 0)
+        push.hub.topicSynced(topic)
+        #expect(answered == PushHub.maxSyncWaiters)
+        #expect(push.hub.whenSynced(topic) { answered += 1 } && answered == PushHub.maxSyncWaiters + 1, "synced: at once")
+        withExtendedLifetime(source) {}
+    }
+
     /// A cluster topic with history 3 on this node, messages 1...8 mirrored: 6...8 kept here.
     private func clusterTopic() -> (PushFixture, FakeTopicSource, Topic) {
         let push = PushFixture(topicHistory: 3)

@@ -54,17 +54,23 @@ def events(name: str, *args) -> dict:
     return scenario("node_client_events.mjs", name, *args)[0]
 
 
+def frozen(start_server, name: str, prefix: str) -> dict:
+    """Runs a scenario that freezes the gateway (SIGSTOP) with a store to use; the gateway runs
+    again afterwards whatever happened."""
+    server = start_server()
+    store = new_store(server.port, {"m": {"n": 0}}, prefix=prefix)
+    try:
+        return deadlines(name, server.port, server.proc.pid, store)
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+
 # ---- Deadlines -------------------------------------------------------------------------------
 
 def test_commit_rpc_and_publish_settle_unavailable_when_the_gateway_stops_answering(start_server):
     """The gateway is frozen (SIGSTOP) with the WebSocket open: each call rejects `unavailable`
     after requestTimeoutMs (1.5 s here) instead of waiting for good."""
-    server = start_server()
-    store = new_store(server.port, {"m": {"n": 0}}, prefix="frozen")
-    try:
-        outcome = deadlines("frozen-gateway", server.port, server.proc.pid, store)
-    finally:
-        os.kill(server.proc.pid, signal.SIGCONT)
+    outcome = frozen(start_server, "frozen-gateway", "frozen")
     for name, call in outcome["calls"].items():
         assert call["settled"] and call["code"] == "unavailable", (name, outcome)
         assert 1400 <= call["ms"] < 4000, (name, call)
@@ -78,12 +84,7 @@ def test_the_heartbeat_notices_a_frozen_gateway_and_the_client_reconnects(start_
     a close of code 0 naming the heartbeat. Before, it stayed 'open' and the subscription 'live'
     for as long as the gateway was frozen. Once the gateway runs again the subscription comes back
     live and receives a change committed after."""
-    server = start_server()
-    store = new_store(server.port, {"m": {"n": 0}}, prefix="heartbeat")
-    try:
-        outcome = deadlines("heartbeat-frozen", server.port, server.proc.pid, store)
-    finally:
-        os.kill(server.proc.pid, signal.SIGCONT)
+    outcome = frozen(start_server, "heartbeat-frozen", "heartbeat")
     left, after = outcome["left"], outcome["after"]
     assert left["client"] == "reconnecting" and left["sub"] == "reconnecting", outcome
     assert 400 <= left["ms"] < 3000, outcome  # a ping after 0.5 s of quiet, then 0.5 s with no answer

@@ -6,22 +6,13 @@ coming back with the old epoch is reset. A server that keeps every write (AOF, a
 keeps its epochs across a restart (test_cluster). Real nodes on one real redis-server.
 """
 
-import json
 import signal
 
 from cluster_redis import redis_call, start_node
 from conftest import api, json_ok, wait_for
 from test_cluster import RedisServer
-from wsclient import connect, recv_json, unique
-
-
-def _first_answer(port: int, message: dict) -> dict:
-    ws = connect(port)
-    try:
-        ws.send(json.dumps(message))
-        return recv_json(ws)
-    finally:
-        ws.close()
+from test_cluster_rollback import _resume
+from wsclient import unique
 
 
 def _publish(port: int, topic: str, data) -> int:
@@ -56,14 +47,14 @@ def test_a_node_started_after_redis_came_back_older_numbers_in_a_new_epoch(start
         page = json_ok(api(c.port, "GET", f"/api/topics/{topic}/messages?after=5"))
         assert page["epoch"] != topic_epoch, page
         assert [(m["seq"], m["data"]) for m in page["messages"]] == [(6, {"n": "again 6"})], page
-        answer = _first_answer(c.port, {"type": "subscribe", "topic": topic, "since": 6, "epoch": topic_epoch})
+        answer = _resume(c.port, {"type": "subscribe", "topic": topic, "since": 6, "epoch": topic_epoch})
         assert answer["type"] == "subscribed" and answer["reset"] is True and answer["epoch"] == page["epoch"], answer
 
         wait_for(lambda: api(c.port, "GET", f"/api/stores/{store}").status == 200, 10, "the new node never read the store")
         assert _put(c.port, store, "m4-again") == 4
         body = json_ok(api(c.port, "GET", f"/api/stores/{store}"))
         assert body["version"] == 4 and body["epoch"] != store_epoch, body
-        answer = _first_answer(c.port, {"type": "subscribe", "store": store, "since": 5, "epoch": store_epoch})
+        answer = _resume(c.port, {"type": "subscribe", "store": store, "since": 5, "epoch": store_epoch})
         assert answer["type"] == "snapshot" and answer["reset"] is True and answer["epoch"] == body["epoch"], answer
 
         # The node that read past the loss meets the others in the new epochs.

@@ -34,7 +34,7 @@ final class ClusterTopicLog: TopicLog {
         let copy = cluster.hub.topic(topic)
         let hub = cluster.hub
         LoopDeadline.run(cluster.loop, seconds: cluster.timeoutSeconds, timedOut: { nil }, { answer in
-            hub.whenSynced(copy) { answer(copy) }
+            if !hub.whenSynced(copy, { answer(copy) }) { answer(nil) }
         }, done: done)
     }
 
