@@ -68,6 +68,17 @@ def test_at_past_the_current_version_or_not_a_number_is_400(port):
     assert_json_error(at(port, "no-such-store", 0), 404, "not_found")
 
 
+def test_query_numbers_are_percent_decoded_as_every_query_value_is(port):
+    """`at`, `after` and `limit` are read percent-decoded, as `since` is: `%31` is 1. Before, they
+    were read as written, and `at=%31` was 400 where `since=%31` was 1."""
+    store = fresh_store(port)
+    commit(port, store, [{"op": "put", "model": "m", "value": {"n": 1}}])
+    commit(port, store, [{"op": "put", "model": "m", "value": {"n": 2}}])
+    assert json_ok(api(port, "GET", f"/api/stores/{store}?at=%31"))["models"] == {"m": {"n": 1}}
+    changes = json_ok(api(port, "GET", f"/api/stores/{store}/changes?after=%31&limit=%31"))
+    assert [c["version"] for c in changes["changes"]] == [2], changes
+
+
 def test_at_older_than_kept_is_410_naming_the_oldest_readable(local_engine):
     engine = local_engine
     port = engine.start(*keeping(engine, KEPT)).port

@@ -13,8 +13,8 @@ enum StreamRequest {
         // sends one back, and resumes only within that epoch. `?since=` and `?epoch=` are a
         // client's first request's.
         // A query's values are percent-decoded, as every query value is (`?since=%32` is 2).
-        var text = request.headers["Last-Event-ID"] ?? query(request, "since").map { decoded($0[...]) }
-        var epoch = query(request, "epoch").map { decoded($0[...]) }.flatMap { $0.isEmpty ? nil : $0 }
+        var text = request.headers["Last-Event-ID"] ?? query(request, "since")
+        var epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
         if let epoch, epoch.utf8.count > ClientMessage.maxEpochBytes {
             return .reply(.error(.badRequest, "epoch must be 1 to \(ClientMessage.maxEpochBytes) bytes"))
         }
@@ -80,12 +80,13 @@ enum StreamRequest {
         RequestPath.percentDecoded(text) ?? String(text)
     }
 
-    /// The first value of `name` in the query string, undecoded (numbers need no decoding).
+    /// The first value of `name` in the query string, percent-decoded as every query value is
+    /// (`?after=%30` is 0, as `?since=%32` is 2).
     static func query(_ request: HTTPRequest, _ name: String) -> String? {
         guard let query = request.query else { return nil }
         for pair in query.split(separator: "&") {
             let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            if parts.first == Substring(name) { return parts.count > 1 ? String(parts[1]) : "" }
+            if parts.first == Substring(name) { return parts.count > 1 ? decoded(parts[1]) : "" }
         }
         return nil
     }
