@@ -298,12 +298,13 @@ final class WebSocketSession: StreamSession {
     /// Queues a reply of our own (an error, `unsubscribed`, a pong…). Replies obey the limit too
     /// (invariant 28): a client that sends and never reads is closed, not buffered for. The reply
     /// goes first, and so do those to the requests taken before (invariant 64): the close takes
-    /// no more requests, so what it waits for is bounded.
-    func writeFrame(_ bytes: [UInt8]) {
+    /// no more requests, so what it waits for is bounded. A frame the connection's own close
+    /// follows (`closing`) is not held to it: that close says why.
+    func writeFrame(_ bytes: [UInt8], closing: Bool = false) {
         guard !state.closeSent else { return }
         services.counters.webSocketMessagesOut += 1
         connection.writeNow(bytes)
-        if isOverOwedLimit { closeSlowConsumer() }
+        if !closing, isOverOwedLimit { closeSlowConsumer() }
     }
 
     /// An echoed message, compressed as the client agreed (`/ws/echo` serves conformance suites).
@@ -373,8 +374,10 @@ final class WebSocketSession: StreamSession {
     func drain() {
         guard connection.state == .open, !isClosing else { return }
         if mode == .push {
+            // Told whatever its queue holds: the close that follows is 1001, never a slow
+            // consumer's 1008 for the message that says the gateway is going.
             writeFrame(WebSocketEncoder.frame(
-                .text, payload: PushEncoder.draining(reconnectAfterMilliseconds: services.reconnectJitterMilliseconds())))
+                .text, payload: PushEncoder.draining(reconnectAfterMilliseconds: services.reconnectJitterMilliseconds())), closing: true)
         }
         closeAfterAnswers(code: WebSocketCloseCode.goingAway, reason: "going away: draining")
     }
