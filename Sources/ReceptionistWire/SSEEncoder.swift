@@ -40,4 +40,13 @@ public enum SSEEncoder {
 
     /// A comment line, which keeps proxies and clients from timing the stream out.
     public static let heartbeat: [UInt8] = Array(": heartbeat\n\n".utf8)
+
+    /// A heartbeat the page hears (`EventSource` hides comments): a `heartbeat` event naming the
+    /// interval at which one comes while the stream has nothing else to send.
+    public static func heartbeatEvent(intervalMilliseconds: UInt64) -> [UInt8] {
+        var data = Array(#"{"type":"heartbeat","intervalMs":"#.utf8)
+        JSONWriter.writeDecimal(intervalMilliseconds, to: &data)
+        data.append(UInt8(ascii: "}"))
+        return event("heartbeat", id: nil, data: data)
+    }
 }

@@ -62,6 +62,8 @@ import Testing
         #expect(SSEEncoder.event("changes", id: 12, data: Array("{}".utf8)) == Array("event: changes\nid: 12\ndata: {}\n\n".utf8))
         #expect(SSEEncoder.event("gap", id: nil, data: Array("{}".utf8)) == Array("event: gap\ndata: {}\n\n".utf8))
         #expect(SSEEncoder.heartbeat == Array(": heartbeat\n\n".utf8))
+        #expect(SSEEncoder.heartbeatEvent(intervalMilliseconds: 15_000)
+            == Array("event: heartbeat\ndata: {\"type\":\"heartbeat\",\"intervalMs\":15000}\n\n".utf8))
     }
 
     @Test func aPublishKeepsItsDataAsWrittenAndEchoesItsRef() throws {

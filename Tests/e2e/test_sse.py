@@ -12,6 +12,7 @@ from conftest import assert_json_error, http_client_request, store_snapshot
 from sse_client import (
     CurlEvents,
     HttpEvents,
+    SSEEvent,
     assert_changes_event,
     assert_message_event,
     assert_snapshot_event,
@@ -317,6 +318,37 @@ def test_heartbeat_comments(start_server):
         # Events still flow between heartbeats.
         seq = publish(port, topic, "after beats")
         assert_message_event(stream.reader.next_event(), topic, seq, "after beats")
+
+
+def test_heartbeat_events_are_heard_from_the_start(start_server):
+    """`?heartbeat=event`: a `heartbeat` event a page's EventSource hears (it hides comments), first
+    as soon as the stream opens, naming the interval, then after every quiet interval; no comment."""
+    server = start_server("--sse-heartbeat", str(HEARTBEAT))
+    port, topic = server.port, unique("beat")
+    beat = {"type": "heartbeat", "intervalMs": int(HEARTBEAT * 1000)}
+    with HttpEvents(port, topic_events(topic) + "?heartbeat=event") as stream:
+        assert_stream_head(stream.response)
+        first = stream.reader.next_item()
+        assert isinstance(first, SSEEvent) and (first.event, first.id, first.json()) == ("heartbeat", None, beat), first
+        deadline = time.monotonic() + HEARTBEAT_WAIT
+        names = []
+        while names.count("heartbeat") < 2:
+            item = stream.reader.next_item(max(0.0, deadline - time.monotonic()))
+            assert isinstance(item, SSEEvent), f"a comment or the end, not an event: {item!r}"
+            names.append(item.event)
+            if item.event == "heartbeat":
+                assert item.id is None and item.json() == beat, item
+        assert names[0] == "subscribed" and set(names[1:]) == {"heartbeat"}, names
+        seq = publish(port, topic, "after beats")
+        assert_message_event(stream.reader.next_event(), topic, seq, "after beats")
+    store = new_store(port, {"m": {"n": 0}})
+    with HttpEvents(port, store_events(store) + "?heartbeat=event&paths=n") as stream:
+        assert stream.reader.next_event().event == "heartbeat"
+        assert_snapshot_event(stream.reader.next_event(), port, store)
+    for value in ("events", "1", ""):
+        resp = http_client_request(port, "GET", topic_events(topic) + f"?heartbeat={value}")
+        assert_json_error(resp, 400, "bad_request")
+        assert "heartbeat must be comment or event" in resp.json()["detail"]
 
 
 # ---- Drain -------------------------------------------------------------

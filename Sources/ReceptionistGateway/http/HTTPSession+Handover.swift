@@ -5,7 +5,7 @@ extension HTTPSession {
     /// A protocol the connection switches to once the current request is answered.
     enum Handover {
         case webSocket(WebSocketSession.Mode, response: [UInt8], grant: StreamGrant, deflate: PerMessageDeflate?)
-        case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
+        case stream(StreamTarget, StreamAsk, grant: StreamGrant)
     }
 
     /// Gives the connection to a WebSocket or SSE session; this session is done with it.
@@ -17,12 +17,10 @@ extension HTTPSession {
                 connection: connection, services: services.streams, mode: mode, claims: grant.claims, deflate: deflate)
             services.table.replaceSession(of: connection, with: session)
             session.start(remainder: remainder, connect: grant.connect)
-        case .stream(let target, let since, let epoch, let options, let presence, let grant):
+        case .stream(let target, let ask, let grant):
             let session = SSESession(connection: connection, services: services.streams, claims: grant.claims)
             services.table.replaceSession(of: connection, with: session)
-            session.start(
-                target, since: since, epoch: epoch, options: options, presence: presence, date: services.dateCache.current,
-                grant: grant)
+            session.start(target, ask, date: services.dateCache.current, grant: grant)
         }
     }
 }

@@ -202,14 +202,14 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             case .failure(let refusal):
                 slot.fill(Reply(.error(refusal.status, refusal.detail, headers: refusal.headers), closesConnection: true))
             }
-        case .stream(let target, let since, let epoch, let options, let presence, let grant):
+        case .stream(let target, let ask, let grant):
             guard slots.count == 1 else {
                 fill(slot, .error(.badRequest, "answers to earlier requests are still owed; stream on a fresh request"))
                 return nil
             }
             logAnswer(slot, HTTPStatus.ok.code)
             slots.removeAll()
-            handover = .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
+            handover = .stream(target, ask, grant: grant)
         case .later(let start):
             start(door(for: slot))
         case .work(let work):

@@ -17,7 +17,6 @@ enum RouteResult {
     /// A WebSocket upgrade request for this kind of session; the handshake is checked next.
     /// `grant` holds the claims of a `?token=` already verified, or what the connect hook needs.
     case upgrade(WebSocketSession.Mode, grant: StreamGrant)
-    /// An SSE stream of a store or topic, already checked, resuming after `since` when given.
-    /// `epoch` is the store epoch `since` belongs to (`?epoch=`); `presence` asks for the members.
-    case stream(StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, grant: StreamGrant)
+    /// An SSE stream of a store or topic, already checked, as the request asks for it.
+    case stream(StreamTarget, StreamAsk, grant: StreamGrant)
 }

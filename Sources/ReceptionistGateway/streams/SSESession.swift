@@ -19,6 +19,8 @@ final class SSESession: StreamSession {
     private var headSent = false
     /// The request's `Date`, for a status given before the head.
     private var date = ""
+    /// How the heartbeat is written: a comment, or an event the page hears (`?heartbeat=event`).
+    private var heartbeat = StreamAsk.Heartbeat.comment
     /// The allowed cross-origin page that asked (`StreamGrant.corsOrigin`): a status given before
     /// the head names it too, so that the page can read why it was refused.
     private var corsOrigin: String?
@@ -43,11 +45,9 @@ final class SSESession: StreamSession {
     /// Takes the connection over from HTTP and starts the stream. The target was checked already
     /// (the token covers it, and the hub can serve it), unless the connect hook must admit the
     /// connection first: then its answer is awaited, and a refusal is still an HTTP status.
-    func start(
-        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool, date: String,
-        grant: StreamGrant
-    ) {
+    func start(_ target: StreamTarget, _ ask: StreamAsk, date: String, grant: StreamGrant) {
         connection.delegate = self
+        heartbeat = ask.heartbeat
         self.date = date
         corsOrigin = grant.corsOrigin
         let stream = { [unowned self] (options: SubscriptionOptions, granted: Bool) in
@@ -63,20 +63,23 @@ final class SSESession: StreamSession {
             }
             connection.write(Self.head(date: date, corsOrigin: grant.corsOrigin))
             headSent = true
-            if subscribe(target, since: since, epoch: epoch, options: options, presence: presence, granted: granted) != nil {
+            // A client that hears its heartbeats learns their interval before the stream's first
+            // quiet spell, and can time the gateway out from the start.
+            if heartbeat == .event { writeHeartbeat() }
+            if subscribe(target, since: ask.since, epoch: ask.epoch, options: options, presence: ask.presence, granted: granted) != nil {
                 connection.closeAfterFlush()
             }
         }
         // What the stream's grant does not cover, the subscribe hook may allow, narrowed.
         let authorize = { [unowned self] in
-            guard needsSubscribeHook(target, presence: presence) else {
-                if let claims = core.claims, !claims.allows(target) || (presence && !claims.allowsPresence(of: target)) {
+            guard needsSubscribeHook(target, presence: ask.presence) else {
+                if let claims = core.claims, !claims.allows(target) || (ask.presence && !claims.allowsPresence(of: target)) {
                     services.counters.refused(.tokenScope)
-                    return refuse(.forbidden, "the grant does not cover \(target)\(presence ? " and its presence" : "")", date: date)
+                    return refuse(.forbidden, "the grant does not cover \(target)\(ask.presence ? " and its presence" : "")", date: date)
                 }
-                return stream(options, false)
+                return stream(ask.options, false)
             }
-            askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
+            askSubscribeHook(target, options: ask.options, presence: ask.presence) { [weak self] result in
                 switch result {
                 case .success(let narrowed): stream(narrowed, true)
                 case .failure(let problem):
@@ -171,7 +174,15 @@ final class SSESession: StreamSession {
         if !state.ended, expireTokenIfDue() { return }
         if !state.ended { refreshIfDue() }
         if state.tick(now: now) == .heartbeat {
-            connection.write(SSEEncoder.heartbeat)
+            switch heartbeat {
+            case .comment: connection.write(SSEEncoder.heartbeat)
+            case .event: writeHeartbeat()
+            }
         }
+    }
+
+    private func writeHeartbeat() {
+        connection.write(SSEEncoder.heartbeatEvent(intervalMilliseconds: state.heartbeatMilliseconds))
+        state.wrote(now: connection.loop.nowMilliseconds)
     }
 }

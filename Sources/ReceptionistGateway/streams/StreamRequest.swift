@@ -40,19 +40,27 @@ enum StreamRequest {
         case "true", "": presence = true
         case let other?: return .reply(.error(.badRequest, "presence must be true or false, not '\(other)'"))
         }
+        let heartbeat: StreamAsk.Heartbeat
+        switch query(request, "heartbeat") {
+        case nil, "comment": heartbeat = .comment
+        case "event": heartbeat = .event
+        case let other?: return .reply(.error(.badRequest, "heartbeat must be comment or event, not '\(other)'"))
+        }
         // Checked before the 200, as the token's scope is: a refusal here is still a status.
         if presence, !grant.subscribeHook, let claims = grant.claims, !claims.allowsPresence(of: target) {
             return .reply(.error(.forbidden, "the token's presence claim does not cover \(target)"))
         }
         guard let text, !text.isEmpty else {
-            return .stream(target, since: nil, epoch: epoch, options: options, presence: presence, grant: grant)
+            return .stream(
+                target, StreamAsk(since: nil, epoch: epoch, options: options, presence: presence, heartbeat: heartbeat), grant: grant)
         }
         // Digits only: `UInt64` also takes a sign (`+3`).
         let digits = text.trimmingSpaces
         guard digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let since = UInt64(digits), since <= ClientMessage.maxSince else {
             return .reply(.error(.badRequest, "Last-Event-ID or since must be a whole number up to \(ClientMessage.maxSince), not '\(text)'"))
         }
-        return .stream(target, since: since, epoch: epoch, options: options, presence: presence, grant: grant)
+        return .stream(
+            target, StreamAsk(since: since, epoch: epoch, options: options, presence: presence, heartbeat: heartbeat), grant: grant)
     }
 
     /// A request's subscription options (`models`, `paths`, `maxRate`, `old`), each list split
