@@ -6,7 +6,7 @@ import Glibc
 ///
 /// The file also says whether the directory ever held a database (`heldData`, `markHeldData`):
 /// a database file gone or emptied since is then refused, not taken for a new one; and which run
-/// last opened it (`life`): a database put back from a copy names an older run.
+/// last opened it (`lives`): a database put back from a copy names an older run.
 final class DataDirectoryLock {
     private var descriptor: Int32
     private static let marker = Array("receptionist data directory\n".utf8)
@@ -37,21 +37,25 @@ final class DataDirectoryLock {
         }
     }
 
-    /// The run of the gateway that last opened the database here (`DiskMeta.life`), as the line
-    /// after the marker says; nil if none was recorded.
-    var life: String? {
-        var content = [UInt8](repeating: 0, count: Self.marker.count + 128)
+    /// The runs of the gateway the database here may name (`DiskMeta.life`), as the line after
+    /// the marker says: the one that last opened it; while a start is writing its own run into
+    /// the database, that one too (`record(lives:)`). Empty if none was recorded.
+    var lives: [String] {
+        var content = [UInt8](repeating: 0, count: Self.marker.count + 256)
         let count = pread(descriptor, &content, content.count, 0)
-        guard heldData, count > Self.marker.count else { return nil }
+        guard heldData, count > Self.marker.count else { return [] }
         let line = content[Self.marker.count..<count].prefix { $0 != UInt8(ascii: "\n") }
         let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("life ") else { return nil }
-        return String(text.dropFirst(5))
+        guard text.hasPrefix("life ") else { return [] }
+        return text.dropFirst(5).split(separator: " ").map(String.init)
     }
 
-    /// Records, durably, the run that opened the database now.
-    func record(life: String) throws(DiskError) {
-        let content = Self.marker + Array("life \(life)\n".utf8)
+    /// Records, durably, the runs the database may name from now on. A start records its own run
+    /// beside the earlier one before it writes its run into the database, and alone after: a
+    /// start that fails or dies between the two (a full disk, a kill) leaves a database that
+    /// either run may name, never one taken for a copy put back.
+    func record(lives: [String]) throws(DiskError) {
+        let content = Self.marker + Array("life \(lives.joined(separator: " "))\n".utf8)
         guard pwrite(descriptor, content, content.count, 0) == content.count, ftruncate(descriptor, off_t(content.count)) == 0,
             fsync(descriptor) == 0
         else {

@@ -63,18 +63,25 @@ public final class DiskEngine: StoreJournal, Sendable {
             let lostTail = meta.clean == false && meta.fsync == DiskOptions.Fsync.interval.rawValue && (boot == nil || meta.boot != boot)
             // A data file put back from a copy goes back in time: what was given out after the
             // copy would be given out again under the same numbers.
-            let recorded = lock.life
-            contents.replacedDataFile = recorded != nil && meta.life != nil && recorded != meta.life
+            let recorded = lock.lives
+            contents.replacedDataFile = !recorded.isEmpty && meta.life.map { !recorded.contains($0) } ?? false
             if lostTail || contents.replacedDataFile {
                 contents = DiskMeta.renewEpochs(contents)
                 contents.newEpochs = true
             }
+            // Until the database names this run, it may still name the one it named (or, for a
+            // copy put back, whatever the lock file took before): a start that fails part way
+            // leaves the next one to judge the database as this one did.
+            let earlier = contents.replacedDataFile ? recorded : meta.life.map { [$0] } ?? []
+            try lock.record(lives: [life] + earlier)
             writer = try DiskWriter(db: db, options: options, contents: contents)
             try DiskMeta.write(db, clean: false, fsync: options.fsync.rawValue, boot: boot ?? "", life: life, epochsFrom: contents)
+        } catch let error as DiskError {
+            throw error
         } catch {
             throw DiskError("cannot write to the data directory: \(error)")
         }
-        try lock.record(life: life)
+        try lock.record(lives: [life])
         let engine = DiskEngine(options: options, lock: lock)
         engine.start(Confined(writer))
         return (engine, contents)

@@ -11,7 +11,8 @@ import Testing
         let options = DiskOptions(directory: directory, fsync: .interval)
         let epoch = try Self.storeOneModel(options, topic: true)
         // A process that crashes on the same boot loses nothing: the epochs stay.
-        try Self.markUnclean(directory, boot: try #require(DiskSchema.bootID()))
+        let boot: String = try #require(DiskSchema.bootID())
+        try Self.markUnclean(directory, boot: boot)
         do {
             let (engine, contents) = try DiskEngine.open(options)
             engine.close()
@@ -79,6 +80,35 @@ import Testing
         let (again, reopened) = try DiskEngine.open(options)
         again.close()
         #expect(!reopened.newEpochs, "the new epochs were stored, and the directory now names this file")
+    }
+
+    /// A start records its run in the lock file beside the earlier one before it writes it into
+    /// the data file: one that fails or dies between the two (a full disk, a kill) leaves a data
+    /// file naming a run the lock file names too, which is no copy put back; a run it does not
+    /// name still is.
+    @Test func aDataFileNamingTheRunAFailedStartWasWritingKeepsItsEpochs() throws {
+        let directory = temporaryDirectory()
+        let options = DiskOptions(directory: directory, fsync: .always)
+        let epoch = try Self.storeOneModel(options)
+        let earlier = try DataDirectoryLock(directory: directory).lives
+        #expect(earlier.count == 1)
+        try Self.nameRun("failed-start", in: directory, lockNames: earlier + ["failed-start"])
+        let (engine, contents) = try DiskEngine.open(options)
+        engine.close()
+        #expect(!contents.newEpochs && contents.stores.first?.epoch == epoch)
+        #expect(try DataDirectoryLock(directory: directory).lives.count == 1, "the open names its own run alone")
+        try Self.nameRun("elsewhere", in: directory, lockNames: nil)
+        let (again, reopened) = try DiskEngine.open(options)
+        again.close()
+        #expect(reopened.replacedDataFile && reopened.stores.first?.epoch != epoch)
+    }
+
+    /// Makes the data file name `run`, and the lock file `lockNames` (nil: as it was).
+    private static func nameRun(_ run: String, in directory: String, lockNames: [String]?) throws {
+        let db = try SQLiteDatabase(path: directory + "/receptionist.sqlite3")
+        defer { db.close() }
+        try db.execute("UPDATE meta SET value = '\(run)' WHERE key = 'life';")
+        if let lockNames { try DataDirectoryLock(directory: directory).record(lives: lockNames) }
     }
 
     /// Runs a data directory once: store `s` made with one model (and topic `t` with one

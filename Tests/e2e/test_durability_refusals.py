@@ -202,3 +202,39 @@ def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start
         for server in start_server.servers:
             server.stop()
         subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
+
+
+def test_a_start_that_fails_on_a_full_disk_leaves_the_next_in_the_same_epochs(start_server, tmp_path):
+    """A start that fails part way (the disk still full) may leave its run in the data file but not
+    in the directory's lock file. Before, the next start took the data file for a copy put back:
+    every store and topic in a new epoch, and the topics' history gone."""
+    data = tmp_path / "small"
+    mount_tmpfs(data, TMPFS_SMALL)
+    try:
+        server = start_on(start_server, data)
+        port = server.port
+        json_ok(api(port, "POST", "/api/stores", {"name": "kept"}), 201)
+        json_ok(api(port, "PUT", "/api/stores/kept/models/m", {"n": 1}), 201)
+        seqs = []
+        for n in range(FILL_ATTEMPTS):
+            resp = api(port, "POST", "/api/topics/filled/messages", {"n": n, "pad": "x" * FILL_VALUE_BYTES})
+            if resp.status != 201:
+                assert_storage_refusal(resp)
+                break
+            seqs.append(resp.json()["seq"])
+        assert seqs and len(seqs) < FILL_ATTEMPTS, f"{len(seqs)} publishes of {FILL_VALUE_BYTES} bytes"
+        before = store_snapshot(port, "kept")
+        history = json_ok(api(port, "GET", "/api/topics/filled/messages?after=0&limit=1000"))
+        stop_with(server, "SIGTERM")
+        result, _ = run_refused(tmp_path, data, "still-full")
+        assert_refused(result, "full")
+        subprocess.run(["mount", "-o", f"remount,size={TMPFS_LARGE}", str(data)], check=True, timeout=10)
+        again = start_on(start_server, data)
+        after = store_snapshot(again.port, "kept")
+        assert (after["epoch"], after["version"], after["models"]) == (before["epoch"], before["version"], before["models"])
+        assert json_ok(api(again.port, "GET", "/api/topics/filled/messages?after=0&limit=1000")) == history
+        assert "put back from a copy" not in again.stderr_text()
+    finally:
+        for server in start_server.servers:
+            server.stop()
+        subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
