@@ -81,13 +81,16 @@ export interface ReceptionistClientOptions {
    * `ping`; a gateway that then sends nothing within `heartbeatTimeoutMs` (a frozen process, a
    * dead network path: the socket stays open, and a browser sees no WebSocket pings) is taken
    * as lost, as a closed socket is (a `close` with code 0, then the backoff). A connection that
-   * keeps receiving sends none. `0` turns it off; otherwise a delay as the others. Default 20000.
+   * keeps receiving sends none. Over SSE each stream asks for `heartbeat` events instead, and
+   * one silent for their interval (this, until the first names it) and `heartbeatTimeoutMs` is
+   * lost and resumed. `0` turns it off; otherwise a delay as the others. Default 20000.
    */
   heartbeatMs?: number;
   /**
-   * How long the client waits for any frame after its `ping`. Keep it above the gateway's
-   * `--hook-timeout` where hooks answer RPCs or commits: a connection with 16 RPCs under way
-   * reads nothing else, its `ping` included, until one is answered. Default 10000.
+   * How long the client waits for any frame after its `ping` (over SSE: past the heartbeat
+   * interval). Keep it above the gateway's `--hook-timeout` where hooks answer RPCs or commits:
+   * a connection with 16 RPCs under way reads nothing else, its `ping` included, until one is
+   * answered. Default 10000.
    */
   heartbeatTimeoutMs?: number;
   /** The WebSocket constructor to use (default: `globalThis.WebSocket`), called as `new WebSocket(url, 'receptionist.v1')`. */

@@ -3,6 +3,7 @@
 import { Emitter } from './emitter.js';
 import { PERMANENT_ERRORS } from './errors.js';
 import { browserOffline, isObject, utf8Length } from './helpers.js';
+import { SseHeartbeat } from './sse-heartbeat.js';
 
 export class Subscription extends Emitter {
   constructor(client, kind, name, presence = false) {
@@ -24,6 +25,7 @@ export class Subscription extends Emitter {
     this._source = null; // the EventSource, over SSE
     this._sseGeneration = 0;
     this._sseTimer = null; // the connect deadline of the event stream being opened
+    this._sseHeartbeat = null; // what watches the open event stream's silence (client/sse-heartbeat.js)
     this._drainDelay = null;
     this.frames = 0;
     this.bytes = 0;
@@ -158,9 +160,15 @@ export class Subscription extends Emitter {
       }
       this._source = source;
       let opened = false;
-      source.onopen = () => { opened = true; this._clearSseTimer(); };
+      source.onopen = () => {
+        opened = true;
+        this._clearSseTimer();
+        this._watchSse(generation);
+      };
       const onEvent = (event) => {
-        if (generation !== this._sseGeneration || typeof event.data !== 'string') return;
+        if (generation !== this._sseGeneration) return;
+        this._sseHeard();
+        if (typeof event.data !== 'string') return;
         let frame;
         try { frame = JSON.parse(event.data); } catch { return; }
         if (!isObject(frame)) return;
@@ -186,12 +194,17 @@ export class Subscription extends Emitter {
       for (const name of ['snapshot', 'subscribed', 'changes', 'message', 'gap', 'reset', 'presence', 'draining', 'unsubscribed']) {
         source.addEventListener(name, onEvent);
       }
+      // Not a frame: it only tells that the gateway answers, and at what interval.
+      source.addEventListener('heartbeat', (event) => {
+        if (generation === this._sseGeneration && this._sseHeartbeat) this._sseHeartbeat.heartbeat(event.data);
+      });
       // An event named `error` carries data; the EventSource's own errors do not. EventSource
       // would retry by itself, but without backoff or `since`; the client takes it over.
       source.onerror = (event) => {
         if (generation !== this._sseGeneration) return;
         this._clearSseTimer();
         if (typeof event.data === 'string') {
+          this._sseHeard();
           let frame = null;
           try { frame = JSON.parse(event.data); } catch { /* not JSON: ignore */ }
           if (isObject(frame)) this._onStreamError(frame);
@@ -270,8 +283,38 @@ export class Subscription extends Emitter {
     this._sseTimer = null;
   }
 
+  /** The stream opened: with `heartbeatMs` above 0 its silence is watched (client/sse-heartbeat.js). */
+  _watchSse(generation) {
+    if (generation !== this._sseGeneration || this._closed) return;
+    this._stopSseHeartbeat();
+    const { _heartbeatMs: heartbeatMs, _heartbeatTimeoutMs: timeoutMs } = this._client;
+    if (heartbeatMs > 0) this._sseHeartbeat = new SseHeartbeat(heartbeatMs, timeoutMs, (ms) => this._sseSilent(generation, ms));
+  }
+
+  _sseHeard() {
+    if (this._sseHeartbeat) this._sseHeartbeat.heard();
+  }
+
+  _stopSseHeartbeat() {
+    if (this._sseHeartbeat) this._sseHeartbeat.stop();
+    this._sseHeartbeat = null;
+  }
+
+  /**
+   * Nothing came on the open stream for `ms`, heartbeats included: the gateway stopped answering.
+   * The stream is lost as when it fails, and resumes where it stopped after the backoff.
+   */
+  _sseSilent(generation, ms) {
+    if (generation !== this._sseGeneration || this._closed) return;
+    if (this._source) this._source.close();
+    this._source = null;
+    this._sseLost(generation, { code: 'unavailable', message: `no heartbeat nor any other event on the stream within ${ms} ms` });
+    this._sseGeneration += 1; // the stream's own error, whenever it comes, is not a second loss
+  }
+
   _stopSse() {
     this._clearSseTimer();
+    this._stopSseHeartbeat();
     this._sseGeneration += 1;
     if (this._source) this._source.close();
     this._source = null;
@@ -280,6 +323,7 @@ export class Subscription extends Emitter {
   _sseLost(generation, error = undefined) {
     if (generation !== this._sseGeneration || this._closed) return;
     this._clearSseTimer();
+    this._stopSseHeartbeat();
     this._cancelRetry();
     if (browserOffline()) {
       this._setStatus('offline');
@@ -304,8 +348,12 @@ export class Subscription extends Emitter {
     this._client._emit('error', { ...error, subscription: this });
   }
 
-  /** `?name=value&…` from [name, value or list of values] pairs, and the token if any. */
+  /**
+   * `?name=value&…` from [name, value or list of values] pairs, `heartbeat=event` unless the
+   * heartbeat is off (client/sse-heartbeat.js), and the token if any.
+   */
   _sseQuery(params, token) {
+    if (this._client._heartbeatMs > 0) params.push(['heartbeat', 'event']);
     if (token) params.push(['token', token]);
     const query = params.map(([name, value]) => `${name}=${Array.isArray(value)
       ? value.map(encodeURIComponent).join(',') : encodeURIComponent(value)}`).join('&');

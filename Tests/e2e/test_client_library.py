@@ -189,9 +189,9 @@ def test_stores_followed_whole_and_through_options_converge(page, gateway, trans
     else:
         # One event stream per subscription, its options in the query.
         base = f"http://127.0.0.1:{port}/api/stores"
-        assert source_urls(page) == [f"{base}/tiles/events", f"{base}/{shapes}/events",
-                                     f"{base}/tiles/events?models=tile-1*&paths=color&maxRate=4",
-                                     f"{base}/{shapes}/events?models=a*&paths=style.border,color&old=true"]
+        assert source_urls(page) == [f"{base}/tiles/events?heartbeat=event", f"{base}/{shapes}/events?heartbeat=event",
+                                     f"{base}/tiles/events?models=tile-1*&paths=color&maxRate=4&heartbeat=event",
+                                     f"{base}/{shapes}/events?models=a*&paths=style.border,color&old=true&heartbeat=event"]
         assert sockets(page) == []
 
 

@@ -95,7 +95,7 @@ def test_restarted_gateway_is_followed_into_its_new_store_without_reload(page, s
         assert {"type": "subscribe", "store": "tiles", "since": before["version"], "epoch": before["epoch"]} in resumes, resumes
     else:
         urls = source_urls(page)
-        assert f"http://127.0.0.1:{port}/api/stores/tiles/events?since={before['version']}&epoch={before['epoch']}" in urls, urls
+        assert f"http://127.0.0.1:{port}/api/stores/tiles/events?since={before['version']}&epoch={before['epoch']}&heartbeat=event" in urls, urls
     assert page.execute_script("return window.__marker") == 1, "the page was reloaded"
     assert page.execute_script("return performance.getEntriesByType('navigation').length") == 1
 

@@ -233,7 +233,7 @@ def inspected(tmp_path_factory):
 # and the client with its WebSocket half (connection.js, its base class).
 MODULE_PARTS = {
     "top": ["defaults.js", "limits.js", "errors.js", "helpers.js", "emitter.js", "changes.js", "options.js"],
-    "base": ["subscription.js"],
+    "base": ["subscription.js", "sse-heartbeat.js"],
     "store": ["store-subscription.js"],
     "topic": ["topic-subscription.js"],
     "client": ["receptionist-client.js", "connection.js", "heartbeat.js"],
