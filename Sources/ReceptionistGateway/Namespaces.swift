@@ -1,3 +1,5 @@
+import ReceptionistModel
+
 /// Settings for groups of topic and store names (`namespaces` in the config file, `docs/HOOKS.md`):
 /// each namespace has a name pattern (`orders.*`, or `*`) and settings that differ from the
 /// gateway's. The first namespace whose pattern matches a name applies to it; a setting a
@@ -34,6 +36,23 @@ public struct Namespaces: Sendable {
 
         public func matches(_ name: String) -> Bool {
             pattern.hasSuffix("*") ? name.hasPrefix(pattern.dropLast()) : name == pattern
+        }
+
+        /// Why `pattern` can match no name, or nil: it must be a topic or store name, a prefix of
+        /// one ending in `*` (no other `*`), or `*` alone. A pattern that matches nothing would
+        /// leave its settings unapplied in silence (`*.orders`, `a b`).
+        public static func problem(with pattern: String) -> String? {
+            guard pattern != "*" else { return nil }
+            let literal = pattern.hasSuffix("*") ? String(pattern.dropLast()) : pattern
+            let fits = pattern.hasSuffix("*")
+                ? literal.utf8.count < 64 && StoreRegistry.isValidName(literal + "x") : StoreRegistry.isValidName(literal)
+            return fits ? nil : "'\(pattern)' matches no name: use a name (1 to 64 of A-Z a-z 0-9 _ . -), a prefix of one ending in *, or *"
+        }
+
+        /// Whether every name `other` matches, this matches too: `other` after this never applies.
+        public func covers(_ other: Namespace) -> Bool {
+            guard pattern.hasSuffix("*") else { return other.pattern == pattern }
+            return other.pattern.hasPrefix(pattern.dropLast())
         }
     }
 

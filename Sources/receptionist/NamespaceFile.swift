@@ -23,7 +23,18 @@ enum NamespaceFile {
         guard let items = node.sequence else {
             throw ConfigFile.Problem(line: line, key: "namespaces", detail: "must be a list of {pattern: …, …}")
         }
-        return Namespaces(try items.map(namespace))
+        var list: [Namespaces.Namespace] = []
+        for item in items {
+            let namespace = try namespace(item)
+            // A pattern an earlier one covers would never apply: its settings would be ignored.
+            if let earlier = list.first(where: { $0.covers(namespace) }) {
+                throw ConfigFile.Problem(
+                    line: item.mark?.line ?? line, key: "namespaces.pattern",
+                    detail: "'\(namespace.pattern)' never applies: the namespace '\(earlier.pattern)' before it covers every name it does")
+            }
+            list.append(namespace)
+        }
+        return Namespaces(list)
     }
 
     private static func namespace(_ node: Node) throws -> Namespaces.Namespace {
@@ -45,6 +56,7 @@ enum NamespaceFile {
             ConfigFile.Problem(line: found[key]?.1 ?? start, key: "namespaces.\(key)", detail: detail)
         }
         guard let pattern = found["pattern"]?.0.string, !pattern.isEmpty else { throw bad("pattern", "is required: a name, a prefix ending in *, or *") }
+        if let problem = Namespaces.Namespace.problem(with: pattern) { throw bad("pattern", problem) }
         var namespace = Namespaces.Namespace(pattern: pattern)
         if let (value, _) = found["history"] {
             guard let history = value.int, history >= 1 else { throw bad("history", "must be a whole number at least 1") }

@@ -28,4 +28,22 @@ import Testing
         let none = Namespaces()
         #expect(none.history(of: "x", default: 7) == 7 && none.allowsPresence(of: "x") && none.calls(.write, for: "x"))
     }
+
+    @Test func aPatternThatMatchesNoNameIsAProblem() {
+        for pattern in ["*", "chat", "orders.*", "a", "-.*", String(repeating: "a", count: 64), String(repeating: "a", count: 63) + "*"] {
+            #expect(Namespaces.Namespace.problem(with: pattern) == nil, "\(pattern)")
+        }
+        for pattern in ["*.orders", "a*b", "**", "bad name", "é*", String(repeating: "a", count: 65), String(repeating: "a", count: 64) + "*"] {
+            #expect(Namespaces.Namespace.problem(with: pattern) != nil, "\(pattern)")
+        }
+    }
+
+    @Test func aPatternCoversThoseWhoseNamesItAllMatches() {
+        let orders = Namespaces.Namespace(pattern: "orders.*"), every = Namespaces.Namespace(pattern: "*")
+        #expect(every.covers(orders) && every.covers(.init(pattern: "chat")))
+        #expect(orders.covers(.init(pattern: "orders.eu")) && orders.covers(.init(pattern: "orders.eu.*")) && orders.covers(orders))
+        #expect(!orders.covers(every) && !orders.covers(.init(pattern: "order*")) && !orders.covers(.init(pattern: "chat")))
+        #expect(Namespaces.Namespace(pattern: "chat").covers(.init(pattern: "chat")))
+        #expect(!Namespaces.Namespace(pattern: "chat").covers(.init(pattern: "chat*")))
+    }
 }

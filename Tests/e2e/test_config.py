@@ -50,6 +50,15 @@ def refused_start(tmp_path, text: str, name: str = "bad.yaml") -> str:
     ("namespaces:\n  - pattern: a.*\n    hooks: [connect]\n", "line 3: 'namespaces.hooks' names 'connect'"),
     ("namespaces:\n  - pattern: a.*\n    maxRate: 0\n", "line 3: 'namespaces.maxRate' must be a number"),
     ("namespaces:\n  - pattern: a.*\n    history: 5000\n", "keeps a history of 5000, more than --history (1000)"),
+    # A pattern that matches no name, or one an earlier pattern covers, would leave its settings
+    # unapplied in silence: `*.orders` let a token publish where `clientPublish: false` was meant.
+    ("namespaces:\n  - pattern: '*.orders'\n    clientPublish: false\n", "line 2: 'namespaces.pattern' '*.orders' matches no name"),
+    ("namespaces:\n  - pattern: a*b\n", "'a*b' matches no name"),
+    ("namespaces:\n  - pattern: '**'\n", "'**' matches no name"),
+    ("namespaces:\n  - pattern: bad name\n", "'bad name' matches no name"),
+    ("namespaces:\n  - pattern: a.*\n  - pattern: a.b\n", "line 3: 'namespaces.pattern' 'a.b' never applies: the namespace 'a.*'"),
+    ("namespaces:\n  - pattern: '*'\n  - pattern: b.*\n", "'b.*' never applies"),
+    ("namespaces:\n  - pattern: c\n  - pattern: c\n", "'c' never applies"),
     ("port: [0\n", "is not YAML or JSON"),
     ("max-queued-work: 0\n", "line 1: 'max-queued-work' is refused: --max-queued-work must be positive"),
 ])
