@@ -50,7 +50,7 @@ extension ServeCommand {
         }
         for url in [hookConnect, hookSubscribe, hookPublish, hookWrite, hookRpc, hookRefresh].compactMap({ $0 })
         where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
-            throw ValidationError("a hook URL must start with http:// or https://, not '\(url)'")
+            throw ValidationError("a hook URL must start with http:// or https://, not '\(Self.withoutCredentials(url))'")
         }
         // Without a token or a connect hook no stream has an identity: the hook would decide nothing.
         guard hookSubscribe == nil || tokenSecret != nil || tokenSecretFile != nil || hookConnect != nil else {
@@ -80,7 +80,7 @@ extension ServeCommand {
         guard engine == "memory" || engine == "redis" else { throw ValidationError("--engine must be memory or redis") }
         if engine == "redis" {
             for url in redisURLs where !GatewayConfig.isValidRedisURL(url) {
-                throw ValidationError("--redis-url must look like redis://host:port/db, not '\(url)'")
+                throw ValidationError("--redis-url must look like redis://host:port/db, not '\(Self.withoutCredentials(url))'")
             }
             guard Set(redisURLs).count == redisURLs.count else { throw ValidationError("--redis-url names a server twice") }
         }
@@ -133,5 +133,13 @@ extension ServeCommand {
         else { return origin == "*" || origin == "null" }
         let authority = origin[schemeEnd.upperBound...]
         return !authority.isEmpty && !authority.contains("/") && !authority.contains("@") && HTTPHost.isValid(String(authority))
+    }
+
+    /// A URL as an error may show it: whatever comes before its last `@` (user and password, or
+    /// part of them in a URL too garbled to parse) is left out.
+    static func withoutCredentials(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@") else { return url }
+        let scheme = url.range(of: "://").map { url[..<$0.upperBound] } ?? ""
+        return scheme + "…@" + url[url.index(after: at)...]
     }
 }

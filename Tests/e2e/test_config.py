@@ -96,6 +96,18 @@ def test_a_flag_in_the_environment_must_say_yes_or_no(value):
     assert "RECEPTIONIST_INSECURE_OPEN must be 1, true, yes or on, or 0, false, no, off or empty" in stderr, stderr
 
 
+@pytest.mark.parametrize("args", [
+    ["--engine", "redis", "--redis-url", "redis://:S3CRETPW@127.0.0.1:99999/0"],
+    ["--engine", "redis", "--redis-url", "redis://user:S3CRETPW@host:notaport/0"],
+    ["--hook-connect", "ftp://user:S3CRETPW@backend/connect"],
+])
+def test_a_refused_url_is_told_without_its_credentials(args):
+    """A start refused for a URL it cannot use wrote the URL back whole, password and all, to
+    stderr and whatever collects it."""
+    stderr = refused_command(args)
+    assert "…@" in stderr and "S3CRETPW" not in stderr, stderr
+
+
 def test_json_is_read_too(tmp_path):
     assert "line 2: 'histroy' is not an option" in refused_start(tmp_path, '{"port": 0,\n "histroy": 3}\n', "bad.json")
 
