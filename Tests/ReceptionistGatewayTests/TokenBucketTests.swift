@@ -91,6 +91,23 @@ import Testing
         #expect(!policy.allows(origin: "http://gw:8080", host: nil))
     }
 
+    /// On loopback, a page whose own name was pointed at 127.0.0.1 (DNS rebinding) sends a Host and
+    /// an Origin that agree: only an address or `localhost` is the gateway's own origin there.
+    @Test func onLoopbackTheGatewaysOwnOriginIsAnAddressOrLocalhost() {
+        let policy = OriginPolicy(allowed: [], loopbackOnly: true)
+        #expect(policy.allows(origin: "http://127.0.0.1:8080", host: "127.0.0.1:8080"))
+        #expect(policy.allows(origin: "http://localhost:8080", host: "localhost:8080"))
+        #expect(policy.allows(origin: "http://app.localhost:8080", host: "app.localhost:8080"))
+        #expect(policy.allows(origin: "http://[::1]:8080", host: "[::1]:8080"))
+        #expect(policy.allows(origin: nil, host: "evil.example:8080"), "non-browser clients send no Origin")
+        #expect(!policy.allows(origin: "http://evil.example:8080", host: "evil.example:8080"))
+        #expect(!policy.allows(origin: "http://127.0.0.1.evil.example:8080", host: "127.0.0.1.evil.example:8080"))
+        #expect(!policy.allows(origin: "http://1.2.3.4444:8080", host: "1.2.3.4444:8080"))
+        #expect(!policy.allows(origin: "http://localhost.evil:8080", host: "localhost.evil:8080"))
+        #expect(OriginPolicy(allowed: ["http://evil.example:8080"], loopbackOnly: true)
+            .allows(origin: "http://evil.example:8080", host: "evil.example:8080"), "a listed origin is allowed by name")
+    }
+
     @Test func listedOriginsOnlyWhenListed() {
         let policy = OriginPolicy(allowed: ["https://app.example.com"])
         #expect(policy.allows(origin: "https://app.example.com", host: "gw"))

@@ -220,8 +220,8 @@ def test_sse_needs_a_covering_token(tokened):
 
 # ---- Origins and CORS ------------------------------------------------------
 
-def upgrade_status(port, origin=None):
-    headers = [("Host", f"{HOST}:{port}"), ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
+def upgrade_status(port, origin=None, host=None):
+    headers = [("Host", host or f"{HOST}:{port}"), ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Version", "13"),
                ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="), ("Sec-WebSocket-Protocol", "receptionist.v1")]
     if origin:
         headers.append(("Origin", origin))
@@ -242,6 +242,23 @@ def test_websocket_upgrades_are_same_origin_by_default(start_server):
     status, data = upgrade_status(server.port, "http://evil.example")
     assert status == 403 and b'"error":"forbidden"' in data, data
     assert upgrade_status(server.port, f"http://{HOST}:{server.port + 1}")[0] == 403
+
+
+def test_on_loopback_a_page_that_points_its_name_at_the_gateway_is_not_its_own_origin(start_server):
+    """DNS rebinding: a page of evil.example points its name at 127.0.0.1, and its requests carry
+    `Host: evil.example:P` and `Origin: http://evil.example:P`, which agree. Before, that passed for
+    the gateway's own origin, and any site could publish, write and read through a visitor's browser."""
+    server = start_server()
+    port, rebound = server.port, f"evil.example:{server.port}"
+    status, data = upgrade_status(port, f"http://{rebound}", host=rebound)
+    assert status == 403 and b'"error":"forbidden"' in data, data
+    refused = request(port, "POST", "/api/topics/news/messages", {"n": 1}, headers={"Host": rebound, "Origin": f"http://{rebound}"})
+    assert_json_error(refused, 403, "forbidden")
+    assert_json_error(request(port, "GET", "/api/topics", headers={"Host": rebound, "Origin": f"http://{rebound}"}), 403, "forbidden")
+    for own in (f"{HOST}:{port}", f"localhost:{port}"):
+        assert upgrade_status(port, f"http://{own}", host=own)[0] == 101, own
+        published = request(port, "POST", "/api/topics/news/messages", {"n": 2}, headers={"Host": own, "Origin": f"http://{own}"})
+        assert published.status == 201, (own, published.body)
 
 
 def test_allowed_origins_for_websockets_and_cors(start_server):

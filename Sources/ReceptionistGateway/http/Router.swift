@@ -58,7 +58,7 @@ final class Router {
                 ? ClientPublishes(access: access, hooks: hooks, counters: counters, namespaces: config.namespaces) : nil
         }
         self.access = access
-        origins = OriginPolicy(allowed: config.allowedOrigins)
+        origins = OriginPolicy(allowed: config.allowedOrigins, loopbackOnly: ListenPolicy.isLoopback(config.host))
         self.publisher = publisher
         self.counters = counters
         self.operations = operations

@@ -5,12 +5,19 @@ import ReceptionistWire
 /// With no list, only the gateway's own origin may: the `Origin` header's host and port must
 /// equal the request's `Host`. A request without `Origin` is not from a browser page, so
 /// cross-site WebSocket hijacking cannot apply to it, and it passes. `"*"` allows every origin.
+///
+/// A gateway listening on loopback only takes its own origin by an address or `localhost`, never
+/// by another name: a page of any site can point its own name at 127.0.0.1 (DNS rebinding), and
+/// would then be "the gateway's own origin" for every request it sends.
 struct OriginPolicy: Sendable {
     /// Lower-cased origins such as `https://app.example.com`.
     let allowed: [String]
+    /// The gateway listens on loopback only: the same-origin default takes no host by name.
+    let loopbackOnly: Bool
 
-    init(allowed: [String]) {
+    init(allowed: [String], loopbackOnly: Bool = false) {
         self.allowed = allowed.map { Self.normalise($0) }
+        self.loopbackOnly = loopbackOnly
     }
 
     var allowsAny: Bool { allowed.contains("*") }
@@ -21,7 +28,19 @@ struct OriginPolicy: Sendable {
         let normalised = Self.normalise(origin)
         if allowsAny || allowed.contains(normalised) { return true }
         guard allowed.isEmpty, let host, let authority = Self.authority(of: normalised) else { return false }
-        return authority == host.lowercased()
+        return authority == host.lowercased() && (!loopbackOnly || Self.cannotBeRebound(authority))
+    }
+
+    /// Whether `host[:port]` names the gateway by an IP address or `localhost`, which no other
+    /// site can point at it.
+    static func cannotBeRebound(_ authority: String) -> Bool {
+        if authority.hasPrefix("[") { return true } // an IPv6 address; HTTPHost checked its form
+        let name = authority.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        if name == "localhost" || name.hasSuffix(".localhost") { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts.allSatisfy { part in
+            !part.isEmpty && part.count <= 3 && part.allSatisfy({ $0.isASCII && $0.isNumber }) && Int(part).map { $0 <= 255 } == true
+        }
     }
 
     /// The CORS headers for an allowed cross-origin request; none when `Origin` is absent. A page
