@@ -198,6 +198,23 @@ def test_http_reads_are_narrowed_as_subscriptions_are(gateway):
     assert read(f"/api/stores/{denied}", bob).status == 403
 
 
+def test_a_model_outside_the_hooks_models_is_refused_alike_whether_it_exists_or_not(gateway):
+    """Before, a hidden model answered 403 and a missing one 404: any reader could list which
+    model ids exist beyond what the hook lets it see."""
+    store = unique("one-model-board")
+    keyed(gateway.port, "POST", "/api/stores", {"name": store})
+    keyed(gateway.port, "PUT", f"/api/stores/{store}/models/a", {"n": 1})
+    keyed(gateway.port, "PUT", f"/api/stores/{store}/models/hidden", {"n": 2})
+    for method in ("GET", "HEAD"):
+        seen = http_client_request(gateway.port, method, f"/api/stores/{store}/models/a", headers=cookie("bob"))
+        assert seen.status == 200, seen.body
+        answers = [http_client_request(gateway.port, method, f"/api/stores/{store}/models/{model}", headers=cookie("bob"))
+                   for model in ("hidden", "missing")]
+        assert [resp.status for resp in answers] == [403, 403], [resp.body for resp in answers]
+    assert http_client_request(gateway.port, "GET", f"/api/stores/{store}/models/missing",
+                               headers={"Authorization": f"Bearer {API_KEY}"}).status == 404
+
+
 def test_http_reads_of_a_topic_are_decided_as_subscriptions_are(gateway):
     allowed, denied = unique("narrow-news"), unique("deny-news")
     for topic in (allowed, denied, "chat"):

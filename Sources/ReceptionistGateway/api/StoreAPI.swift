@@ -213,13 +213,12 @@ struct StoreAPI {
 
     private func model(_ name: String, _ id: String, limit: SubscriptionOptions? = nil) -> Reply {
         guard let store = stores.store(name) else { return .error(.noSuchStore(name)) }
+        let filter = limit.map(Self.filter)
+        // Refused before it is looked up: a model the reader may not see is refused alike whether
+        // it exists or not, so its existence is hidden too.
+        if let filter, !filter.follows(model: id) { return .error(.forbidden, "the subscribe hook does not allow model '\(id)'") }
         guard let (value, version, tag) = store.model(id) else { return .error(.noSuchModel(id)) }
-        var shown = value
-        if let limit {
-            let filter = Self.filter(limit)
-            guard filter.follows(model: id) else { return .error(.forbidden, "the subscribe hook does not allow model '\(id)'") }
-            shown = filter.project(model: value)
-        }
+        let shown = filter.map { $0.project(model: value) } ?? value
         return Reply.json(.ok, ["store": .string(name), "id": .string(id), "version": .number(JSONNumber(version)), "value": shown])
             .withHeaders([("ETag", EntityTags.tag(tag))])
     }
