@@ -28,7 +28,16 @@ import Testing
         // A grant that ran out already is a refusal; a malformed one, or another status, no answer.
         #expect(HookDecision.connect(.answered(status: 200, body: parsed(#"{"user":"a","expiresAt":5}"#)), nowSeconds: 10)
             == .refuse(status: 401, reason: "the connect hook's grant has expired"))
-        for body in [#"{"info":{}}"#, #"{"user":"a","stores":"x"}"#, #"{"user":"a","info":[1]}"#, #"[1]"#] {
+        // The other hooks' refusal refuses here too, whatever else the answer says.
+        #expect(HookDecision.connect(.answered(status: 200, body: parsed(#"{"allow":false,"user":"a","reason":"no"}"#)), nowSeconds: 0)
+            == .refuse(status: 403, reason: "no"))
+        #expect(HookDecision.connect(.answered(status: 200, body: parsed(#"{"allow":false}"#)), nowSeconds: 0)
+            == .refuse(status: 403, reason: "refused by the connect hook"))
+        guard case .admit = HookDecision.connect(.answered(status: 200, body: parsed(#"{"allow":true,"user":"a"}"#)), nowSeconds: 0) else {
+            Issue.record("allow true with a user not admitted")
+            return
+        }
+        for body in [#"{"info":{}}"#, #"{"user":"a","stores":"x"}"#, #"{"user":"a","info":[1]}"#, #"[1]"#, #"{"allow":"no","user":"a"}"#] {
             guard case .unavailable = HookDecision.connect(.answered(status: 200, body: parsed(body)), nowSeconds: 0) else {
                 Issue.record("\(body) admitted or refused")
                 continue

@@ -33,6 +33,13 @@ enum HookDecision {
         case .answered(let status, let body) where status == 401 || status == 403:
             return .refuse(status: status, reason: body?["reason"]?.stringValue ?? "refused by the connect hook")
         case .answered(200, let body?):
+            // The other hooks' way of refusing is a refusal here too, never an admission: a
+            // backend answering every hook alike must not let in whom it meant to refuse.
+            switch body["allow"] {
+            case nil, .bool(true)?: break
+            case .bool(false)?: return .refuse(status: 403, reason: body["reason"]?.stringValue ?? "refused by the connect hook")
+            case _?: return .unavailable("the connect hook's \"allow\" must be true or false")
+            }
             guard body.objectValue != nil, let user = body["user"]?.stringValue else {
                 return .unavailable("the connect hook's answer needs a string \"user\"")
             }
