@@ -30,11 +30,13 @@ public final class Gateway {
     /// The backend's hooks, when any is set.
     private let hooks: HookClient?
     var acceptErrorsLogged = 0
+    var shedLogged = 0
 
     /// Binds the listening socket. Loop thread (the calling thread becomes it).
     public init(config: GatewayConfig, logger: Logger) throws {
         var config = config
         config.host = ListenPolicy.host(for: config, logger: logger)
+        Self.raiseDescriptorLimit(for: config, logger: logger)
         self.config = config
         self.logger = logger
         // Before the loop: a directory that cannot be used stops the start with nothing to close.
@@ -91,6 +93,8 @@ public final class Gateway {
             table.accept(HTTPSession(connection: connection, services: services))
         }
         listener.onAcceptError = { [unowned self] error in self.acceptFailed(error) }
+        listener.shedReply = Self.shedReply
+        listener.onShed = { [unowned self, unowned counters] shed in self.shed(shed, counters: counters) }
         self.listener = listener
         drain.onBegin = { [unowned self] in
             self.listener?.close()

@@ -12,6 +12,11 @@ import Glibc
 public final class TCPListener: LoopHandle {
     public var onConnection: ((TCPConnection) -> Void)?
     public var onAcceptError: ((LoopError) -> Void)?
+    /// Called with how many pending connections were shed for want of descriptors.
+    public var onShed: ((Int) -> Void)?
+    /// Written to each shed connection before it is closed, as far as its socket takes it at once
+    /// (a refusal its peer can read, rather than a reset).
+    public var shedReply: [UInt8] = []
     public private(set) var localPort = 0
     /// The descriptor given back to shed connections when the process has none left.
     private var reserve: Int32 = -1
@@ -78,8 +83,9 @@ public final class TCPListener: LoopHandle {
                 continue
             case EMFILE, ENFILE:
                 // Shed what is pending; report only if that could not empty the backlog.
-                let shed = shedPending(listening)
-                if shed != -EAGAIN && shed != -EWOULDBLOCK {
+                let (ended, shed) = shedPending(listening)
+                if shed > 0 { onShed?(shed) }
+                if ended != -EAGAIN && ended != -EWOULDBLOCK {
                     onAcceptError?(LoopError(code: fd, operation: "accept"))
                 }
                 return
@@ -102,20 +108,38 @@ public final class TCPListener: LoopHandle {
         }
     }
 
-    /// Gives back the reserve descriptor, accepts and closes every pending connection, and takes
-    /// the reserve again. Answers the error that ended the accepting (`-EAGAIN` once the backlog is
-    /// empty), or `-EMFILE` if there was no reserve to give.
-    private func shedPending(_ listening: Int32) -> Int32 {
-        guard reserve >= 0 else { return -EMFILE }
+    /// Gives back the reserve descriptor, accepts every pending connection, writes `shedReply` to
+    /// it and closes it, and takes the reserve again. Answers the error that ended the accepting
+    /// (`-EAGAIN` once the backlog is empty, or `-EMFILE` if there was no reserve to give) and how
+    /// many connections were shed.
+    private func shedPending(_ listening: Int32) -> (ended: Int32, shed: Int) {
+        guard reserve >= 0 else { return (-EMFILE, 0) }
         Socket.close(reserve)
         reserve = -1
         var fd: Int32
+        var shed = 0
         repeat {
             fd = Socket.accept(listening)
-            if fd >= 0 { Socket.close(fd) }
+            if fd >= 0 {
+                shed += 1
+                refuse(fd)
+            }
         } while fd >= 0 || fd == -ECONNABORTED
         reserve = Self.openReserve()
-        return fd
+        return (fd, shed)
+    }
+
+    /// Writes `shedReply` to a shed connection and closes it. What its peer sent already is read
+    /// first (a little, without waiting): a socket closed with bytes unread is reset, and the reset
+    /// drops the reply on its way.
+    private func refuse(_ fd: Int32) {
+        if !shedReply.isEmpty {
+            _ = shedReply.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
+            var scratch = [UInt8](repeating: 0, count: 4096)
+            for _ in 0..<16 where Glibc.recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT)) > 0 {}
+            _ = Socket.shutDownWrites(fd)
+        }
+        Socket.close(fd)
     }
 
     private static func openReserve() -> Int32 {

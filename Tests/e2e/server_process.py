@@ -127,7 +127,7 @@ def _read_first_line(proc: subprocess.Popen, timeout: float) -> tuple[bytes | No
 
 
 def launch_server(workdir: Path, args=(), env: dict | None = None,
-                  public: Path | None = None) -> ServerProcess:
+                  public: Path | None = None, preexec=None) -> ServerProcess:
     """Start `receptionist serve` on an ephemeral port and wait for its announcement.
 
     `--host`, `--port 0` and `--public` are supplied unless the matching
@@ -156,7 +156,7 @@ def launch_server(workdir: Path, args=(), env: dict | None = None,
     stderr_path = workdir / "stderr.log"
     with open(stderr_path, "wb") as stderr_file:
         proc = subprocess.Popen(argv, cwd=workdir, env=child_env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=stderr_file, bufsize=0)
+                                stdout=subprocess.PIPE, stderr=stderr_file, bufsize=0, preexec_fn=preexec)
     line, rest, problem = _read_first_line(proc, STARTUP_TIMEOUT)
     match = LISTENING_LINE.fullmatch(line.decode("utf-8", "replace")) if line is not None else None
     if match is None:
@@ -179,9 +179,10 @@ class ServerFactory:
         self.base = base
         self.servers: list[ServerProcess] = []
 
-    def __call__(self, *args, env: dict | None = None, public: Path | None = None) -> ServerProcess:
+    def __call__(self, *args, env: dict | None = None, public: Path | None = None, preexec=None) -> ServerProcess:
+        """`preexec` runs in the child before the gateway does (to set its resource limits)."""
         workdir = self.base / f"server-{len(self.servers)}"
-        server = launch_server(workdir, args, env=env, public=public)
+        server = launch_server(workdir, args, env=env, public=public, preexec=preexec)
         self.servers.append(server)
         return server
 

@@ -2,6 +2,8 @@
 /// `docs/SECURITY.md`.
 enum Refusal: String, CaseIterable, Sendable {
     case connectionLimit = "connections"
+    /// A connection shed unread: the process had no file descriptor left for it.
+    case descriptors = "descriptors"
     case addressLimit = "connections_per_address"
     case subscriptionLimit = "subscriptions_per_connection"
     case publishRate = "publish_rate"
