@@ -184,6 +184,9 @@ def test_activity_keeps_connection_past_idle_timeout(start_server):
             assert not conn.readable(0.2), "active connection closed by the idle timeout"
 
 
+OPERATIONS_HEADROOM = 16  # connections over --max-connections read for the operations endpoints
+
+
 def test_connection_cap_rejects_extra_connection(start_server):
     server = start_server("--max-connections", "2")
     first, second = RawConnection(server.port), RawConnection(server.port)
@@ -192,12 +195,28 @@ def test_connection_cap_rejects_extra_connection(start_server):
             conn.send(http_request("GET", "/healthz"))
             assert conn.read_response().status == 200
         with RawConnection(server.port) as extra:
-            if not extra.readable(2.0):
-                extra.send(http_request("GET", "/healthz"))
+            extra.send(http_request("GET", "/api/topics"))
             resp = extra.read_response()
             assert_json_error(resp, 503, "over_capacity")
             assert resp.connection() == "close"
             extra.expect_closed()
+        # A full gateway still answers its probes and scrapes, once per connection. Before, they
+        # were 503 too, and a liveness probe restarted a gateway for being full.
+        for path in ("/healthz", "/readyz", "/metrics"):
+            with RawConnection(server.port) as probe:
+                probe.send(http_request("GET", path))
+                resp = probe.read_response()
+                assert resp.status == 200 and resp.connection() == "close", (path, resp.status)
+                probe.expect_closed()
+        # Those waiting to be read over the limit are bounded: past them, 503 before any request.
+        waiting = [RawConnection(server.port) for _ in range(OPERATIONS_HEADROOM)]
+        try:
+            with RawConnection(server.port) as extra:
+                resp = extra.read_response()
+                assert_json_error(resp, 503, "over_capacity")
+        finally:
+            for conn in waiting:
+                conn.close()
         second.send(http_request("GET", "/readyz"))
         assert second.read_response().status == 200, "existing connections keep working"
         first.close()

@@ -32,6 +32,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// a deadline last came: a client that has taken more since is taking its replies, and is
     /// not idle however long one takes it.
     private var written = 0
+    /// Over `--max-connections`: only the operations endpoints are answered (`startOperationsOnly`).
+    private var operationsOnly = false
     private var takenAtDeadline = 0
 
     init(connection: TCPConnection, services: HTTPServices) {
@@ -49,6 +51,13 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
 
     func start() {
         connection.startReading()
+    }
+
+    /// Starts a connection over `--max-connections` that may ask for `/healthz`, `/readyz` or
+    /// `/metrics` only: answered once, then closed; anything else is `503 over_capacity`.
+    func startOperationsOnly() {
+        operationsOnly = true
+        start()
     }
 
     // MARK: TCPConnectionDelegate
@@ -181,10 +190,15 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         defer { answering = false }
         let slot = ResponseSlot(
             method: request.method, target: request.target,
-            keepAlive: state.requestCompleted(keepAlive: request.keepAlive && !request.isUpgrade))
+            keepAlive: state.requestCompleted(keepAlive: request.keepAlive && !request.isUpgrade && !operationsOnly))
         slots.append(slot)
         let now = connection.loop.nowMilliseconds
         services.counters.httpRequests += 1
+        if operationsOnly, !services.router.asksOperations(request) {
+            services.counters.refused(.connectionLimit)
+            fill(slot, Reply(.error(.overCapacity, "too many connections"), closesConnection: true))
+            return nil
+        }
         switch services.router.route(request, client: connection.peerAddress ?? "unknown", now: now) {
         case .reply(let reply):
             slot.fill(reply)

@@ -67,6 +67,12 @@ final class Router {
     /// Headers a request may carry once at most.
     static let singleHeaders = ["Authorization", "Origin", "Idempotency-Key"]
 
+    /// Whether `request` asks for `/healthz`, `/readyz` or `/metrics`: what a connection over the
+    /// limit may still ask (`ConnectionTable`), so probes and scrapes see a full gateway.
+    func asksOperations(_ request: HTTPRequest) -> Bool {
+        operations.answer(request.rawPath) != nil
+    }
+
     /// `client` is the peer's address; `now` the loop's time in milliseconds.
     func route(_ request: HTTPRequest, client: String, now: UInt64) -> RouteResult {
         // The path is found once; the API's own paths are told apart from the rest first, since

@@ -23,6 +23,10 @@ final class ConnectionTable: SessionTable {
     /// Serving connections per client address, for `maxConnectionsPerAddress`.
     private var perAddress: [String: Int] = [:]
     private var refused: Set<ObjectIdentifier> = []
+    /// Connections over `--max-connections` still read, for the operations endpoints alone, at
+    /// most `operationsHeadroom` at once: a full gateway still answers its probes and scrapes.
+    private var operationsOnly: Set<ObjectIdentifier> = []
+    static let operationsHeadroom = 16
     /// Called when the last connection closes (the drain waits for it).
     var onEmpty: (() -> Void)?
 
@@ -62,7 +66,11 @@ final class ConnectionTable: SessionTable {
         sessions.append(session)
         let address = connection.peerAddress ?? "unknown"
         if servingCount >= config.maxConnections {
-            return refuse(session, id, .connectionLimit, .overCapacity, "too many connections")
+            guard operationsOnly.count < Self.operationsHeadroom else {
+                return refuse(session, id, .connectionLimit, .overCapacity, "too many connections")
+            }
+            operationsOnly.insert(id)
+            return session.startOperationsOnly()
         }
         let fromAddress = perAddress[address, default: 0]
         if fromAddress >= config.maxConnectionsPerAddress {
@@ -94,7 +102,7 @@ final class ConnectionTable: SessionTable {
         }
         connection.ownerSlot = -1
         let id = ObjectIdentifier(connection)
-        if refused.remove(id) == nil {
+        if refused.remove(id) == nil, operationsOnly.remove(id) == nil {
             servingCount -= 1
             let address = connection.peerAddress ?? "unknown"
             let remaining = perAddress[address, default: 1] - 1
