@@ -22,6 +22,8 @@ final class DiskWriter {
     private var topics: [String: (next: UInt64, epoch: String)] = [:]
     private var lastCheckpoint = Clock.microsecondsSinceEpoch()
     private var writtenSinceCheckpoint = false
+    /// The last batch failed: the next that is stored says writes are stored again.
+    private var failing = false
 
     /// Compaction runs for a store or topic every this many writes to it.
     static let compactEvery: UInt64 = 256
@@ -113,13 +115,18 @@ final class DiskWriter {
         } catch {
             try? db.execute("ROLLBACK")
             (stores, topics, expectedVersions, storeModels) = before
-            let failure = StoreError.storageFailed(error.isFull ? "the disk is full" : "\(error)")
+            let reason = error.isFull ? "the disk is full" : "\(error)"
+            let failure = StoreError.storageFailed(reason)
             engine.counted(batch: batch.count, stored: 0)
+            if !failing { options.reportFailing(reason) }
+            failing = true
             fail(batch, failure, engine: engine)
             return
         }
         // Counted before anything is answered: whoever is told of a write finds it counted.
         engine.counted(batch: batch.count, stored: outcome.stored)
+        if failing { options.reportFailing(nil) }
+        failing = false
         // Settled in order, on the notifier: a store's observers may block on the loop.
         // The batch goes with the closure, so the notifier thread, lightly loaded, releases its
         // change sets: freeing what the committers made was a sixth of this thread's time, and

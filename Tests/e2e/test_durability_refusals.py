@@ -163,6 +163,9 @@ def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start
         assert_storage_refusal(refusal)
         assert acked, "not one write fitted"
         assert server.proc.poll() is None, "the gateway died of a full disk"
+        # The log says so, once, however many writes are refused (it said nothing before).
+        wait_for(lambda: "writes to the data directory fail" in server.stderr_text(), ROOM_TIMEOUT, "the full disk was not logged")
+        assert "the disk is full" in server.stderr_text()
 
         # Everything acknowledged is still there; the refused write is not.
         snapshot = store_snapshot(port, "fill")
@@ -182,6 +185,10 @@ def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start
             return resp
 
         resp = wait_for(write_fits, ROOM_TIMEOUT, "writes still refused once there was room")
+        # Once each way, not once a write: a few, however many writes were refused.
+        log = server.stderr_text()
+        assert 1 <= log.count("writes to the data directory fail") <= 3, log
+        assert log.rfind("writes to the data directory are stored again") > log.rfind("writes to the data directory fail"), log
         acked["after"] = {"n": "after"}
         assert resp.json()["version"] == len(acked)
         for n in range(10):

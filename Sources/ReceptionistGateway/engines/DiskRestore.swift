@@ -10,11 +10,18 @@ enum DiskRestore {
     /// The engine for `config`, or nil without `--data-dir` (everything then stays in memory, and
     /// the log says so once).
     static func open(_ config: GatewayConfig, logger: Logger) throws -> (DiskEngine, DiskContents)? {
-        guard let options = config.disk else {
+        guard var options = config.disk else {
             if config.redisURLs.isEmpty {
                 logger.notice("no --data-dir: stores and topics are kept in memory only and are lost when the gateway stops")
             }
             return nil
+        }
+        options.reportFailing = { [logger] reason in
+            if let reason {
+                logger.error("writes to the data directory fail: answered 507 until they are stored again", metadata: ["reason": "\(reason)"])
+            } else {
+                logger.notice("writes to the data directory are stored again")
+            }
         }
         let (engine, contents) = try DiskEngine.open(options)
         logger.info("data directory open", metadata: [
