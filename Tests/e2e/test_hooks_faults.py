@@ -357,3 +357,17 @@ def test_one_clients_rpcs_leave_room_for_other_clients_hook_calls(start_server, 
     assert sorted(answer["id"] for answer in answers) == sorted(f"r{index}" for index in range(rpcs))
     assert all(answer == {"type": "rpc_result", "id": answer["id"], "data": {"slept": seconds}} for answer in answers), answers
     assert 2 * seconds <= took < 2 * seconds + 5, took
+
+
+def test_a_hook_that_stops_answering_is_warned_of_once_not_for_every_call(start_server, tmp_path):
+    """Before, a backend down was logged at debug level only: at the default level nothing said
+    why every client was answered unavailable. Now its first failure is a warning, and the
+    failures after it (one per client) are not."""
+    backend = Backend(tmp_path / "backend")
+    gateway = start_server(*backend.hook_args("connect"))
+    backend.stop()
+    for _ in range(3):
+        resp = http_client_request(gateway.port, "GET", "/api/topics/t/events", headers={"Cookie": "session=ann"})
+        assert resp.status == 503, resp.body
+    log = gateway.stderr_text()
+    assert log.count("hook calls fail") == 1 and "hook=connect" in log, log

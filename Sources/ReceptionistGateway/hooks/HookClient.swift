@@ -31,6 +31,8 @@ final class HookClient {
     private let logger: Logger
     private var queue: HookQueue<Pending>
     private var closed = false
+    /// Hooks whose last call failed, warned of once (`answer`).
+    private var failing: Set<HookKind> = []
     private(set) var stats = HookStats()
     /// Told each answered call's latency in seconds (the `/metrics` histogram).
     var observeLatency: ((HookKind, Double) -> Void)?
@@ -126,9 +128,16 @@ final class HookClient {
     private func answer(_ call: Pending, _ answer: HookAnswer) {
         if case .unavailable(let why) = answer {
             stats.failures[call.kind, default: 0] += 1
-            logger.debug("hook call failed", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
+            // The first failure of a hook that answered is a warning; those after it, until it
+            // answers again, are for debugging only: a backend down fails every call.
+            if !closed, failing.insert(call.kind).inserted {
+                logger.warning("hook calls fail: their clients are answered unavailable", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
+            } else {
+                logger.debug("hook call failed", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
+            }
         } else {
             observeLatency?(call.kind, Double(loop.nowMilliseconds - call.asked) / 1000)
+            if failing.remove(call.kind) != nil { logger.notice("hook calls are answered again", metadata: ["hook": "\(call.kind.rawValue)"]) }
         }
         call.completion(answer)
     }
