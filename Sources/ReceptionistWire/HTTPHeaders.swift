@@ -90,3 +90,10 @@ extension String {
         }
     }
 }
+
+extension HTTPHeaders {
+    /// Whether `name` can be a header's name: a token of RFC 9110 §5.6.2.
+    public static func isValidName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.allSatisfy { HTTPHeadScanner.isTokenByte($0) }
+    }
+}

@@ -8,7 +8,8 @@ import ReceptionistWire
 /// The checks `receptionist serve` makes of its options before it starts.
 extension ServeCommand {
     func validate() throws {
-        guard (1...65_535).contains(maxHeadBytes) else { throw ValidationError("--max-head-bytes must be 1...65535") }
+        // Below a few hundred bytes no browser's request fits, /healthz's hardly.
+        guard (256...65_535).contains(maxHeadBytes) else { throw ValidationError("--max-head-bytes must be 256...65535") }
         guard maxBodyBytes >= 0 else { throw ValidationError("--max-body-bytes must not be negative") }
         guard (0...65_535).contains(port) else { throw ValidationError("--port must be 0...65535") }
         // Bounded above too: a time or rate past these (`inf`, `1e300`) would pass a test of sign
@@ -51,6 +52,9 @@ extension ServeCommand {
         for url in [hookConnect, hookSubscribe, hookPublish, hookWrite, hookRpc, hookRefresh].compactMap({ $0 })
         where !(url.hasPrefix("http://") || url.hasPrefix("https://")) {
             throw ValidationError("a hook URL must start with http:// or https://, not '\(Self.withoutCredentials(url))'")
+        }
+        for name in hookForwardHeader where !HTTPHeaders.isValidName(name) {
+            throw ValidationError("--hook-forward-header must name a header (letters, digits and !#$%&'*+-.^_`|~), not '\(name)'")
         }
         // Without a token or a connect hook no stream has an identity: the hook would decide nothing.
         guard hookSubscribe == nil || tokenSecret != nil || tokenSecretFile != nil || hookConnect != nil else {

@@ -310,7 +310,15 @@ struct ServeCommand: ParsableCommand {
         config.redisHistoryTTLSeconds = redisHistoryTtl
         config.redisTopicTTLSeconds = redisTopicTtl
 
-        let gateway = try Gateway(config: config, logger: logger)
+        warnOfDoubtfulSettings(config, logger: logger)
+        let gateway: Gateway
+        do {
+            gateway = try Gateway(config: config, logger: logger)
+        } catch where json {
+            // A log read as JSON gets why the start failed as JSON too, not as a line of text.
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode.failure
+        }
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])
         print("Receptionist listening on \(gateway.url)")
         fflush(nil)  // every C stream, so a reader of the pipe sees the line now

@@ -108,6 +108,37 @@ def test_a_refused_url_is_told_without_its_credentials(args):
     assert "…@" in stderr and "S3CRETPW" not in stderr, stderr
 
 
+@pytest.mark.parametrize("args, expected", [
+    (["--max-head-bytes", "10"], "--max-head-bytes must be 256...65535"),
+    (["--hook-forward-header", "bad header"], "--hook-forward-header must name a header"),
+    (["--hook-forward-header", ""], "--hook-forward-header must name a header"),
+])
+def test_a_setting_that_would_refuse_every_request_or_forward_nothing_is_refused(args, expected):
+    """`--max-head-bytes 10` started a gateway that answered every request, /healthz too, 431;
+    a header name with a space was taken, and forwarded nothing."""
+    assert expected in refused_command(args)
+
+
+def test_settings_that_cannot_be_what_was_meant_are_warned_of_at_start(start_server):
+    server = start_server("--token-secret", "short", "--redis-url", "redis://127.0.0.1:1/0",
+                          env={"RECEPTIONIST_HISTROY": "5", "RECEPTIONIST_API_KEY": "REPLACE-ME-api-key"})
+    log = server.stderr_text()
+    assert "variable=RECEPTIONIST_HISTROY" in log and "names no option" in log, log
+    assert "--redis-url is ignored without --engine redis" in log, log
+    assert "the token secret is shorter than 32 bytes" in log, log
+    assert "an API key is still the deployment example's placeholder" in log, log
+    quiet = start_server("--token-secret", "k" * 32).stderr_text()
+    assert "names no option" not in quiet and "shorter than 32 bytes" not in quiet, quiet
+
+
+def test_a_start_that_fails_is_told_in_json_when_the_log_is_json(tmp_path):
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    stderr = refused_command(["--log-format", "json", "--data-dir", str(taken)])
+    lines = [json.loads(line) for line in stderr.splitlines() if line.strip()]
+    assert any(line["level"] == "critical" and line["message"] == "cannot start" and "error" in line for line in lines), stderr
+
+
 def test_json_is_read_too(tmp_path):
     assert "line 2: 'histroy' is not an option" in refused_start(tmp_path, '{"port": 0,\n "histroy": 3}\n', "bad.json")
 
