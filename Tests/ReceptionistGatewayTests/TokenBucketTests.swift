@@ -106,6 +106,12 @@ import Testing
         #expect(!policy.allows(origin: "http://localhost.evil:8080", host: "localhost.evil:8080"))
         #expect(OriginPolicy(allowed: ["http://evil.example:8080"], loopbackOnly: true)
             .allows(origin: "http://evil.example:8080", host: "evil.example:8080"), "a listed origin is allowed by name")
+        // A page's own-origin reads carry no Origin: its Host alone tells it.
+        #expect(policy.allowsHost("127.0.0.1:8080") && policy.allowsHost("LOCALHOST:8080") && policy.allowsHost("[::1]:8080"))
+        #expect(!policy.allowsHost("evil.example:8080") && !policy.allowsHost("localhost.:8080"))
+        #expect(OriginPolicy(allowed: ["https://Public.Example"], loopbackOnly: true).allowsHost("public.example"))
+        #expect(OriginPolicy(allowed: ["*"], loopbackOnly: true).allowsHost("evil.example"))
+        #expect(OriginPolicy(allowed: [], loopbackOnly: false).allowsHost("evil.example"), "not on loopback: any name")
     }
 
     @Test func listedOriginsOnlyWhenListed() {

@@ -255,6 +255,9 @@ def test_on_loopback_a_page_that_points_its_name_at_the_gateway_is_not_its_own_o
     refused = request(port, "POST", "/api/topics/news/messages", {"n": 1}, headers={"Host": rebound, "Origin": f"http://{rebound}"})
     assert_json_error(refused, 403, "forbidden")
     assert_json_error(request(port, "GET", "/api/topics", headers={"Host": rebound, "Origin": f"http://{rebound}"}), 403, "forbidden")
+    # A page's reads of its own origin carry no Origin (fetch GET, EventSource): the Host tells.
+    assert_json_error(request(port, "GET", "/api/topics", headers={"Host": rebound}), 403, "forbidden")
+    assert_json_error(request(port, "GET", "/api/topics/news/events", headers={"Host": rebound}), 403, "forbidden")
     for own in (f"{HOST}:{port}", f"localhost:{port}"):
         assert upgrade_status(port, f"http://{own}", host=own)[0] == 101, own
         published = request(port, "POST", "/api/topics/news/messages", {"n": 2}, headers={"Host": own, "Origin": f"http://{own}"})

@@ -8,7 +8,8 @@ import ReceptionistWire
 ///
 /// A gateway listening on loopback only takes its own origin by an address or `localhost`, never
 /// by another name: a page of any site can point its own name at 127.0.0.1 (DNS rebinding), and
-/// would then be "the gateway's own origin" for every request it sends.
+/// would then be "the gateway's own origin" for every request it sends. Its API is not reached
+/// by another `Host` either (`allowsHost`), unless a listed origin names it.
 struct OriginPolicy: Sendable {
     /// Lower-cased origins such as `https://app.example.com`.
     let allowed: [String]
@@ -29,6 +30,15 @@ struct OriginPolicy: Sendable {
         if allowsAny || allowed.contains(normalised) { return true }
         guard allowed.isEmpty, let host, let authority = Self.authority(of: normalised) else { return false }
         return authority == host.lowercased() && (!loopbackOnly || Self.cannotBeRebound(authority))
+    }
+
+    /// Whether a request for `host` (its `Host` field) may reach the API: on loopback only by an
+    /// address, `localhost`, or the host of a listed origin. A page's own-origin reads carry no
+    /// `Origin`, so a rebound page is told by its `Host` alone.
+    func allowsHost(_ host: String) -> Bool {
+        guard loopbackOnly, !allowsAny else { return true }
+        let authority = host.lowercased()
+        return Self.cannotBeRebound(authority) || allowed.contains { Self.authority(of: $0) == authority }
     }
 
     /// Whether `host[:port]` names the gateway by an IP address or `localhost`, which no other
