@@ -254,12 +254,12 @@ def test_a_store_created_and_written_in_one_pipelined_write_takes_the_write(star
     store = unique("pipelined")
     create = json.dumps({"name": store}).encode()
     put = b'{"n":1}'
-    wire = (f"POST /api/stores HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    wire = (f"POST /api/stores HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(create)}\r\n\r\n").encode() + create
-    wire += (f"PUT /api/stores/{store}/models/m HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    wire += (f"PUT /api/stores/{store}/models/m HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
              f"Content-Length: {len(put)}\r\n\r\n").encode() + put
-    wire += (f"DELETE /api/stores/{store} HTTP/1.1\r\nHost: x\r\n\r\n"
-             f"GET /api/stores/{store} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").encode()
+    wire += (f"DELETE /api/stores/{store} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+             f"GET /api/stores/{store} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").encode()
     with socket.create_connection((HOST, node.port), timeout=10) as sock:
         sock.sendall(wire)
         received = b""

@@ -78,7 +78,7 @@ def test_sse_is_admitted_by_cookie_and_refused_with_a_status(gateway):
     outside = curl(gateway.port, "/api/topics/secret/events", "-H", "Cookie: session=bob", "--max-time", "5")
     assert outside.status == 403, outside
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
-        sock.sendall(b"GET /api/topics/chat/events HTTP/1.1\r\nHost: gateway\r\nCookie: session=bob\r\n\r\n")
+        sock.sendall(b"GET /api/topics/chat/events HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: session=bob\r\n\r\n")
         received = b""
         while b"event: subscribed" not in received:
             chunk = sock.recv(4096)

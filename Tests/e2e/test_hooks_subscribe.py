@@ -81,7 +81,7 @@ def test_answers_keep_the_order_they_were_asked_in(gateway):
 def test_sse_is_narrowed_or_refused_with_a_status(gateway):
     store = narrow_store(gateway.port)
     with socket.create_connection(("127.0.0.1", gateway.port), timeout=5) as sock:
-        sock.sendall(f"GET /api/stores/{store}/events HTTP/1.1\r\nHost: gateway\r\nCookie: session=bob\r\n\r\n".encode())
+        sock.sendall(f"GET /api/stores/{store}/events HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: session=bob\r\n\r\n".encode())
         received = b""
         while b"\n\n" not in received.partition(b"event: snapshot")[2]:
             chunk = sock.recv(4096)
