@@ -20,6 +20,8 @@ public final class TCPListener: LoopHandle {
     public private(set) var localPort = 0
     /// The descriptor given back to shed connections when the process has none left.
     private var reserve: Int32 = -1
+    /// Starts accepting again after a `pause`.
+    private var resumeTimer: LoopTimer?
 
     public init(loop: EventLoop, host: String, port: Int, backlog: Int32 = 1024) throws(LoopError) {
         super.init(loop: loop, type: UV_POLL)
@@ -46,12 +48,7 @@ public final class TCPListener: LoopHandle {
                 localPort = SocketAddress.port(of: &local)
             }
             reserve = Self.openReserve()
-            try LoopError.check(
-                uv_poll_start(poll, Int32(UV_READABLE.rawValue)) { handle, status, _ in
-                    guard let listener = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: TCPListener.self)
-                    else { return }
-                    listener.acceptPending(status: status)
-                }, "watch \(host):\(port)")
+            try LoopError.check(uv_poll_start(poll, Int32(UV_READABLE.rawValue), Self.readable), "watch \(host):\(port)")
         } catch {
             close()
             throw error
@@ -62,6 +59,26 @@ public final class TCPListener: LoopHandle {
     /// the loop with the traffic of those already open; the poll is level-triggered and brings the
     /// rest in the next iteration.
     static let acceptsPerWake = 128
+    /// How long accepting pauses when descriptors run out and none can be freed to shed the
+    /// pending connections: the level-triggered poll would otherwise wake the loop at once, again
+    /// and again, until one is freed.
+    static let pauseMilliseconds: UInt64 = 100
+
+    private static let readable: uv_poll_cb = { handle, status, _ in
+        guard let listener = LoopHandle.owner(UnsafeMutableRawPointer(handle), as: TCPListener.self) else { return }
+        listener.acceptPending(status: status)
+    }
+
+    /// Stops accepting for `pauseMilliseconds`.
+    private func pause() {
+        uv_poll_stop(poll)
+        let timer = resumeTimer ?? LoopTimer(loop: loop) { [weak self] in
+            guard let self, !self.isClosing else { return }
+            uv_poll_start(self.poll, Int32(UV_READABLE.rawValue), Self.readable)
+        }
+        resumeTimer = timer
+        timer.start(delayMilliseconds: Self.pauseMilliseconds)
+    }
 
     private func acceptPending(status: Int32) {
         guard status == 0 else {
@@ -87,6 +104,12 @@ public final class TCPListener: LoopHandle {
                 if shed > 0 { onShed?(shed) }
                 if ended != -EAGAIN && ended != -EWOULDBLOCK {
                     onAcceptError?(LoopError(code: fd, operation: "accept"))
+                    // Nothing could be shed: no reserve to give back (another thread took the
+                    // one given last time). Not spun on; taken again once one is free.
+                    if shed == 0 {
+                        if reserve < 0 { reserve = Self.openReserve() }
+                        pause()
+                    }
                 }
                 return
             default:
@@ -118,25 +141,28 @@ public final class TCPListener: LoopHandle {
         reserve = -1
         var fd: Int32
         var shed = 0
+        // At most a wake's worth: a flood of connections shares the loop with the others, and
+        // the level-triggered poll brings the rest next time.
         repeat {
             fd = Socket.accept(listening)
             if fd >= 0 {
                 shed += 1
                 refuse(fd)
             }
-        } while fd >= 0 || fd == -ECONNABORTED
+        } while (fd >= 0 || fd == -ECONNABORTED) && shed < Self.acceptsPerWake
         reserve = Self.openReserve()
-        return (fd, shed)
+        return (fd >= 0 ? -EAGAIN : fd, shed)
     }
 
     /// Writes `shedReply` to a shed connection and closes it. What its peer sent already is read
-    /// first (a little, without waiting): a socket closed with bytes unread is reset, and the reset
-    /// drops the reply on its way.
+    /// and dropped before the close (a little, without waiting): a socket closed with bytes unread
+    /// is reset, and the reset drops the reply on its way.
     private func refuse(_ fd: Int32) {
         if !shedReply.isEmpty {
             _ = shedReply.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
-            var scratch = [UInt8](repeating: 0, count: 4096)
-            for _ in 0..<16 where Glibc.recv(fd, &scratch, scratch.count, Int32(MSG_DONTWAIT)) > 0 {}
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 4096) { scratch in
+                for _ in 0..<16 where Glibc.recv(fd, scratch.baseAddress, scratch.count, Int32(MSG_DONTWAIT)) <= 0 { break }
+            }
             _ = Socket.shutDownWrites(fd)
         }
         Socket.close(fd)
@@ -149,6 +175,8 @@ public final class TCPListener: LoopHandle {
     override func willClose() {
         let fd = fileDescriptor
         uv_poll_stop(poll)
+        resumeTimer?.close()
+        resumeTimer = nil
         if fd >= 0 { Socket.close(fd) }
         if reserve >= 0 {
             Socket.close(reserve)
