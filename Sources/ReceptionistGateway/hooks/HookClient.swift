@@ -31,8 +31,15 @@ final class HookClient {
     private let logger: Logger
     private var queue: HookQueue<Pending>
     private var closed = false
-    /// Hooks whose last call failed, warned of once (`answer`).
-    private var failing: Set<HookKind> = []
+    /// When each hook's failures were last warned of, how many failed since, and whether the
+    /// warning awaits its "answered again" (`answer`).
+    private struct Warned {
+        var at: UInt64 = 0
+        var since = 0
+        var failing = false
+    }
+    private var warned: [HookKind: Warned] = [:]
+    static let warnMilliseconds: UInt64 = 10_000
     private(set) var stats = HookStats()
     /// Told each answered call's latency in seconds (the `/metrics` histogram).
     var observeLatency: ((HookKind, Double) -> Void)?
@@ -128,16 +135,27 @@ final class HookClient {
     private func answer(_ call: Pending, _ answer: HookAnswer) {
         if case .unavailable(let why) = answer {
             stats.failures[call.kind, default: 0] += 1
-            // The first failure of a hook that answered is a warning; those after it, until it
-            // answers again, are for debugging only: a backend down fails every call.
-            if !closed, failing.insert(call.kind).inserted {
-                logger.warning("hook calls fail: their clients are answered unavailable", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
+            // A warning for the first failure, then none for `warnMilliseconds` (the failures in
+            // between are counted in the next): a backend down fails every call, and one that
+            // fails now and then would otherwise warn and recover on every other call.
+            let now = loop.nowMilliseconds
+            var told = warned[call.kind] ?? Warned()
+            told.since += 1
+            if !closed, now &- told.at >= Self.warnMilliseconds || told.at == 0 {
+                logger.warning(
+                    "hook calls fail: their clients are answered unavailable",
+                    metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)", "failures": "\(told.since)"])
+                told = Warned(at: max(now, 1), since: 0, failing: true)
             } else {
                 logger.debug("hook call failed", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
             }
+            warned[call.kind] = told
         } else {
             observeLatency?(call.kind, Double(loop.nowMilliseconds - call.asked) / 1000)
-            if failing.remove(call.kind) != nil { logger.notice("hook calls are answered again", metadata: ["hook": "\(call.kind.rawValue)"]) }
+            if warned[call.kind]?.failing == true {
+                warned[call.kind]?.failing = false
+                logger.notice("hook calls are answered again", metadata: ["hook": "\(call.kind.rawValue)"])
+            }
         }
         call.completion(answer)
     }
