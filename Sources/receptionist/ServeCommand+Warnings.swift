@@ -7,7 +7,10 @@ extension ServeCommand {
     func warnOfDoubtfulSettings(_ config: GatewayConfig, logger: Logger) {
         // A misspelt variable is ignored in silence otherwise (`RECEPTIONIST_HISTROY=5`).
         let known = Set(EnvironmentArguments.options(of: self).map(\.variable))
-        for name in EnvironmentArguments.current().keys.sorted() where name.hasPrefix("RECEPTIONIST_") && !known.contains(name) {
+        // Kubernetes names a Service's address `<SERVICE>_SERVICE_*` and `<SERVICE>_PORT_*`.
+        let serviceLinks = ["RECEPTIONIST_SERVICE_", "RECEPTIONIST_PORT_"]
+        for name in EnvironmentArguments.current().keys.sorted()
+        where name.hasPrefix("RECEPTIONIST_") && !known.contains(name) && !serviceLinks.contains(where: name.hasPrefix) {
             logger.warning("an environment variable names no option, and is ignored", metadata: ["variable": "\(name)"])
         }
         if engine != "redis", !redisUrl.isEmpty {
