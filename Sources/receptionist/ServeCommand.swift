@@ -239,7 +239,17 @@ struct ServeCommand: ParsableCommand {
             return handler
         }
         let logger = Logger(label: "receptionist")
+        do {
+            try serve(logger: logger)
+        } catch where json {
+            // A log read as JSON gets why the start failed as JSON too, not as a line of text.
+            logger.critical("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode.failure
+        }
+    }
 
+    /// Builds the configuration from the options, starts the gateway and runs it until it stops.
+    private func serve(logger: Logger) throws {
         var config = GatewayConfig()
         config.host = Self.listenAddress(host) ?? host
         config.port = port
@@ -311,14 +321,7 @@ struct ServeCommand: ParsableCommand {
         config.redisTopicTTLSeconds = redisTopicTtl
 
         warnOfDoubtfulSettings(config, logger: logger)
-        let gateway: Gateway
-        do {
-            gateway = try Gateway(config: config, logger: logger)
-        } catch where json {
-            // A log read as JSON gets why the start failed as JSON too, not as a line of text.
-            logger.critical("cannot start", metadata: ["error": "\(error)"])
-            throw ExitCode.failure
-        }
+        let gateway = try Gateway(config: config, logger: logger)
         logger.info("started", metadata: ["url": "\(gateway.url)", "public": "\(`public`)"])
         print("Receptionist listening on \(gateway.url)")
         fflush(nil)  // every C stream, so a reader of the pipe sees the line now
