@@ -44,8 +44,9 @@ public struct Namespaces: Sendable {
         public static func problem(with pattern: String) -> String? {
             guard pattern != "*" else { return nil }
             let literal = pattern.hasSuffix("*") ? String(pattern.dropLast()) : pattern
+            // A prefix must begin some name: the name itself, or one a character longer.
             let fits = pattern.hasSuffix("*")
-                ? literal.utf8.count < 64 && StoreRegistry.isValidName(literal + "x") : StoreRegistry.isValidName(literal)
+                ? StoreRegistry.isValidName(literal) || StoreRegistry.isValidName(literal + "x") : StoreRegistry.isValidName(literal)
             return fits ? nil : "'\(pattern)' matches no name: use a name (1 to 64 of A-Z a-z 0-9 _ . -), a prefix of one ending in *, or *"
         }
 
