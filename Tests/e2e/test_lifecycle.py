@@ -4,6 +4,7 @@ import pathlib
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -184,7 +185,7 @@ def test_activity_keeps_connection_past_idle_timeout(start_server):
             assert not conn.readable(0.2), "active connection closed by the idle timeout"
 
 
-OPERATIONS_HEADROOM = 16  # connections over --max-connections read for the operations endpoints
+OPERATIONS_HEADROOM_PER_ADDRESS = 4  # connections over --max-connections read for the operations endpoints
 
 
 def test_connection_cap_rejects_extra_connection(start_server):
@@ -208,12 +209,19 @@ def test_connection_cap_rejects_extra_connection(start_server):
                 resp = probe.read_response()
                 assert resp.status == 200 and resp.connection() == "close", (path, resp.status)
                 probe.expect_closed()
-        # Those waiting to be read over the limit are bounded: past them, 503 before any request.
-        waiting = [RawConnection(server.port) for _ in range(OPERATIONS_HEADROOM)]
+        # Those waiting to be read over the limit are bounded, per address too: past them, 503
+        # before any request; one client holding its share leaves probes from elsewhere theirs.
+        waiting = [RawConnection(server.port) for _ in range(OPERATIONS_HEADROOM_PER_ADDRESS)]
         try:
             with RawConnection(server.port) as extra:
                 resp = extra.read_response()
                 assert_json_error(resp, 503, "over_capacity")
+            elsewhere = socket.create_connection((HOST, server.port), timeout=5, source_address=("127.0.0.2", 0))
+            try:
+                elsewhere.sendall(http_request("GET", "/healthz"))
+                assert elsewhere.recv(4096).startswith(b"HTTP/1.1 200 "), "a probe from another address was refused"
+            finally:
+                elsewhere.close()
         finally:
             for conn in waiting:
                 conn.close()

@@ -25,8 +25,11 @@ final class ConnectionTable: SessionTable {
     private var refused: Set<ObjectIdentifier> = []
     /// Connections over `--max-connections` still read, for the operations endpoints alone, at
     /// most `operationsHeadroom` at once: a full gateway still answers its probes and scrapes.
-    private var operationsOnly: Set<ObjectIdentifier> = []
+    private var operationsOnly: [ObjectIdentifier: String] = [:]
+    /// Of those, per client address: one client holding them all would leave probes none.
+    private var operationsOnlyPerAddress: [String: Int] = [:]
     static let operationsHeadroom = 16
+    static let operationsHeadroomPerAddress = 4
     /// Called when the last connection closes (the drain waits for it).
     var onEmpty: (() -> Void)?
 
@@ -66,10 +69,12 @@ final class ConnectionTable: SessionTable {
         sessions.append(session)
         let address = connection.peerAddress ?? "unknown"
         if servingCount >= config.maxConnections {
-            guard operationsOnly.count < Self.operationsHeadroom else {
+            let fromAddress = operationsOnlyPerAddress[address, default: 0]
+            guard operationsOnly.count < Self.operationsHeadroom, fromAddress < Self.operationsHeadroomPerAddress else {
                 return refuse(session, id, .connectionLimit, .overCapacity, "too many connections")
             }
-            operationsOnly.insert(id)
+            operationsOnly[id] = address
+            operationsOnlyPerAddress[address] = fromAddress + 1
             return session.startOperationsOnly()
         }
         let fromAddress = perAddress[address, default: 0]
@@ -102,7 +107,10 @@ final class ConnectionTable: SessionTable {
         }
         connection.ownerSlot = -1
         let id = ObjectIdentifier(connection)
-        if refused.remove(id) == nil, operationsOnly.remove(id) == nil {
+        if let address = operationsOnly.removeValue(forKey: id) {
+            let remaining = operationsOnlyPerAddress[address, default: 1] - 1
+            operationsOnlyPerAddress[address] = remaining > 0 ? remaining : nil
+        } else if refused.remove(id) == nil {
             servingCount -= 1
             let address = connection.peerAddress ?? "unknown"
             let remaining = perAddress[address, default: 1] - 1
