@@ -109,6 +109,12 @@ import Testing
         // A page's own-origin reads carry no Origin: its Host alone tells it.
         #expect(policy.allowsHost("127.0.0.1:8080") && policy.allowsHost("LOCALHOST:8080") && policy.allowsHost("[::1]:8080"))
         #expect(!policy.allowsHost("evil.example:8080") && !policy.allowsHost("localhost.:8080"))
+        for address in ["127.0.0.1", "127.0.0.1:8080", "0.0.0.0:1", "255.255.255.255:65535", "10.1.2.3"] {
+            #expect(OriginPolicy.isIPv4Authority(address), "\(address)")
+        }
+        for name in ["127.0.0", "127.0.0.1.", "1.2.3.4.5", "256.0.0.1", "1.2.3.4444", "1..2.3", "a.b.c.d", ".1.2.3", ""] {
+            #expect(!OriginPolicy.isIPv4Authority(name), "\(name)")
+        }
         #expect(OriginPolicy(allowed: ["https://Public.Example"], loopbackOnly: true).allowsHost("public.example"))
         #expect(OriginPolicy(allowed: ["*"], loopbackOnly: true).allowsHost("evil.example"))
         #expect(OriginPolicy(allowed: [], loopbackOnly: false).allowsHost("evil.example"), "not on loopback: any name")

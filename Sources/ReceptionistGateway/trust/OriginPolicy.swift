@@ -37,8 +37,32 @@ struct OriginPolicy: Sendable {
     /// `Origin`, so a rebound page is told by its `Host` alone.
     func allowsHost(_ host: String) -> Bool {
         guard loopbackOnly, !allowsAny else { return true }
+        // Every API request asks: an address is told from its bytes, without a copy.
+        if Self.isIPv4Authority(host) { return true }
         let authority = host.lowercased()
         return Self.cannotBeRebound(authority) || allowed.contains { Self.authority(of: $0) == authority }
+    }
+
+    /// Whether `authority` is `a.b.c.d` or `a.b.c.d:port`, each of a to d 0 to 255.
+    static func isIPv4Authority(_ authority: String) -> Bool {
+        var parts = 0, digits = 0, value = 0
+        for byte in authority.utf8 {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"):
+                digits += 1
+                value = value * 10 + Int(byte - UInt8(ascii: "0"))
+                guard digits <= 3, value <= 255 else { return false }
+            case UInt8(ascii: "."), UInt8(ascii: ":"):
+                guard digits > 0 else { return false }
+                parts += 1
+                if byte == UInt8(ascii: ":") { return parts == 4 } // the port, checked by the parser
+                digits = 0
+                value = 0
+            default:
+                return false
+            }
+        }
+        return digits > 0 && parts == 3
     }
 
     /// Whether `host[:port]` names the gateway by an IP address or `localhost`, which no other
@@ -47,10 +71,7 @@ struct OriginPolicy: Sendable {
         if authority.hasPrefix("[") { return true } // an IPv6 address; HTTPHost checked its form
         let name = authority.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)[0]
         if name == "localhost" || name.hasSuffix(".localhost") { return true }
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        return parts.count == 4 && parts.allSatisfy { part in
-            !part.isEmpty && part.count <= 3 && part.allSatisfy({ $0.isASCII && $0.isNumber }) && Int(part).map { $0 <= 255 } == true
-        }
+        return isIPv4Authority(String(name))
     }
 
     /// The CORS headers for an allowed cross-origin request; none when `Origin` is absent. A page
