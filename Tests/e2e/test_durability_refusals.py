@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
 import sqlite3
 import subprocess
@@ -132,6 +133,19 @@ def mount_tmpfs(directory, size: str) -> None:
         pytest.skip(f"cannot mount a tmpfs: {result.stderr.decode(errors='replace').strip()}")
 
 
+@contextlib.contextmanager
+def small_disk(start_server, tmp_path):
+    """A tmpfs of TMPFS_SMALL at tmp_path/small; every server stopped and the tmpfs unmounted after."""
+    data = tmp_path / "small"
+    mount_tmpfs(data, TMPFS_SMALL)
+    try:
+        yield data
+    finally:
+        for server in start_server.servers:
+            server.stop()
+        subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
+
+
 def assert_storage_refusal(resp) -> None:
     assert resp.status in (503, 507), (resp.status, resp.body[:300])
     assert resp.media_type() == "application/json", resp.header("Content-Type")
@@ -142,9 +156,7 @@ def assert_storage_refusal(resp) -> None:
 
 
 def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start_server, tmp_path):
-    data = tmp_path / "small"
-    mount_tmpfs(data, TMPFS_SMALL)
-    try:
+    with small_disk(start_server, tmp_path) as data:
         server = start_on(start_server, data)
         port = server.port
         json_ok(api(port, "POST", "/api/stores", {"name": "fill"}), 201)
@@ -205,19 +217,13 @@ def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start
         restored = store_snapshot(again.port, "fill")
         assert (restored["version"], restored["epoch"], restored["models"]) == (len(acked), snapshot["epoch"], acked)
         assert topic_seqs(again.port)["after"] == 1
-    finally:
-        for server in start_server.servers:
-            server.stop()
-        subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
 
 
 def test_a_start_that_fails_on_a_full_disk_leaves_the_next_in_the_same_epochs(start_server, tmp_path):
     """A start that fails part way (the disk still full) may leave its run in the data file but not
     in the directory's lock file. Before, the next start took the data file for a copy put back:
     every store and topic in a new epoch, and the topics' history gone."""
-    data = tmp_path / "small"
-    mount_tmpfs(data, TMPFS_SMALL)
-    try:
+    with small_disk(start_server, tmp_path) as data:
         server = start_on(start_server, data)
         port = server.port
         json_ok(api(port, "POST", "/api/stores", {"name": "kept"}), 201)
@@ -241,7 +247,3 @@ def test_a_start_that_fails_on_a_full_disk_leaves_the_next_in_the_same_epochs(st
         assert (after["epoch"], after["version"], after["models"]) == (before["epoch"], before["version"], before["models"])
         assert json_ok(api(again.port, "GET", "/api/topics/filled/messages?after=0&limit=1000")) == history
         assert "put back from a copy" not in again.stderr_text()
-    finally:
-        for server in start_server.servers:
-            server.stop()
-        subprocess.run(["umount", str(data)], capture_output=True, timeout=30)
