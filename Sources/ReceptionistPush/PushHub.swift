@@ -276,6 +276,10 @@ public final class PushHub {
     private func subscribeStore(_ subscription: Subscription, _ store: ModelStore, since: UInt64?, epoch: String?) {
         let sink = subscription.sink
         let feed = feed(store)
+        // The group's receptionist observes the store before its history is read for a replay:
+        // a change set committed in between is then in one or the other, never in neither. A
+        // group of options comes with its first member, so a resume may be what makes it.
+        _ = feed.group(for: subscription.options)
         // A version from another epoch (the gateway restarted, or another store had the name), from
         // the future, or older than the history cannot be resumed: the client gets a fresh
         // snapshot marked reset. In a cluster a version ahead of this node's replica was committed
