@@ -114,7 +114,7 @@ public enum ClientMessage: Sendable, Equatable {
         var since: UInt64?
         if let raw = value["since"], raw != .null {
             guard let number = raw.numberValue, number >= 0, number <= Double(maxSince), number.rounded() == number else {
-                return .failure(Problem(.badMessage, "\"since\" must be a whole number at least 0"))
+                return .failure(Problem(.badMessage, "\"since\" must be a whole number from 0 to \(maxSince)"))
             }
             since = UInt64(number)
         }

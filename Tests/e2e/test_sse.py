@@ -265,10 +265,10 @@ def test_a_resumed_topic_streams_ids_never_pass_what_it_has_not_sent(start_serve
         assert_message_event(first_event(stream.reader, {"type": "subscribed", "topic": topic, "seq": 10}), topic, 6, {"n": 6})
 
 
-@pytest.mark.parametrize("last", ["9007199254740992", "1@", "x@e", "+3", "-0", "3@" + "e" * 65])
+@pytest.mark.parametrize("last", ["9007199254740992", "1@", "x@e", "+3", "-0", "3@" + "e" * 65, "@e", " @e"])
 def test_a_resume_point_out_of_range_is_400(server, last):
     """The same bound as over WebSocket (`maxSince`, 2^53 - 1); digits only, no sign; an id's epoch
-    must not be empty, nor over 64 bytes."""
+    must not be empty, nor over 64 bytes; an epoch needs its number (`@e` was a fresh stream)."""
     store = new_store(server.port, {"m": {"n": 1}})
     resp = http_client_request(server.port, "GET", store_events(store), headers={"Last-Event-ID": last})
     assert_json_error(resp, 400, "bad_request")

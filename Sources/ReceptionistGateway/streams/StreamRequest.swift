@@ -23,6 +23,10 @@ enum StreamRequest {
             guard !named.isEmpty, named.utf8.count <= ClientMessage.maxEpochBytes else {
                 return .reply(.error(.badRequest, "Last-Event-ID's epoch must be 1 to \(ClientMessage.maxEpochBytes) bytes"))
             }
+            // `@x` names an epoch and no number: a resume that cannot be, not a fresh stream.
+            guard !String(id[..<at]).trimmingSpaces.isEmpty else {
+                return .reply(.error(.badRequest, "Last-Event-ID must be a number, or a number and @ and its epoch, not '\(id)'"))
+            }
             text = String(id[..<at])
             epoch = named
         }
