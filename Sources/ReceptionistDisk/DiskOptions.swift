@@ -29,8 +29,8 @@ public struct DiskOptions: Sendable {
     public var maxIdempotencyKeys = 100_000
     /// Where this boot of the machine is named (`DiskSchema.bootID`); another file only in tests.
     public var bootIDFile = "/proc/sys/kernel/random/boot_id"
-    /// Told, on the writer thread, when writes start failing (with why) and when they are stored
-    /// again (nil): once each way, not for every write, so a full disk is seen in the log.
+    /// Told, on the writer thread, when writes fail (with why) and when they are stored again
+    /// (nil), as `FailureLog` decides: not for every write, so a full disk is seen in the log.
     public var reportFailing: @Sendable (String?) -> Void = { _ in }
 
     public init(

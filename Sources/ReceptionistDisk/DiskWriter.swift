@@ -22,13 +22,9 @@ final class DiskWriter {
     private var topics: [String: (next: UInt64, epoch: String)] = [:]
     private var lastCheckpoint = Clock.microsecondsSinceEpoch()
     private var writtenSinceCheckpoint = false
-    /// The last batch failed: the next that is stored says writes are stored again, if the
-    /// failure was told (`reportFailing`: at most once every `reportSeconds`, so writes that fail
-    /// and succeed by turns on a nearly full disk do not flood the log).
-    private var failing = false
-    private var failureTold = false
-    private var lastToldAt = -Double.infinity
-    static let reportSeconds = 10.0
+    /// When failed batches, and stored ones after them, are told (`reportFailing`): writes that
+    /// fail and succeed by turns on a nearly full disk must not flood the log.
+    private var failures = FailureLog()
 
     /// Compaction runs for a store or topic every this many writes to it.
     static let compactEvery: UInt64 = 256
@@ -123,20 +119,13 @@ final class DiskWriter {
             let reason = error.isFull ? "the disk is full" : "\(error)"
             let failure = StoreError.storageFailed(reason)
             engine.counted(batch: batch.count, stored: 0)
-            if !failing, Clock.monotonicSeconds() - lastToldAt >= Self.reportSeconds {
-                options.reportFailing(reason)
-                lastToldAt = Clock.monotonicSeconds()
-                failureTold = true
-            }
-            failing = true
+            if failures.failed(now: Clock.monotonicSeconds()) != nil { options.reportFailing(reason) }
             fail(batch, failure, engine: engine)
             return
         }
         // Counted before anything is answered: whoever is told of a write finds it counted.
         engine.counted(batch: batch.count, stored: outcome.stored)
-        if failing, failureTold { options.reportFailing(nil) }
-        failing = false
-        failureTold = false
+        if failures.succeeded() { options.reportFailing(nil) }
         // Settled in order, on the notifier: a store's observers may block on the loop.
         // The batch goes with the closure, so the notifier thread, lightly loaded, releases its
         // change sets: freeing what the committers made was a sixth of this thread's time, and

@@ -1,6 +1,7 @@
 import Logging
 import ReceptionistJSON
 import ReceptionistLoop
+import ReceptionistModel
 
 /// What a hook call came to: the backend's answer, or why there is none (it is down, slow,
 /// answered 5xx or something that is not JSON, or too many calls are waiting already).
@@ -31,15 +32,8 @@ final class HookClient {
     private let logger: Logger
     private var queue: HookQueue<Pending>
     private var closed = false
-    /// When each hook's failures were last warned of, how many failed since, and whether the
-    /// warning awaits its "answered again" (`answer`).
-    private struct Warned {
-        var at: UInt64 = 0
-        var since = 0
-        var failing = false
-    }
-    private var warned: [HookKind: Warned] = [:]
-    static let warnMilliseconds: UInt64 = 10_000
+    /// When each hook's failed calls, and answered ones after them, are logged (`answer`).
+    private var failures: [HookKind: FailureLog] = [:]
     private(set) var stats = HookStats()
     /// Told each answered call's latency in seconds (the `/metrics` histogram).
     var observeLatency: ((HookKind, Double) -> Void)?
@@ -135,25 +129,16 @@ final class HookClient {
     private func answer(_ call: Pending, _ answer: HookAnswer) {
         if case .unavailable(let why) = answer {
             stats.failures[call.kind, default: 0] += 1
-            // A warning for the first failure, then none for `warnMilliseconds` (the failures in
-            // between are counted in the next): a backend down fails every call, and one that
-            // fails now and then would otherwise warn and recover on every other call.
-            let now = loop.nowMilliseconds
-            var told = warned[call.kind] ?? Warned()
-            told.since += 1
-            if !closed, now &- told.at >= Self.warnMilliseconds || told.at == 0 {
+            if !closed, let count = failures[call.kind, default: FailureLog()].failed(now: Double(loop.nowMilliseconds) / 1000) {
                 logger.warning(
                     "hook calls fail: their clients are answered unavailable",
-                    metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)", "failures": "\(told.since)"])
-                told = Warned(at: max(now, 1), since: 0, failing: true)
+                    metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)", "failures": "\(count)"])
             } else {
                 logger.debug("hook call failed", metadata: ["hook": "\(call.kind.rawValue)", "why": "\(why)"])
             }
-            warned[call.kind] = told
         } else {
             observeLatency?(call.kind, Double(loop.nowMilliseconds - call.asked) / 1000)
-            if warned[call.kind]?.failing == true {
-                warned[call.kind]?.failing = false
+            if failures[call.kind]?.succeeded() == true {
                 logger.notice("hook calls are answered again", metadata: ["hook": "\(call.kind.rawValue)"])
             }
         }

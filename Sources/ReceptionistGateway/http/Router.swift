@@ -320,12 +320,13 @@ final class Router {
     private func refuseOrigin(_ request: HTTPRequest, origin: String?, _ action: String) -> Reply? {
         // A page's own-origin reads carry no Origin: on loopback its Host alone tells a page that
         // pointed its name at the gateway (DNS rebinding).
-        if let host = request.headers["Host"], !origins.allowsHost(host) {
+        let host = request.headers["Host"]
+        if let host, !origins.allowsHost(host) {
             counters.refused(.origin)
             return .error(.forbidden, "this gateway listens on loopback and is not '\(host)'; list that origin with --allowed-origin")
         }
         // Without an Origin every other request is allowed.
-        guard let origin, !origins.allows(origin: origin, host: request.headers["Host"]) else { return nil }
+        guard let origin, !origins.allows(origin: origin, host: host) else { return nil }
         counters.refused(.origin)
         return .error(.forbidden, "the origin \(origin) may not \(action); see --allowed-origin")
     }
