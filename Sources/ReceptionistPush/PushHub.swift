@@ -77,9 +77,19 @@ public final class PushHub {
     public func check(_ target: StreamTarget) -> Problem? {
         switch target {
         case .store(let name):
-            stores.store(name) == nil ? Problem(.noSuchStore, "no store named '\(name)'") : nil
+            Self.invalidName(target) ?? (stores.store(name) == nil ? Problem(.noSuchStore, "no store named '\(name)'") : nil)
+        case .topic:
+            Self.invalidName(target)
+        }
+    }
+
+    /// Why `target`'s name can never be a store's or a topic's, if it cannot.
+    public static func invalidName(_ target: StreamTarget) -> Problem? {
+        switch target {
+        case .store(let name):
+            StoreRegistry.isValidName(name) ? nil : Problem(.badMessage, StoreError.invalidStoreName(name).description)
         case .topic(let name):
-            Self.isValidTopicName(name)
+            isValidTopicName(name)
                 ? nil : Problem(.invalidTopic, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -, not . or ..")
         }
     }

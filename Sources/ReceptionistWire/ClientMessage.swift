@@ -111,6 +111,11 @@ public enum ClientMessage: Sendable, Equatable {
             return .failure(Problem(.badMessage, "name exactly one of \"store\" or \"topic\", as a string"))
         }
         if type == "unsubscribe" { return .success(.unsubscribe(target)) }
+        // A misspelt option (`pathz`) is refused, never ignored: ignored, it would send more than
+        // the client asked for, and it could not tell.
+        if case .object(let given) = value, let unknown = given.keys.sorted().first(where: { !subscribeMembers.contains($0) }) {
+            return .failure(Problem(.badMessage, "unknown member '\(unknown)' of a subscribe; it takes \(subscribeMembers.sorted().joined(separator: ", "))"))
+        }
         var since: UInt64?
         if let raw = value["since"], raw != .null {
             guard let number = raw.numberValue, number >= 0, number <= Double(maxSince), number.rounded() == number else {
@@ -180,6 +185,10 @@ public enum ClientMessage: Sendable, Equatable {
         }
         return .success(.rpc(id: id, method: method, data: value["data"] ?? .null))
     }
+
+    private static let subscribeMembers: Set<String> = [
+        "type", "store", "topic", "since", "epoch", "models", "paths", "maxRate", "old", "presence",
+    ]
 
     private static let commitMembers: Set<String> = ["type", "store", "changes", "ifVersion", "ifMatch", "ref"]
 

@@ -169,6 +169,23 @@ import Testing
         #expect(problem.message.contains("unknown member 'ifversion'"))
     }
 
+    /// A subscribe's member the gateway does not know (a misspelt `pathz`) is refused: ignored,
+    /// the subscription would send more than its client asked for.
+    @Test func aSubscribeWithAnUnknownMemberIsABadMessage() {
+        let known = #"{"type":"subscribe","store":"s","since":1,"epoch":"e","models":["m"],"paths":["a"],"maxRate":2,"old":true,"presence":false}"#
+        guard case .success(.subscribe) = decode(known) else {
+            Issue.record("\(known) was refused")
+            return
+        }
+        for text in [#"{"type":"subscribe","store":"s","pathz":["a"]}"#, #"{"type":"subscribe","topic":"t","Since":3}"#] {
+            guard case .failure(let problem) = decode(text) else {
+                Issue.record("\(text) was accepted")
+                continue
+            }
+            #expect(problem.code == .badMessage && problem.message.contains("unknown member"))
+        }
+    }
+
     @Test func anAuthMessageCarriesATokenOrAnAPIKey() {
         #expect(decode(#"{"type":"auth","apiKey":"k"}"#) == .success(.authenticateKey(apiKey: "k")))
         #expect(decode(#"{"type":"auth","token":"t"}"#) == .success(.authenticate(token: "t")))

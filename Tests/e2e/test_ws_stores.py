@@ -294,6 +294,8 @@ ERRORS = {
     "since-negative": ('{"type":"subscribe","store":"STORE","since":-1}', "bad_message"),
     "since-string": ('{"type":"subscribe","store":"STORE","since":"3"}', "bad_message"),
     "since-fraction": ('{"type":"subscribe","store":"STORE","since":1.5}', "bad_message"),
+    # A misspelt option, ignored, would send every path: it is refused.
+    "unknown-member": ('{"type":"subscribe","store":"STORE","pathz":["n"]}', "bad_message"),
 }
 
 

@@ -18,10 +18,10 @@ struct PresenceAPI {
     func reply(_ request: HTTPRequest, _ target: StreamTarget) -> RouteResult {
         guard request.method == .get || request.method == .head else { return .reply(.methodNotAllowed(request.method, allow: "GET, HEAD")) }
         switch target {
+        case _ where PushHub.invalidName(target) != nil:
+            return .reply(.error(.badRequest, PushHub.invalidName(target)!.message))
         case .store(let name) where stores.store(name) == nil:
             return .reply(.error(.notFound, "no store named '\(name)'"))
-        case .topic(let name) where !PushHub.isValidTopicName(name):
-            return .reply(.error(.badRequest, "'\(name)' is not a valid topic name: use 1 to 64 of A-Z a-z 0-9 _ . -, not . or .."))
         default:
             break
         }

@@ -14,8 +14,9 @@ enum StreamRequest {
         // client's first request's.
         // A query's values are percent-decoded, as every query value is (`?since=%32` is 2).
         var text = request.headers["Last-Event-ID"] ?? query(request, "since")
-        var epoch = query(request, "epoch").flatMap { $0.isEmpty ? nil : $0 }
-        if let epoch, epoch.utf8.count > ClientMessage.maxEpochBytes {
+        // An empty `?epoch=` is refused, as an empty `"epoch"` over WebSocket is: it names no life.
+        var epoch = query(request, "epoch")
+        if let epoch, epoch.isEmpty || epoch.utf8.count > ClientMessage.maxEpochBytes {
             return .reply(.error(.badRequest, "epoch must be 1 to \(ClientMessage.maxEpochBytes) bytes"))
         }
         if let id = text, let at = id.firstIndex(of: "@") {

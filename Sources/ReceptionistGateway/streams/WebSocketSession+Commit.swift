@@ -82,7 +82,9 @@ extension WebSocketSession {
             return nil
         }
         guard let store = services.stores.store(name) else {
-            sendError(ClientMessage.Problem(.noSuchStore, "no store named '\(name)'", ref: ref))
+            sendError(StoreRegistry.isValidName(name)
+                ? ClientMessage.Problem(.noSuchStore, "no store named '\(name)'", ref: ref)
+                : ClientMessage.Problem(.badMessage, StoreError.invalidStoreName(name).description, ref: ref))
             return nil
         }
         return { [unowned self] resume in
