@@ -234,3 +234,20 @@ def test_http_reads_of_a_topic_are_decided_as_subscriptions_are(gateway):
     # No session: 401; the backend's key reads without asking.
     assert read(denied, {}).status == 401
     assert json_ok(read(denied, {"Authorization": f"Bearer {API_KEY}"}))["messages"][-1]["data"] == {"text": denied}
+
+
+def test_a_name_none_can_have_is_refused_before_the_hook_and_a_missing_store_after_it(gateway):
+    """Before, the hook was asked about an impossible name over WebSocket (a retryable `forbidden`
+    where the client must learn `invalid_topic`), and an SSE stream told a missing store from a
+    hidden one (404 before the hook; 403 after it)."""
+    bob = cookie("bob")
+    with connect(gateway.port, additional_headers=bob) as ws:
+        send_json(ws, {"type": "subscribe", "topic": "deny-bad!"})
+        assert recv_json(ws)["code"] == "invalid_topic"
+        send_json(ws, {"type": "subscribe", "store": "deny bad"})
+        assert recv_json(ws)["code"] == "bad_message"
+    hidden, missing = unique("deny-missing"), unique("narrow-missing")
+    resp = http_client_request(gateway.port, "GET", f"/api/stores/{hidden}/events", headers=bob)
+    assert resp.status == 403 and resp.json() == {"error": "forbidden", "detail": f"bob may not see {hidden}"}, resp.body
+    resp = http_client_request(gateway.port, "GET", f"/api/stores/{missing}/events", headers=bob)
+    assert resp.status == 404 and resp.json()["error"] == "not_found", resp.body

@@ -11,6 +11,12 @@ struct StreamGrant: Sendable {
     var connect: ConnectRequest?
     /// Whether the subscribe hook decides what the claims do not cover (the session asks it).
     var subscribeHook = false
+
+    /// Whether the subscribe hook may be asked about `target`: it is set, and the connect hook
+    /// has yet to grant the stream, or its token does not cover the target.
+    func hookMayDecide(_ target: StreamTarget) -> Bool {
+        subscribeHook && (connect != nil || claims.map { !$0.allows(target) } ?? false)
+    }
 }
 
 /// What the connect hook is told of a connection that brought no token (`docs/HOOKS.md`).

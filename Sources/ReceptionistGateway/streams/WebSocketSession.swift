@@ -189,6 +189,11 @@ final class WebSocketSession: StreamSession {
         case .success(.subscribe(let target, let since, let epoch, let options, let presence)):
             // A token that ran out lets nothing through, as for publishes; the stream ends.
             if expireTokenIfDue() { return nil }
+            // A name no store or topic can have is refused as such: never a backend's to decide.
+            if let problem = PushHub.invalidName(target) {
+                sendError(problem)
+                return nil
+            }
             if needsSubscribeHook(target, presence: presence) {
                 return { [unowned self] resume in
                     askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
