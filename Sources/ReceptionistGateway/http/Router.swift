@@ -134,9 +134,10 @@ final class Router {
         let scope = caller.scope
         // A name that can never be a store's or a topic's is a bad request wherever it stands,
         // before any lookup or hook: never a 404, which would say it merely does not exist yet.
-        if segments.count >= 2, let invalid = Self.invalidName(kind: segments[0], segments[1]) {
+        if segments.count >= 2, let invalid = APIRequestCheck.invalidName(kind: segments[0], segments[1]) {
             return .reply(.error(.badRequest, invalid))
         }
+        if let ignored = APIRequestCheck.unreadCondition(request, segments) { return .reply(.error(.badRequest, ignored)) }
         // A client's read that the subscribe hook decides (nil: none, or not such a read).
         let readTarget = clientReads?.target(of: request, segments)
         switch segments.first {
@@ -185,15 +186,6 @@ final class Router {
         case "topics": return topicAPI.route(request, segments.dropFirst(), scope: scope)
         case "jobs": return jobAPI.route(request, segments.dropFirst())
         default: return .reply(.error(.notFound, "no such API resource"))
-        }
-    }
-
-    /// Why `name` cannot be the store's or topic's that `kind` (a path's first segment) names.
-    static func invalidName(kind: String, _ name: String) -> String? {
-        switch kind {
-        case "stores": PushHub.invalidName(.store(name))?.message
-        case "topics": PushHub.invalidName(.topic(name))?.message
-        default: nil
         }
     }
 
