@@ -200,7 +200,7 @@ extension ModelStore {
     }
 
     /// A model id is 1 to 128 bytes of UTF-8 with no `/` and no control character.
-    static func isValidModelID(_ id: String) -> Bool {
+    public static func isValidModelID(_ id: String) -> Bool {
         let bytes = id.utf8
         // `.` and `..` could not be named in a URL: clients and proxies remove such segments.
         guard !bytes.isEmpty, bytes.count <= 128, id != ".", id != ".." else { return false }

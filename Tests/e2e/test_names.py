@@ -56,3 +56,21 @@ def test_an_invalid_store_name_over_websocket_is_a_bad_message(server):
             assert "not a valid store name" in frame["message"], frame
         ws.send(json.dumps({"type": "subscribe", "store": "no-such-store-named"}))
         assert recv_json(ws)["code"] == "no_such_store"
+
+
+def test_a_model_id_none_can_have_is_400_for_reads_writes_and_conditions(server):
+    """Before, a read of one answered 404 where a write answered 400, and a change set's `ifMatch`
+    naming one answered 412."""
+    store = "names-models"
+    assert http_client_request(server.port, "POST", "/api/stores", headers=JSON,
+                               body=json.dumps({"name": store}).encode()).status == 201
+    for model in ("a%01b", "x" * 129):
+        for method, body in (("GET", None), ("HEAD", None), ("PUT", b'{"a":1}'), ("PATCH", b'{"a":1}'), ("DELETE", None)):
+            resp = http_client_request(server.port, method, f"/api/stores/{store}/models/{model}", headers=JSON, body=body)
+            assert resp.status == 400, (method, model, resp.status)
+            if method != "HEAD":
+                assert_json_error(resp, 400, "bad_request")
+    body = {"changes": [{"op": "put", "model": "m", "value": {}}], "ifMatch": {"bad\u0001id": "1"}}
+    resp = http_client_request(server.port, "POST", f"/api/stores/{store}/changes", headers=JSON, body=json.dumps(body).encode())
+    assert_json_error(resp, 400, "bad_request")
+    assert "not a valid model id" in resp.json()["detail"], resp.body

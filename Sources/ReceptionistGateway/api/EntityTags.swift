@@ -47,6 +47,10 @@ enum EntityTags {
                 return .failure(ReplyError(.error(.badRequest, "\"ifMatch\" must map model ids to entity tags")))
             }
             for (id, tag) in members {
+                // A condition on a model that can never exist is a mistake, not a 412.
+                guard ModelStore.isValidModelID(id) else {
+                    return .failure(ReplyError(.error(StoreError.invalidModelID(id))))
+                }
                 if let number = tag.uint64Value {
                     condition.models[id] = .version([number])
                 } else if let text = tag.stringValue, let parsed = parseList(text) {

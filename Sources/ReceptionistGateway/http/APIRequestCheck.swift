@@ -1,15 +1,21 @@
+import ReceptionistModel
 import ReceptionistPush
 import ReceptionistWire
 
 /// What makes an API request a bad one whatever it asks of the store or topic it names: checked
 /// before any lookup, hook or work.
 enum APIRequestCheck {
-    /// Why `name` cannot be the store's or topic's that `kind` (a path's first segment) names.
-    static func invalidName(kind: String, _ name: String) -> String? {
-        switch kind {
-        case "stores": PushHub.invalidName(.store(name))?.message
-        case "topics": PushHub.invalidName(.topic(name))?.message
-        default: nil
+    /// Why the store, model or topic that `segments` (the path after `/api/`) name cannot exist,
+    /// if it cannot.
+    static func invalidName(_ segments: [String]) -> String? {
+        guard segments.count >= 2 else { return nil }
+        switch segments[0] {
+        case "stores":
+            if let problem = PushHub.invalidName(.store(segments[1])) { return problem.message }
+            guard segments.count == 4, segments[2] == "models", !ModelStore.isValidModelID(segments[3]) else { return nil }
+            return StoreError.invalidModelID(segments[3]).description
+        case "topics": return PushHub.invalidName(.topic(segments[1]))?.message
+        default: return nil
         }
     }
 

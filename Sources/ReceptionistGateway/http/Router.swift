@@ -132,9 +132,9 @@ final class Router {
     ) -> RouteResult
     {
         let scope = caller.scope
-        // A name that can never be a store's or a topic's is a bad request wherever it stands,
+        // A name that can never be a store's, a model's or a topic's is a bad request wherever it stands,
         // before any lookup or hook: never a 404, which would say it merely does not exist yet.
-        if segments.count >= 2, let invalid = APIRequestCheck.invalidName(kind: segments[0], segments[1]) {
+        if let invalid = APIRequestCheck.invalidName(segments) {
             return .reply(.error(.badRequest, invalid))
         }
         if let ignored = APIRequestCheck.unreadCondition(request, segments) { return .reply(.error(.badRequest, ignored)) }
