@@ -124,13 +124,9 @@ public struct SubscriptionOptions: Sendable, Hashable {
             }
             rate = number
         }
-        var old = false
-        if let text = values("old").last.map({ decoding(Substring($0)) }) {
-            switch text {
-            case "true", "1", "": old = true
-            case "false", "0": old = false
-            default: return .failure(bad("old", "must be true or false"))
-            }
+        let oldText = values("old").last.map({ decoding(Substring($0)) })
+        guard let old = QueryFlag.value(oldText) else {
+            return .failure(Problem(.badMessage, QueryFlag.problem("old", oldText ?? "")))
         }
         return validated(models: list("models"), paths: list("paths"), maxRate: rate, old: old)
     }

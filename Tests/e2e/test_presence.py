@@ -141,7 +141,11 @@ def test_http_lists_the_members_and_counts_them(open_gateway):
     port, topic = open_gateway.port, unique("http")
     unused = unique("unused")
     assert http_presence(port, "topic", unused) == {"topic": unused, "clients": 0, "users": 0, "members": []}
-    assert http_presence(port, "topic", unused, "stats=true") == {"topic": unused, "clients": 0, "users": 0}
+    # Yes or no as every flag is read: true, 1 or bare; false or 0; anything else 400.
+    for flag in ("stats=true", "stats=1", "stats"):
+        assert json_ok(api(port, "GET", presence_path("topic", unused, flag))) == {"topic": unused, "clients": 0, "users": 0}
+    assert "members" in http_presence(port, "topic", unused, "stats=0")
+    assert_json_error(api(port, "GET", presence_path("topic", unused, "stats=yes")), 400, "bad_request")
 
     with Client(port) as watcher, Client(port) as one, Client(port) as two:
         view, _, _ = watch(watcher, "topic", topic)

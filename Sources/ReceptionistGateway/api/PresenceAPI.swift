@@ -32,11 +32,9 @@ struct PresenceAPI {
             }
             limit = asked
         }
-        let stats: Bool
-        switch StreamRequest.query(request, "stats") {
-        case nil, "false": stats = false
-        case "true", "": stats = true
-        case let other?: return .reply(.error(.badRequest, "stats must be true or false, not '\(other)'"))
+        let statsText = StreamRequest.query(request, "stats")
+        guard let stats = QueryFlag.value(statsText) else {
+            return .reply(.error(.badRequest, QueryFlag.problem("stats", statsText ?? "")))
         }
         let hub = self.hub
         guard let source = hub.presenceRelay.source else {

@@ -259,7 +259,7 @@ final class Router {
 
     private func stream(_ request: HTTPRequest, _ target: StreamTarget, origin: String?, client: String) -> RouteResult {
         if let draining = operations.refusingStreams { return .reply(draining) }
-        if let asked = StreamRequest.query(request, "presence"), asked != "false", !namespaces.allowsPresence(of: target.name) {
+        if QueryFlag.value(StreamRequest.query(request, "presence")) != false, !namespaces.allowsPresence(of: target.name) {
             return .reply(.error(.forbidden, "presence is off for \(target) (its namespace)"))
         }
         var grant = StreamGrant(corsOrigin: origin, subscribeHook: subscribeHook)

@@ -16,6 +16,11 @@ enum StreamRequest {
         // client's first request's.
         // A query's values are percent-decoded, as every query value is (`?since=%32` is 2).
         var text = request.headers["Last-Event-ID"] ?? query(request, "since")
+        // An empty `?since=` is refused, as `"since":""` is over WebSocket; an empty
+        // `Last-Event-ID` is what an `EventSource` that saw no id would send, and asks for none.
+        if request.headers["Last-Event-ID"] == nil, text?.isEmpty == true {
+            return .reply(.error(.badRequest, "since must be a whole number up to \(ClientMessage.maxSince)"))
+        }
         // An empty `?epoch=` is refused, as an empty `"epoch"` over WebSocket is: it names no life.
         var epoch = query(request, "epoch")
         if let epoch, epoch.isEmpty || epoch.utf8.count > ClientMessage.maxEpochBytes {
@@ -41,11 +46,9 @@ enum StreamRequest {
         if case .topic = target, !options.isNone {
             return .reply(.error(.badRequest, "models, paths, maxRate and old apply to store streams"))
         }
-        let presence: Bool
-        switch query(request, "presence") {
-        case nil, "false": presence = false
-        case "true", "": presence = true
-        case let other?: return .reply(.error(.badRequest, "presence must be true or false, not '\(other)'"))
+        let presenceText = query(request, "presence")
+        guard let presence = QueryFlag.value(presenceText) else {
+            return .reply(.error(.badRequest, QueryFlag.problem("presence", presenceText ?? "")))
         }
         let heartbeat: StreamAsk.Heartbeat
         switch query(request, "heartbeat") {
