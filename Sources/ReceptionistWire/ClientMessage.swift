@@ -81,6 +81,14 @@ public enum ClientMessage: Sendable, Equatable {
         guard let type = value["type"]?.stringValue else {
             return .failure(Problem(.badMessage, "a message needs a string \"type\""))
         }
+        // A misspelt member (`pathz`, `idempotencyKey`) is refused, never ignored: ignored, it
+        // would do other than its client meant (send every path), and the client could not tell.
+        if let known = takes[type], case .object(let given) = value,
+           let unknown = given.keys.sorted().first(where: { !known.contains($0) })
+        {
+            let ref = type == "commit" ? (try? decodeRef(value).get()) ?? nil : nil
+            return .failure(Problem(.badMessage, "unknown member '\(unknown)' of a\(type == "auth" || type == "unsubscribe" ? "n" : "") \(type); it takes \(known.sorted().joined(separator: ", "))", ref: ref))
+        }
         switch type {
         case "subscribe", "unsubscribe":
             break
@@ -111,11 +119,6 @@ public enum ClientMessage: Sendable, Equatable {
             return .failure(Problem(.badMessage, "name exactly one of \"store\" or \"topic\", as a string"))
         }
         if type == "unsubscribe" { return .success(.unsubscribe(target)) }
-        // A misspelt option (`pathz`) is refused, never ignored: ignored, it would send more than
-        // the client asked for, and it could not tell.
-        if case .object(let given) = value, let unknown = given.keys.sorted().first(where: { !subscribeMembers.contains($0) }) {
-            return .failure(Problem(.badMessage, "unknown member '\(unknown)' of a subscribe; it takes \(subscribeMembers.sorted().joined(separator: ", "))"))
-        }
         var since: UInt64?
         if let raw = value["since"], raw != .null {
             guard let number = raw.numberValue, number >= 0, number <= Double(maxSince), number.rounded() == number else {
@@ -186,11 +189,15 @@ public enum ClientMessage: Sendable, Equatable {
         return .success(.rpc(id: id, method: method, data: value["data"] ?? .null))
     }
 
-    private static let subscribeMembers: Set<String> = [
-        "type", "store", "topic", "since", "epoch", "models", "paths", "maxRate", "old", "presence",
+    /// The members each type of message takes.
+    private static let takes: [String: Set<String>] = [
+        "subscribe": ["type", "store", "topic", "since", "epoch", "models", "paths", "maxRate", "old", "presence"],
+        "unsubscribe": ["type", "store", "topic"],
+        "auth": ["type", "token", "apiKey"],
+        "rpc": ["type", "id", "method", "data"],
+        "commit": ["type", "store", "changes", "ifVersion", "ifMatch", "ref"],
+        "ping": ["type", "ref"],
     ]
-
-    private static let commitMembers: Set<String> = ["type", "store", "changes", "ifVersion", "ifMatch", "ref"]
 
     private static func decodeCommit(_ value: JSONValue) -> Result<ClientMessage, Problem> {
         let ref: String?
@@ -204,13 +211,12 @@ public enum ClientMessage: Sendable, Equatable {
         guard case .array? = value["changes"] else {
             return .failure(Problem(.badMessage, "a commit message needs an array \"changes\"", ref: ref))
         }
-        // A misspelt condition (`ifversion`) is refused, never ignored: a commit applied without
-        // the condition its client meant is a lost update.
-        if case .object(let members) = value, let unknown = members.keys.first(where: { !commitMembers.contains($0) }) {
-            return .failure(Problem(
-                .badMessage, "unknown member '\(unknown)' of a commit; it takes store, changes, ifVersion, ifMatch and ref", ref: ref))
-        }
         return .success(.commit(store: store, request: value, ref: ref))
+    }
+
+    /// Whether a publish takes a member so named: compared without hashing, as every publish is.
+    private static func isPublishMember(_ key: String) -> Bool {
+        key == "type" || key == "topic" || key == "data" || key == "ref"
     }
 
     /// Whether a member's value is the text `"publish"` (written with an escape, it is found by
@@ -235,6 +241,9 @@ public enum ClientMessage: Sendable, Equatable {
         switch decodeRef(raw: member("ref")) {
         case .success(let given): ref = given
         case .failure(let problem): return .failure(problem)
+        }
+        if let unknown = members.first(where: { !isPublishMember($0.key) }) {
+            return .failure(Problem(.badMessage, "unknown member '\(unknown.key)' of a publish; it takes data, ref, topic, type", ref: ref))
         }
         guard let topic = member("topic")?.stringValue else {
             return .failure(Problem(.badMessage, "a publish message needs a string \"topic\"", ref: ref))

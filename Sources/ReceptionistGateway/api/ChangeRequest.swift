@@ -14,9 +14,7 @@ enum ChangeRequest {
     /// the body it does not know, or a condition in a header (`If-Match` and `If-None-Match` are
     /// for one model's `PUT`, `PATCH` and `DELETE`; a change set's go in its body).
     static func refusal(body: JSONValue, headers: HTTPHeaders) -> ReplyError? {
-        if case .object(let given) = body, let unknown = given.keys.first(where: { !members.contains($0) }) {
-            return ReplyError(.error(.badRequest, "unknown member '\(unknown)'; a change set takes \"changes\", \"ifVersion\" and \"ifMatch\""))
-        }
+        if let refusal = Reply.unknownMember(of: body, known: members, in: "a change set") { return refusal }
         for header in ["If-Match", "If-None-Match"] where headers[header] != nil {
             return ReplyError(.error(.badRequest, "\(header) is not read on a change set: put its conditions in the body, as \"ifVersion\" and \"ifMatch\""))
         }

@@ -44,6 +44,7 @@ struct JobAPI {
         case .success(let value): body = value
         case .failure(let failure): return failure.reply
         }
+        if let refusal = Reply.unknownMember(of: body, known: ["kind", "store", "rate"], in: "a job") { return refusal.reply }
         guard body["kind"]?.stringValue == "animate" else { return .error(.badRequest, "\"kind\" must be \"animate\"") }
         guard let name = body["store"]?.stringValue else { return .error(.badRequest, "missing \"store\"") }
         guard let rate = Self.rate(body["rate"] ?? 30) else { return badRate() }
@@ -57,6 +58,7 @@ struct JobAPI {
     private func retune(_ job: AnimateJob, _ request: HTTPRequest) -> Reply {
         switch Reply.parseJSONBody(request) {
         case .success(let body):
+            if let refusal = Reply.unknownMember(of: body, known: ["rate"], in: "a job's change") { return refusal.reply }
             guard let value = body["rate"], let rate = Self.rate(value) else { return badRate() }
             // An ended job is not changed: its rate would say what it never did.
             guard job.isRunning else { return .error(.conflict, "job '\(job.info.id)' has ended (\(job.info.state.name)); start a new one") }

@@ -101,6 +101,7 @@ struct StoreAPI {
         case .success(let value): body = value
         case .failure(let failure): return reply(failure.reply)
         }
+        if let refusal = Reply.unknownMember(of: body, known: ["name"], in: "a new store") { return reply(refusal.reply) }
         guard let name = body["name"]?.stringValue else { return reply(.error(.badRequest, "expected {\"name\": \"...\"}")) }
         stores.create(name) { result in
             switch result {

@@ -111,6 +111,7 @@ extension TopicAPI {
         }
         guard let members = JSONSpans.members(of: text, in: 0..<text.count),
               let list = members.last(where: { $0.key == "messages" })?.value,
+              !members.contains(where: { $0.key != "messages" }),
               let elements = JSONSpans.elements(of: text, in: list)
         else { return bad("the body must be {\"messages\":[{\"topic\":…,\"data\":…},…]}") }
         guard !elements.isEmpty, elements.count <= maxBatch else {
@@ -121,6 +122,9 @@ extension TopicAPI {
         for (index, element) in elements.enumerated() {
             guard let fields = JSONSpans.members(of: text, in: element) else {
                 return bad("message \(index) must be an object with \"topic\" and \"data\"")
+            }
+            if let unknown = fields.first(where: { $0.key != "topic" && $0.key != "data" }) {
+                return bad("unknown member '\(unknown.key)' of message \(index); it takes \"topic\" and \"data\"")
             }
             guard let topicSpan = fields.last(where: { $0.key == "topic" })?.value,
                   let topic = (try? JSONParser.parse(Array(text[topicSpan])))?.stringValue

@@ -97,6 +97,17 @@ extension Reply {
             return .failure(ReplyError(.error(.badRequest, "invalid JSON: \(error)")))
         }
     }
+
+    /// Refuses a member of `object` other than `known`, naming what the request takes: a misspelt
+    /// member (`Rate`, `ifversion`) is refused, never ignored, since ignored it would do something
+    /// other than what its sender meant. `what` names the object ("a job", "message 3").
+    static func unknownMember(of object: JSONValue, known: Set<String>, in what: String) -> ReplyError? {
+        guard case .object(let members) = object, let unknown = members.keys.sorted().first(where: { !known.contains($0) }) else {
+            return nil
+        }
+        let listed = known.sorted().map { "\"\($0)\"" }.joined(separator: ", ")
+        return ReplyError(.error(.badRequest, "unknown member '\(unknown)' of \(what); it takes \(listed)"))
+    }
 }
 
 /// A reply that ends a handler early.
