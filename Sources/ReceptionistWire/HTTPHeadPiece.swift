@@ -33,6 +33,12 @@ struct HTTPHeadPiece {
         held = nil
     }
 
+    /// The known header field this piece names, if it is one's name.
+    var knownHeader: KnownHeader? {
+        if let held { return KnownHeader.named(held) }
+        return copied.withUnsafeBufferPointer { KnownHeader.named($0) }
+    }
+
     /// The piece decoded as UTF-8 (invalid bytes repaired, as `String(decoding:as:)` does).
     var string: String { decoded(trimmingEnd: false) }
 

@@ -3,9 +3,17 @@
 /// Names keep the case they arrived in; lookups compare ASCII case-insensitively.
 public struct HTTPHeaders: Sendable, Hashable, Sequence {
     public private(set) var fields: [(name: String, value: String)]
+    /// Where each `KnownHeader` first stands: its field's index plus one, 0 when absent, and
+    /// `beyond` when past the first 254 fields (then found by a pass). Derived from `fields`.
+    private var known = SIMD16<UInt8>()
+    /// The known headers that more than one field names, a bit each.
+    private var repeats: UInt16 = 0
+    private static let beyond: UInt8 = 255
 
     public init(_ fields: [(name: String, value: String)] = []) {
-        self.fields = fields
+        self.fields = []
+        self.fields.reserveCapacity(fields.count)
+        for field in fields { add(field.name, field.value) }
     }
 
     /// No fields yet, with room for `capacity` without growing.
@@ -15,17 +23,31 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
     }
 
     public mutating func add(_ name: String, _ value: String) {
+        add(name, value, known: KnownHeader.named(name))
+    }
+
+    /// Adds a field whose name the caller has told known or not already (`KnownHeader.named`).
+    public mutating func add(_ name: String, _ value: String, known header: KnownHeader?) {
         fields.append((name, value))
+        guard let header else { return }
+        if known[header.rawValue] == 0 {
+            known[header.rawValue] = fields.count < Int(Self.beyond) ? UInt8(fields.count) : Self.beyond
+        } else {
+            repeats |= 1 << header.rawValue
+        }
     }
 
     /// Makes `value` the only value of `name`.
     public mutating func set(_ name: String, _ value: String) {
-        fields.removeAll { $0.name.asciiCaseInsensitiveEquals(name) }
-        fields.append((name, value))
+        let kept = fields.filter { !$0.name.asciiCaseInsensitiveEquals(name) }
+        (fields, known, repeats) = ([], SIMD16<UInt8>(), 0)
+        for field in kept { add(field.name, field.value) }
+        add(name, value)
     }
 
     /// The first value of `name`, or nil.
     public subscript(name: String) -> String? {
+        if let header = KnownHeader.named(name) { return self[header] }
         // Lengths first: most fields are told apart without comparing a byte.
         let length = name.utf8.count
         for field in fields where field.name.utf8.count == length && field.name.asciiCaseInsensitiveEquals(name) {
@@ -34,18 +56,21 @@ public struct HTTPHeaders: Sendable, Hashable, Sequence {
         return nil
     }
 
-    /// The first of `names` that more than one field names, or nil: one pass over the fields,
-    /// lengths compared first.
-    public func repeated(among names: [String]) -> String? {
-        var seen = [Bool](repeating: false, count: names.count)
-        for field in fields {
-            let length = field.name.utf8.count
-            for (index, name) in names.enumerated() where name.utf8.count == length && field.name.asciiCaseInsensitiveEquals(name) {
-                if seen[index] { return name }
-                seen[index] = true
-            }
+    /// The first value of a known header, or nil: an index, not a pass.
+    public subscript(header: KnownHeader) -> String? {
+        switch known[header.rawValue] {
+        case 0: return nil
+        case Self.beyond: return fields.first(where: { $0.name.asciiCaseInsensitiveEquals(header.name) })?.value
+        case let place: return fields[Int(place) - 1].value
         }
-        return nil
+    }
+
+    /// Whether more than one field names `header`.
+    public func isRepeated(_ header: KnownHeader) -> Bool { repeats & (1 << header.rawValue) != 0 }
+
+    /// The first of `headers` that more than one field names, or nil.
+    public func repeated(among headers: [KnownHeader]) -> KnownHeader? {
+        headers.first { repeats & (1 << $0.rawValue) != 0 }
     }
 
     /// Every value of `name`, in order.

@@ -238,7 +238,7 @@ public final class HTTPRequestParser {
     }
 
     private func commitField() {
-        headers.add(fieldName.string, fieldValue.fieldValue)
+        headers.add(fieldName.string, fieldValue.fieldValue, known: fieldName.knownHeader)
         fieldName.clear()
         fieldValue.clear()
         lastWasValue = false
@@ -256,31 +256,14 @@ public final class HTTPRequestParser {
                 status: .versionNotSupported, detail: "HTTP/\(major).\(minor) is not supported; use HTTP/1.1")
             return -1
         }
-        // The fields every request is checked for, found in one pass; a name's length is compared
-        // first, so most fields cost no comparison at all.
-        var hostCount = 0
-        var host: String?
-        var lengthCount = 0
-        var codings: [String] = []
-        var expectsContinue = false
-        var closeAsked = false
-        for field in headers.fields {
-            switch field.name.utf8.count {
-            case 4 where field.name.asciiCaseInsensitiveEquals("Host"):
-                hostCount += 1
-                if host == nil { host = field.value }
-            case 6 where field.name.asciiCaseInsensitiveEquals("Expect"):
-                expectsContinue = field.value.asciiCaseInsensitiveEquals("100-continue")
-            case 10 where field.name.asciiCaseInsensitiveEquals("Connection"):
-                closeAsked = closeAsked || Self.namesClose(field.value)
-            case 14 where field.name.asciiCaseInsensitiveEquals("Content-Length"):
-                lengthCount += 1
-            case 17 where field.name.asciiCaseInsensitiveEquals("Transfer-Encoding"):
-                codings.append(field.value)
-            default:
-                break
-            }
-        }
+        // The fields every request is checked for, found as they were added: a pass over the
+        // fields only for those that came, and rarely (several `Connection` options, codings).
+        let host = headers[.host]
+        let hostCount = host == nil ? 0 : headers.isRepeated(.host) ? 2 : 1
+        let lengthCount = headers[.contentLength] == nil ? 0 : headers.isRepeated(.contentLength) ? 2 : 1
+        let codings = headers[.transferEncoding] == nil ? [] : headers.values("Transfer-Encoding")
+        let expectsContinue = headers[.expect] != nil && headers.values("Expect").last?.asciiCaseInsensitiveEquals("100-continue") == true
+        let closeAsked = headers[.connection] != nil && headers.values("Connection").contains(where: Self.namesClose)
         if let problem = Self.framingProblem(lengthCount: lengthCount, codings: codings, minor: minor) {
             pendingError = problem
             return -1

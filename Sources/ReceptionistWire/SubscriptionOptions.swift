@@ -126,7 +126,7 @@ public struct SubscriptionOptions: Sendable, Hashable {
         }
         let oldText = values("old").last.map({ decoding(Substring($0)) })
         guard let old = QueryFlag.value(oldText) else {
-            return .failure(Problem(.badMessage, QueryFlag.problem("old", oldText ?? "")))
+            return .failure(bad("old", "must be true or false (or 1 or 0), not '\(oldText ?? "")'"))
         }
         return validated(models: list("models"), paths: list("paths"), maxRate: rate, old: old)
     }

@@ -21,7 +21,7 @@ enum EntityTags {
             case nil: return .failure(bad("If-Match"))
             }
         }
-        if let header = request.headers["If-None-Match"] {
+        if let header = request.headers[.ifNoneMatch] {
             guard header.trimmingSpaces == "*" else {
                 return .failure(ReplyError(.error(.badRequest, "If-None-Match is supported as * only (create, never replace)")))
             }

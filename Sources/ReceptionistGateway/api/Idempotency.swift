@@ -14,7 +14,7 @@ struct Idempotency: Sendable {
 
     /// The request's key: nil without the header, a 400 for a malformed one.
     static func key(of request: HTTPRequest) -> Result<IdempotencyKey?, ReplyError> {
-        guard let header = request.headers["Idempotency-Key"] else { return .success(nil) }
+        guard let header = request.headers[.idempotencyKey] else { return .success(nil) }
         guard let key = IdempotencyKey(header: header) else {
             return .failure(ReplyError(.error(.badRequest, "Idempotency-Key must be 1 to 255 visible ASCII characters")))
         }

@@ -67,7 +67,7 @@ struct TopicAPI {
         case .success(let bytes): json = bytes
         case .failure(let failure): return .reply(failure.reply)
         }
-        if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
+        // The name was checked with the path (`APIRequestCheck`), before anything was read.
         if let refusal = log.refusal(for: name) { return .reply(.error(refusal)) }
         let (log, idempotency) = (self.log, self.idempotency)
         func answer(_ outcome: Result<UInt64, StoreError>) -> Reply {

@@ -32,9 +32,9 @@ enum APIRequestCheck {
         let changeSet = segments.count == 3 && segments[0] == "stores" && segments[2] == "changes"
         let unread = modelWrite || changeSet ? unreadByModelWrites : conditions
         guard let header = unread.first(where: { request.headers[$0] != nil }) else { return nil }
-        return "\(header) is not read on this request, so it could not hold it back; send it without"
+        return "\(header.name) is not read on this request, so it could not hold it back; send it without"
     }
 
-    private static let conditions = ["If-Match", "If-None-Match", "If-Unmodified-Since"]
-    private static let unreadByModelWrites = ["If-Unmodified-Since"]
+    private static let conditions: [KnownHeader] = [.ifMatch, .ifNoneMatch, .ifUnmodifiedSince]
+    private static let unreadByModelWrites: [KnownHeader] = [.ifUnmodifiedSince]
 }

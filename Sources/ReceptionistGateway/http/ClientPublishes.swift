@@ -20,7 +20,7 @@ struct ClientPublishes {
     /// What asks the hook about `request`'s publish to `topic` (`TopicAPI.Gate`): it allows the
     /// data as sent, or its replacement, or refuses it (`403` with its reason; no answer: `503`).
     func gate(_ request: HTTPRequest, topic: String, client: String) -> TopicAPI.Gate {
-        let claims = AccessControl.bearer(request.headers["Authorization"]).flatMap { try? access.checkToken($0).get() }
+        let claims = AccessControl.bearer(request.headers[.authorization]).flatMap { try? access.checkToken($0).get() }
         let (user, _) = HookRequests.identity(claims)
         return { [hooks, counters] data, decided in
             let members: JSONObject = ["client": .string("http " + client), "user": user, "topic": .string(topic)]

@@ -28,7 +28,7 @@ struct ClientReads {
         case ("topics", 3) where segments[2] == "messages": target = .topic(segments[1])
         default: return nil
         }
-        if let presented = AccessControl.bearer(request.headers["Authorization"]),
+        if let presented = AccessControl.bearer(request.headers[.authorization]),
            case .allowed = access.checkKey(presented: presented), access.requiresAPIKey
         {
             return nil
@@ -77,7 +77,7 @@ struct ClientReads {
 
     /// Who reads: a token's claims, or the connect hook's; the refusal otherwise.
     private func identify(_ request: HTTPRequest, client: String, _ done: @escaping (Result<TokenClaims, ReplyError>) -> Void) {
-        if let token = AccessControl.bearer(request.headers["Authorization"]), access.tokenSecretSet {
+        if let token = AccessControl.bearer(request.headers[.authorization]), access.tokenSecretSet {
             switch access.checkToken(token) {
             case .success(let claims): return done(.success(claims))
             case .failure(let failure): return done(.failure(ReplyError(.error(.unauthorized, failure.description))))

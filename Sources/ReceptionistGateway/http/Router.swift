@@ -65,7 +65,7 @@ final class Router {
     }
 
     /// Headers a request may carry once at most.
-    static let singleHeaders = ["Authorization", "Origin", "Idempotency-Key"]
+    static let singleHeaders: [KnownHeader] = [.authorization, .origin, .idempotencyKey]
 
     /// Whether `request` asks for `/healthz`, `/readyz` or `/metrics`: what a connection over the
     /// limit may still ask (`ConnectionTable`), so probes and scrapes see a full gateway.
@@ -87,7 +87,7 @@ final class Router {
         // A credential, an origin or an idempotency key sent twice is ambiguous (which one did a
         // proxy on the way read?): refused, never taken as the first.
         if let repeated = request.headers.repeated(among: Self.singleHeaders) {
-            return .reply(.error(.badRequest, "\(repeated) is sent more than once; send it once"))
+            return .reply(.error(.badRequest, "\(repeated.name) is sent more than once; send it once"))
         }
         if api == nil {
             if let answer = operations.answer(rawPath) { return .reply(readOnly(request, answer)) }
@@ -100,12 +100,12 @@ final class Router {
                 break
             }
         }
-        let origin = request.headers["Origin"]
+        let origin = request.headers[.origin]
         guard let segments = api?.segments else {
             let reply = readOnly(request) { staticFiles.reply(for: request) }
             // A page on an allowed origin may import the client library: a module script is
             // fetched with CORS.
-            guard origin != nil, origins.allows(origin: origin, host: request.headers["Host"]) else { return .reply(reply) }
+            guard origin != nil, origins.allows(origin: origin, host: request.headers[.host]) else { return .reply(reply) }
             return .reply(reply.withHeaders(origins.corsHeaders(origin: origin)))
         }
         if let refusal = refuseOrigin(request, origin: origin, "call this API") { return .reply(refusal) }
@@ -264,7 +264,7 @@ final class Router {
         }
         var grant = StreamGrant(corsOrigin: origin, subscribeHook: subscribeHook)
         if access.requiresToken {
-            let token = StreamRequest.query(request, "token") ?? AccessControl.bearer(request.headers["Authorization"])
+            let token = StreamRequest.query(request, "token") ?? AccessControl.bearer(request.headers[.authorization])
             if token == nil, let connect = connectRequest(request, client: client) {
                 grant.connect = connect
                 return StreamRequest.route(request, target: target, hub: hub, grant: grant)
@@ -304,7 +304,7 @@ final class Router {
         if let draining = operations.refusingStreams { return .reply(draining) }
         // Browsers always send Origin on a WebSocket upgrade; this is the guard against
         // cross-site WebSocket hijacking.
-        if let refusal = refuseOrigin(request, origin: request.headers["Origin"], "open a WebSocket here") {
+        if let refusal = refuseOrigin(request, origin: request.headers[.origin], "open a WebSocket here") {
             return .reply(refusal)
         }
         var grant = StreamGrant()
@@ -326,7 +326,7 @@ final class Router {
     private func refuseOrigin(_ request: HTTPRequest, origin: String?, _ action: String) -> Reply? {
         // A page's own-origin reads carry no Origin: on loopback its Host alone tells a page that
         // pointed its name at the gateway (DNS rebinding).
-        let host = request.headers["Host"]
+        let host = request.headers[.host]
         if let host, !origins.allowsHost(host) {
             counters.refused(.origin)
             return .error(.forbidden, "this gateway listens on loopback and is not '\(host)'; list that origin with --allowed-origin")

@@ -15,10 +15,10 @@ enum StreamRequest {
         // sends one back, and resumes only within that epoch. `?since=` and `?epoch=` are a
         // client's first request's.
         // A query's values are percent-decoded, as every query value is (`?since=%32` is 2).
-        var text = request.headers["Last-Event-ID"] ?? query(request, "since")
+        var text = request.headers[.lastEventID] ?? query(request, "since")
         // An empty `?since=` is refused, as `"since":""` is over WebSocket; an empty
         // `Last-Event-ID` is what an `EventSource` that saw no id would send, and asks for none.
-        if request.headers["Last-Event-ID"] == nil, text?.isEmpty == true {
+        if request.headers[.lastEventID] == nil, text?.isEmpty == true {
             return .reply(.error(.badRequest, "since must be a whole number up to \(ClientMessage.maxSince)"))
         }
         // An empty `?epoch=` is refused, as an empty `"epoch"` over WebSocket is: it names no life.

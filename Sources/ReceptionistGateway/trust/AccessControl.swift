@@ -49,7 +49,7 @@ struct AccessControl: Sendable {
     /// the token's `sub`.
     func checkKey(_ request: HTTPRequest, client: String, grantable: StreamTarget? = nil) -> KeyCheck {
         guard requiresAPIKey else { return .allowed(rateKey: client, scope: "") }
-        guard let presented = Self.bearer(request.headers["Authorization"]) else {
+        guard let presented = Self.bearer(request.headers[.authorization]) else {
             return .refused("this call needs an API key or a token that grants it: send Authorization: Bearer <credential>")
         }
         let byKey = check(presented)
