@@ -19,10 +19,11 @@ public final class JobRunner: Sendable {
     public let tickSeconds: Double
 
     private struct Queue {
-        var work: [@Sendable () -> Void] = []
-        var head = 0
+        /// Work waiting. A closure taken is gone from here at once: what it holds (a reply, a
+        /// request's body) is freed when it has run, never kept until later work moves past it.
+        var work = Deque<@Sendable () -> Void>()
         var shuttingDown = false
-        var count: Int { work.count - head }
+        var count: Int { work.count }
     }
 
     private struct Jobs {
@@ -72,14 +73,7 @@ public final class JobRunner: Sendable {
             let next: (@Sendable () -> Void)? = queue.wait(
                 until: { $0.count > 0 || $0.shuttingDown },
                 then: { queue in
-                    guard queue.count > 0 else { return nil }
-                    let item = queue.work[queue.head]
-                    queue.head += 1
-                    if queue.head > 1024 && queue.head * 2 > queue.work.count {
-                        queue.work.removeFirst(queue.head)
-                        queue.head = 0
-                    }
-                    return item
+                    queue.work.popFirst()
                 })
             guard let next else { return }
             next()
