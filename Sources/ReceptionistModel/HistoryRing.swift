@@ -54,6 +54,14 @@ public struct HistoryRing<Element> {
         kept += size
     }
 
+    /// Drops the oldest element; returns the size it counted, nil when there was none.
+    @inlinable
+    public mutating func dropOldest() -> Int? {
+        guard let oldest = entries.popFirst() else { return nil }
+        kept -= oldest.size
+        return oldest.size
+    }
+
     /// Forgets everything (the stream restarted or skipped ahead).
     @inlinable
     public mutating func removeAll() {

@@ -14,7 +14,8 @@ public final class StoreFeed: PresenceMembers {
     private var groups: [SubscriptionOptions: StoreGroup] = [:]
     private let context: any ExecutionContext
     private let historyLimit: Int
-    private let historyBytes: Int
+    /// What the groups keep of their events, together.
+    private let historyBudget: HistoryBudget
     private let counters: PushCounters
     private let presenceSettings: PresenceSettings
     /// Who subscribes, made with the first subscriber.
@@ -32,7 +33,7 @@ public final class StoreFeed: PresenceMembers {
         self.store = store
         self.context = context
         self.historyLimit = historyLimit
-        self.historyBytes = historyBytes
+        historyBudget = HistoryBudget(limit: historyBytes)
         self.counters = counters
         presenceSettings = presence
         _ = group(for: .none)
@@ -48,6 +49,9 @@ public final class StoreFeed: PresenceMembers {
     /// Groups of distinct options, the one without options included.
     public var groupCount: Int { groups.count }
 
+    /// The bytes of events the groups keep for resumes, together.
+    var keptHistoryBytes: Int { historyBudget.used }
+
     /// The most groups one store serves. Each filters every commit on the committing thread, so
     /// their number is the cost of a commit; past it a new set of options is refused.
     public static let maxGroups = 256
@@ -61,7 +65,7 @@ public final class StoreFeed: PresenceMembers {
     func group(for options: SubscriptionOptions) -> StoreGroup {
         if let group = groups[options] { return group }
         let group = StoreGroup(
-            store: store, options: options, context: context, historyLimit: historyLimit, historyBytes: historyBytes, counters: counters)
+            store: store, options: options, context: context, historyLimit: historyLimit, budget: historyBudget, counters: counters)
         groups[options] = group
         return group
     }

@@ -26,8 +26,10 @@ final class StoreGroup {
     /// same one, and every subscriber gets the same event, its frames built once.
     private var cachedSnapshot: (version: UInt64, reset: Bool, event: PushEvent)?
     /// The change sets fanned out lately (without `maxRate`), as the events members got, so that
-    /// a resume replays the very same events (and bytes) instead of encoding them again.
+    /// a resume replays the very same events (and bytes) instead of encoding them again. Its
+    /// bytes count against the store's `budget`, shared by its groups.
     private var recent: HistoryRing<PushEvent>
+    private let budget: HistoryBudget
     /// The version the group's last coalesced frame brought its members to.
     private var frameVersion: UInt64
     private let counters: PushCounters
@@ -35,14 +37,15 @@ final class StoreGroup {
     /// The most change sets one delivery brings to the loop. Past it the committing job waits.
     static let maxChangeSetsPerDelivery = 256
 
-    init(store: ModelStore, options: SubscriptionOptions, context: any ExecutionContext, historyLimit: Int, historyBytes: Int = .max,
-         counters: PushCounters)
+    init(store: ModelStore, options: SubscriptionOptions, context: any ExecutionContext, historyLimit: Int,
+         budget: HistoryBudget = HistoryBudget(limit: .max), counters: PushCounters)
     {
         self.store = store
         self.options = options
         self.counters = counters
+        self.budget = budget
         filter = ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
-        recent = HistoryRing(capacity: options.maxRate == nil ? historyLimit : 0, maxBytes: historyBytes)
+        recent = HistoryRing(capacity: options.maxRate == nil ? historyLimit : 0, maxBytes: budget.limit)
         frameVersion = 0
         let group = ThreadBound(WeakGroup(self))
         // One delivery is fanned out in one go on the loop; bounding what it may hold bounds the
@@ -81,6 +84,21 @@ final class StoreGroup {
     func close() {
         receptionist?.cancel()
         receptionist = nil
+        forgetRecent()
+    }
+
+    /// Keeps `event` for resumes, within the store's budget: past it, this group's oldest go
+    /// first (all of them, when other groups hold the budget).
+    private func keep(_ event: PushEvent, number: UInt64) {
+        let before = recent.bytes
+        recent.append(event, number: number, size: event.json.count)
+        budget.charge(recent.bytes - before)
+        while budget.isSpent, let dropped = recent.dropOldest() { budget.charge(-dropped) }
+    }
+
+    private func forgetRecent() {
+        budget.charge(-recent.bytes)
+        recent.removeAll()
     }
 
     /// A consistent, projected snapshot as a `snapshot` event (whose `id` is its version),
@@ -160,7 +178,7 @@ final class StoreGroup {
     /// re-read whole, and the versions in between are unknown.
     private func resetMembers() {
         cachedSnapshot = nil
-        recent.removeAll()
+        forgetRecent()
         let event = snapshot(reset: true)
         frameVersion = event.id ?? 0
         for subscription in members {
@@ -172,6 +190,9 @@ final class StoreGroup {
     /// The receptionist's delivery: the change sets since the last one, in version order, or
     /// (with `maxRate`) the latest value per (model, path) since the last frame.
     private func fanOut(_ delivery: Receptionist.Delivery) {
+        // A delivery already on its way when the group closed: nobody is left to send it to, and
+        // the budget must not be charged for a ring about to go.
+        guard receptionist != nil else { return }
         var delivered = 0
         // The version has moved: the snapshot cached for the old one will not be asked for again,
         // and a thousand groups must not each keep a copy of the store.
@@ -198,7 +219,7 @@ final class StoreGroup {
         // cached for that version no longer describes the store.
         if delivery.changeSets.contains(where: \.isReset) {
             cachedSnapshot = nil
-            recent.removeAll()
+            forgetRecent()
         }
         guard !members.isEmpty else { return }
         var epoch = store.epoch
@@ -209,7 +230,7 @@ final class StoreGroup {
                 continue
             }
             let event = PushEvent.changes(changeSet, old: options.old, epoch: epoch)
-            if changeSet.version > (recent.newestNumber ?? 0) { recent.append(event, number: changeSet.version, size: event.json.count) }
+            if changeSet.version > (recent.newestNumber ?? 0) { keep(event, number: changeSet.version) }
             for subscription in members where subscription.deliver(event) {
                 delivered += 1
             }
