@@ -15,6 +15,12 @@ public struct PerMessageDeflate: Sendable, Equatable {
     /// The `Sec-WebSocket-Extensions` value of the 101 response.
     public let response: String
 
+    /// The window the gateway compresses with: 15, or 9 for any smaller window asked (a window
+    /// below the one asked is always allowed). A message is then compressed at most twice, however
+    /// many windows its subscribers ask for: each window was one more compression of every message,
+    /// on the loop, for whoever asked.
+    public var compressionWindowBits: Int { serverMaxWindowBits < 15 ? 9 : 15 }
+
     /// `asked`: the offer named `server_max_window_bits`, which the answer must then carry, 15
     /// included (RFC 7692 section 7.1.2.1); without it the window is 15 and goes unsaid.
     public init(serverMaxWindowBits: Int, asked: Bool = false) {

@@ -58,6 +58,11 @@ private let offers: [DeflateOffer] = [
 
     @Test func theWindowAskedForIsTheCompressorsWindow() {
         #expect(PerMessageDeflate.negotiate(["permessage-deflate; server_max_window_bits=9"])?.serverMaxWindowBits == 9)
+        // Compressed at 9 or 15 only, whatever window is asked: a message at most twice.
+        for bits in 9...15 {
+            let offer = PerMessageDeflate.negotiate(["permessage-deflate; server_max_window_bits=\(bits)"])
+            #expect(offer?.compressionWindowBits == (bits == 15 ? 15 : 9), "\(bits)")
+        }
         #expect(PerMessageDeflate.negotiate(["permessage-deflate"])?.serverMaxWindowBits == 15)
         // The client's own window is its business: our inflater takes any.
         #expect(PerMessageDeflate.negotiate(["permessage-deflate; client_max_window_bits=9"])?.serverMaxWindowBits == 15)

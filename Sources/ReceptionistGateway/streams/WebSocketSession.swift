@@ -38,7 +38,7 @@ final class WebSocketSession: StreamSession {
         core = StreamCore(services: services, claims: claims)
         messageBucket = config.clientMessageRate.bucket(now: connection.loop.nowMilliseconds)
         let compression = deflate == nil ? nil : services.compression
-        deflateWindowBits = compression == nil ? 0 : UInt8(deflate!.serverMaxWindowBits)
+        deflateWindowBits = compression == nil ? 0 : UInt8(deflate!.compressionWindowBits)
         decoder = WebSocketDecoder(role: .server, maxMessageBytes: config.maxMessageBytes, inflater: compression?.inflater)
         if compression != nil { services.counters.compressionNegotiated += 1 }
         state = WebSocketSessionState(now: connection.loop.nowMilliseconds)
