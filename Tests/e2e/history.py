@@ -122,8 +122,10 @@ def read_messages_raw(port: int, topic: str, query: str):
 
 def read_messages(port: int, topic: str, query: str) -> dict:
     body = json_ok(read_messages_raw(port, topic, query))
-    assert set(body) == {"topic", "epoch", "messages"}, body
+    assert set(body) == {"topic", "epoch", "messages", "through"}, body
     assert body["topic"] == topic and body["epoch"] == EPOCH, body
+    assert body["through"] == (body["messages"][-1]["seq"] if body["messages"] else int(dict(
+        pair.split("=", 1) for pair in query.split("&") if "=" in pair).get("after", 0))), body
     return body
 
 

@@ -47,3 +47,27 @@ def test_a_store_keeps_at_most_its_bytes_of_change_sets(start_server):
         send_json(ws, {"type": "subscribe", "store": store, "since": 1})
         snapshot = recv_json(ws)
         assert snapshot["type"] == "snapshot" and snapshot["reset"] is True and snapshot["version"] == 20, snapshot
+
+
+def test_a_page_of_messages_holds_about_1_mib_and_says_where_the_next_starts(server):
+    """A page was built whole on the loop, up to 1,000 messages of up to 1 MiB each, and held until
+    read: four readers of 16 MiB pages slowed every subscriber (p99 0.14 to 31 ms)."""
+    port, topic = server.port, unique("pages")
+    text = "x" * 200_000
+    for n in range(1, 13):
+        json_ok(api(port, "POST", f"/api/topics/{topic}/messages", {"n": n, "text": text}), 201)
+    after, seen, pages = 0, [], 0
+    while True:
+        page = json_ok(api(port, "GET", f"/api/topics/{topic}/messages?after={after}&limit=1000"))
+        assert len(page["messages"]) <= 5, [m["seq"] for m in page["messages"]]
+        if not page["messages"]:
+            assert page["through"] == after
+            break
+        assert page["through"] == page["messages"][-1]["seq"]
+        seen += [m["data"]["n"] for m in page["messages"]]
+        after, pages = page["through"], pages + 1
+    assert seen == list(range(1, 13)) and pages >= 3
+    # A message larger than a page still comes, alone.
+    json_ok(api(port, "POST", f"/api/topics/{topic}/messages", {"n": 13, "text": "y" * 1_040_000}), 201)
+    page = json_ok(api(port, "GET", f"/api/topics/{topic}/messages?after=12"))
+    assert [m["data"]["n"] for m in page["messages"]] == [13] and page["through"] == 13

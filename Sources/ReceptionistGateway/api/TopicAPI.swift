@@ -138,7 +138,7 @@ struct TopicAPI {
             return .reply(.error(.invalidRead("number \(after) is ahead of the topic, which is at \(topic.seq)")))
         }
         let (gap, events) = topic.replay(after: after)
-        guard let gap else { return .reply(Self.page(topic, events.prefix(Int(limit)))) }
+        guard let gap else { return .reply(Self.page(topic, events.prefix(Int(limit)), after: after)) }
         let gone = Reply.error(.gone("message \(after + 1) is older than the history kept", oldest: gap.upperBound))
         let log = self.log
         return .later { done in
@@ -146,21 +146,31 @@ struct TopicAPI {
                 // Only a log that closes the gap exactly is used; else the gap stands.
                 let closes = entries.count == Int(gap.count) && entries.first?.seq == gap.lowerBound
                     && zip(entries, entries.dropFirst()).allSatisfy { $0.seq + 1 == $1.seq }
-                done(closes ? Self.page(topic, (entries.map(topic.event) + events).prefix(Int(limit))) : gone)
+                done(closes ? Self.page(topic, (entries.map(topic.event) + events).prefix(Int(limit)), after: after) : gone)
             }
             if !asked { done(gone) }
         }
     }
 
-    /// `{"topic","epoch","messages":[…]}` of `events`, each as its frame.
-    private static func page(_ topic: Topic, _ events: ArraySlice<PushEvent>) -> Reply {
+    /// The most bytes of messages one page holds (one message at least): a page is built on the
+    /// loop and held until its reader takes it, so its size bounds both.
+    static let maxPageBytes = 1 << 20
+
+    /// `{"topic","epoch","messages":[…],"through":N}` of `events`, each as its frame, up to
+    /// `maxPageBytes`; `through` is the last number the page holds (`after` when none), where the
+    /// next page starts.
+    private static func page(_ topic: Topic, _ events: ArraySlice<PushEvent>, after: UInt64) -> Reply {
         var body = Array("{\"topic\":".utf8) + JSONWriter.encode(.string(topic.name))
         body += ",\"epoch\":".utf8 + JSONWriter.encode(.string(topic.epoch)) + ",\"messages\":[".utf8
-        for (index, event) in events.enumerated() {
-            if index > 0 { body.append(UInt8(ascii: ",")) }
+        var through = after, bytes = 0
+        for event in events {
+            if bytes > 0 && bytes + event.json.count > maxPageBytes { break }
+            if bytes > 0 { body.append(UInt8(ascii: ",")) }
             body += event.json
+            bytes += event.json.count
+            through = event.id ?? through
         }
-        body += "]}".utf8
+        body += "],\"through\":".utf8 + JSONWriter.encode(.number(JSONNumber(through))) + "}".utf8
         return .jsonBytes(.ok, body)
     }
 }
