@@ -114,7 +114,7 @@ class AsyncGateway:
         return await self._run(_ops.publish_batch(messages, idempotency_key))
 
     async def messages(self, topic: str, after: int, limit: int | None = None) -> dict[str, Any]:
-        """The messages after ``after`` still kept: ``{"topic", "epoch", "messages": […]}``."""
+        """The messages after ``after`` still kept, a page: ``{"topic", "epoch", "messages": […], "through"}``."""
         return await self._run(_ops.messages(topic, after, limit))
 
     async def topics(self) -> list[dict[str, Any]]:

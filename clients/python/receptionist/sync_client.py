@@ -70,7 +70,7 @@ class Gateway:
         return self._run(_ops.publish_batch(messages, idempotency_key))
 
     def messages(self, topic: str, after: int, limit: int | None = None) -> dict[str, Any]:
-        """The messages after ``after`` still kept: ``{"topic", "epoch", "messages": […]}``."""
+        """The messages after ``after`` still kept, a page: ``{"topic", "epoch", "messages": […], "through"}``."""
         return self._run(_ops.messages(topic, after, limit))
 
     def topics(self) -> list[dict[str, Any]]:
