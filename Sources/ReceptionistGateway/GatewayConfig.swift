@@ -35,6 +35,8 @@ public struct GatewayConfig: Sendable {
     public var topicTTLSeconds = 86_400.0
     /// The most topics kept at once; a publish that would make one more is refused.
     public var maxTopics = 100_000
+    /// The most stores; a creation past it is refused.
+    public var maxStores = 10_000
     /// Create the `tiles` demo store and animate it at `demoRate` change sets per second.
     public var demo = false
     public var demoRate = 30.0

@@ -13,11 +13,15 @@ public final class StoreRegistry: Sendable {
     public let replication: (any StoreReplication)?
     /// When set, every store is durable: kept by this journal (the disk engine).
     public let journal: (any StoreJournal)?
+    /// The most stores made here; a creation past it is refused (`--max-stores`). Stores put back
+    /// from disk, or made on another node of a cluster, are kept whatever their number.
+    public let maxStores: Int
 
     public init(
         historyLimit: Int = 1000, replication: (any StoreReplication)? = nil, journal: (any StoreJournal)? = nil,
-        historyOf: (@Sendable (String) -> Int)? = nil, historyBytes: Int = .max
+        historyOf: (@Sendable (String) -> Int)? = nil, historyBytes: Int = .max, maxStores: Int = .max
     ) {
+        self.maxStores = maxStores
         self.historyLimit = historyLimit
         self.historyBytes = historyBytes
         self.historyOf = historyOf ?? { _ in historyLimit }
@@ -30,6 +34,7 @@ public final class StoreRegistry: Sendable {
     @discardableResult
     public func create(_ name: String) throws(StoreError) -> ModelStore {
         guard Self.isValidName(name) else { throw .invalidStoreName(name) }
+        if let full = fullness { throw full }
         if let replication {
             try Self.waitFor { replication.createStore(name, completion: $0) }
             return replica(name)
@@ -41,6 +46,7 @@ public final class StoreRegistry: Sendable {
     /// when the log answers, and no thread waits meanwhile; otherwise before this returns.
     public func create(_ name: String, completion: @escaping @Sendable (Result<ModelStore, StoreError>) -> Void) {
         guard Self.isValidName(name) else { return completion(.failure(.invalidStoreName(name))) }
+        if let full = fullness { return completion(.failure(full)) }
         guard let replication else {
             return completion(Result { () throws(StoreError) in try createHere(name) })
         }
@@ -76,14 +82,23 @@ public final class StoreRegistry: Sendable {
         if let error { throw error }
     }
 
+    /// Why no store can be made now, if none can: the registry holds `maxStores`.
+    private var fullness: StoreError? { fullness(stores.withLock { $0.count }) }
+
+    private func fullness(_ count: Int) -> StoreError? {
+        count < maxStores ? nil : .overCapacity("the gateway keeps \(maxStores) stores, its limit (--max-stores): delete one first")
+    }
+
     private func createHere(_ name: String) throws(StoreError) -> ModelStore {
         let store = ModelStore(name: name, historyLimit: historyOf(name), historyBytes: historyBytes, journal: journal)
-        let created = stores.withLock { stores in
-            guard stores[name] == nil else { return false }
+        let created: StoreError? = stores.withLock { stores in
+            guard stores[name] == nil else { return .storeExists(name) }
+            // Counted again under the lock: two creations at once may not both take the last place.
+            guard stores.count < maxStores else { return fullness(stores.count) }
             stores[name] = store
-            return true
+            return nil
         }
-        guard created else { throw .storeExists(name) }
+        if let created { throw created }
         if let journal {
             do throws(StoreError) {
                 try journal.createStore(store)

@@ -70,6 +70,7 @@ extension ServeCommand {
         guard topicTtl >= 0, topicTtl <= 31_536_000 else { throw ValidationError("--topic-ttl must be 0 to 31536000 seconds") }
         guard historyBytes >= 1024 else { throw ValidationError("--history-bytes must be at least 1024") }
         guard maxTopics >= 1 else { throw ValidationError("--max-topics must be positive") }
+        guard maxStores >= 1 else { throw ValidationError("--max-stores must be positive") }
         guard redisHistory >= 1 else { throw ValidationError("--redis-history must be positive") }
         // Redis must hold at least what a node's own history does, or a node that joins later
         // would start with less than the others.

@@ -63,6 +63,9 @@ struct ServeCommand: ParsableCommand {
     @Option(help: "Most topics kept at once; a publish that would make one more is answered 503 over_capacity.")
     var maxTopics = 100_000
 
+    @Option(help: "Most stores kept at once; a creation past it is answered 503 over_capacity.")
+    var maxStores = 10_000
+
     @Flag(inversion: .prefixedNo, exclusivity: .chooseLast, help: "Create the 'tiles' demo store (64 models) and animate it.")
     var demo = false
 
@@ -265,6 +268,7 @@ struct ServeCommand: ParsableCommand {
         config.historyLimit = history
         config.topicTTLSeconds = topicTtl
         config.maxTopics = maxTopics
+        config.maxStores = maxStores
         config.historyBytes = historyBytes
         config.demo = demo
         config.demoRate = demoRate

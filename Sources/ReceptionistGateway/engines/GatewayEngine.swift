@@ -39,7 +39,7 @@ final class GatewayEngine {
             historyLimit: max(config.historyLimit, retain), replication: replication, journal: disk,
             historyOf: { name in
                 max(namespaces.history(of: name, default: config.historyLimit), retain == 0 ? 0 : namespaces.retain(of: name, default: retain))
-            }, historyBytes: config.historyBytes)
+            }, historyBytes: config.historyBytes, maxStores: config.maxStores)
     }
 
     /// Puts back what the disk holds, starts the cluster, and makes the topics' log and the
