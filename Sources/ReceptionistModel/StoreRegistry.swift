@@ -13,8 +13,9 @@ public final class StoreRegistry: Sendable {
     public let replication: (any StoreReplication)?
     /// When set, every store is durable: kept by this journal (the disk engine).
     public let journal: (any StoreJournal)?
-    /// The most stores made here; a creation past it is refused (`--max-stores`). Stores put back
-    /// from disk, or made on another node of a cluster, are kept whatever their number.
+    /// The most stores this registry holds for a creation here to be taken (`--max-stores`); in a
+    /// cluster it holds every node's. Stores put back from disk, or made on another node, are
+    /// kept whatever their number.
     public let maxStores: Int
 
     public init(
@@ -34,7 +35,7 @@ public final class StoreRegistry: Sendable {
     @discardableResult
     public func create(_ name: String) throws(StoreError) -> ModelStore {
         guard Self.isValidName(name) else { throw .invalidStoreName(name) }
-        if let full = fullness { throw full }
+        if let full = fullness(creating: name) { throw full }
         if let replication {
             try Self.waitFor { replication.createStore(name, completion: $0) }
             return replica(name)
@@ -46,7 +47,7 @@ public final class StoreRegistry: Sendable {
     /// when the log answers, and no thread waits meanwhile; otherwise before this returns.
     public func create(_ name: String, completion: @escaping @Sendable (Result<ModelStore, StoreError>) -> Void) {
         guard Self.isValidName(name) else { return completion(.failure(.invalidStoreName(name))) }
-        if let full = fullness { return completion(.failure(full)) }
+        if let full = fullness(creating: name) { return completion(.failure(full)) }
         guard let replication else {
             return completion(Result { () throws(StoreError) in try createHere(name) })
         }
@@ -82,8 +83,12 @@ public final class StoreRegistry: Sendable {
         if let error { throw error }
     }
 
-    /// Why no store can be made now, if none can: the registry holds `maxStores`.
-    private var fullness: StoreError? { fullness(stores.withLock { $0.count }) }
+    /// Why `name` cannot be made now for want of room, if so: the registry holds `maxStores`,
+    /// and `name` is not one of them (a store that exists is answered as such, `409`).
+    private func fullness(creating name: String) -> StoreError? {
+        let (count, exists) = stores.withLock { ($0.count, $0[name] != nil) }
+        return exists ? nil : fullness(count)
+    }
 
     private func fullness(_ count: Int) -> StoreError? {
         count < maxStores ? nil : .overCapacity("the gateway keeps \(maxStores) stores, its limit (--max-stores): delete one first")

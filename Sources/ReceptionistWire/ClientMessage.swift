@@ -86,8 +86,11 @@ public enum ClientMessage: Sendable, Equatable {
         if let known = takes[type], case .object(let given) = value,
            let unknown = given.keys.sorted().first(where: { !known.contains($0) })
         {
-            let ref = type == "commit" ? (try? decodeRef(value).get()) ?? nil : nil
-            return .failure(Problem(.badMessage, "unknown member '\(unknown)' of a\(type == "auth" || type == "unsubscribe" ? "n" : "") \(type); it takes \(known.sorted().joined(separator: ", "))", ref: ref))
+            // Echoed as the answer to a well-formed message would be: a commit's or ping's `ref`, an
+            // rpc's `id`.
+            let ref = (try? decodeRef(raw: type == "rpc" ? value["id"] : value["ref"]).get()) ?? nil
+            let article = ["auth", "unsubscribe", "rpc"].contains(type) ? "an" : "a"
+            return .failure(Problem(.badMessage, "unknown member '\(unknown)' of \(article) \(type); it takes \(known.sorted().joined(separator: ", "))", ref: ref))
         }
         switch type {
         case "subscribe", "unsubscribe":

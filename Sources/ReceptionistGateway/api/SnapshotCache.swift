@@ -5,8 +5,9 @@ import ReceptionistSync
 /// at the same version in the same epoch is sent the one buffer. A hundred readers of a 20 MiB
 /// store that read slowly held a hundred copies; now they share one.
 ///
-/// At most `capacity` entries, the oldest made going first; a small snapshot is not kept, as
-/// building it again costs less than keeping it. Any thread.
+/// At most `capacity` entries and `maxBytes` together, the oldest made going first; a small
+/// snapshot is not kept, as building it again costs less than keeping it, nor one larger than
+/// half of `maxBytes`. A deleted store's entry goes with it. Any thread.
 final class SnapshotCache: Sendable {
     private struct Entry {
         let store: String
@@ -16,6 +17,7 @@ final class SnapshotCache: Sendable {
     }
 
     static let capacity = 8
+    static let maxBytes = 128 << 20
     /// Smaller answers are built for each reader.
     static let minBytes = 64 * 1024
 
@@ -29,12 +31,19 @@ final class SnapshotCache: Sendable {
         }
         if let kept { return kept }
         let body = SharedBytes(build())
-        guard body.count >= Self.minBytes else { return body }
+        guard body.count >= Self.minBytes, body.count <= Self.maxBytes / 2 else { return body }
         entries.withLock { entries in
             entries.removeAll { $0.store == store }
-            if entries.count == Self.capacity { entries.removeFirst() }
+            while !entries.isEmpty, entries.count == Self.capacity || entries.reduce(body.count, { $0 + $1.body.count }) > Self.maxBytes {
+                entries.removeFirst()
+            }
             entries.append(Entry(store: store, epoch: epoch, version: version, body: body))
         }
         return body
+    }
+
+    /// Forgets what is kept of `store`: it was deleted.
+    func forget(store: String) {
+        entries.withLock { $0.removeAll { $0.store == store } }
     }
 }

@@ -12,10 +12,10 @@ struct StreamGrant: Sendable {
     /// Whether the subscribe hook decides what the claims do not cover (the session asks it).
     var subscribeHook = false
 
-    /// Whether the subscribe hook may be asked about `target`: it is set, and the connect hook
-    /// has yet to grant the stream, or its token does not cover the target.
-    func hookMayDecide(_ target: StreamTarget) -> Bool {
-        subscribeHook && (connect != nil || claims.map { !$0.allows(target) } ?? false)
+    /// Whether the subscribe hook may be asked about `target` (and its `presence`): it is set,
+    /// and the connect hook has yet to grant the stream, or its token does not cover them.
+    func hookMayDecide(_ target: StreamTarget, presence: Bool) -> Bool {
+        subscribeHook && (connect != nil || claims.map { !$0.allows(target) || (presence && !$0.allowsPresence(of: target)) } ?? false)
     }
 }
 

@@ -8,7 +8,9 @@ enum StreamRequest {
     static func route(_ request: HTTPRequest, target: StreamTarget, hub: PushHub, grant: StreamGrant) -> RouteResult {
         // Whether a store exists is the subscribe hook's to tell, when it decides this stream: a
         // missing store is then answered 404 only once the hook has allowed it (`SSESession`).
-        if let problem = hub.check(target), problem.code != .noSuchStore || !grant.hookMayDecide(target) {
+        if let problem = hub.check(target),
+           problem.code != .noSuchStore || !grant.hookMayDecide(target, presence: QueryFlag.value(query(request, "presence")) == true)
+        {
             return .reply(.error(problem.code == .noSuchStore ? .notFound : .badRequest, problem.message))
         }
         // The stream's own ids are `<number>@<epoch>`: an `EventSource` that reconnects by itself
