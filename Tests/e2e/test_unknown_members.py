@@ -43,3 +43,18 @@ def test_a_store_job_or_batch_with_an_unknown_member_is_400_and_nothing_is_done(
         else:
             assert_json_error(resp, 400, "bad_request")
     assert_json_error(http_client_request(port, "GET", f"/api/topics/{topic}/messages?after=0"), 404, "not_found")
+
+
+def test_a_parameter_that_takes_one_value_given_twice_is_400_and_a_list_may_repeat(server):
+    """`?old=true&old=false` was read as its last value, `?presence=true&presence=false` as its
+    first: one reading or another settled it silently."""
+    port, store, topic = server.port, unique("params"), unique("params-topic")
+    json_ok(post(port, "POST", "/api/stores", {"name": store}), 201)
+    json_ok(post(port, "POST", f"/api/topics/{topic}/messages", {"n": 1}), 201)
+    for path in (f"/api/topics/{topic}/events?since=1&since=0", f"/api/stores/{store}/events?old=true&old=false",
+                 f"/api/topics/{topic}/messages?after=0&limit=5&after=1", f"/api/topics/{topic}/presence?stats=1&stats=0"):
+        resp = http_client_request(port, "GET", path)
+        assert_json_error(resp, 400, "bad_request")
+        assert "more than once" in resp.json()["detail"], (path, resp.body)
+    changes = json_ok(http_client_request(port, "GET", f"/api/stores/{store}/changes?after=0&models=a&models=b"))
+    assert changes["changes"] == [] and changes["through"] == 0

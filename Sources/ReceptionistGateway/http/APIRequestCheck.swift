@@ -35,6 +35,25 @@ enum APIRequestCheck {
         return "\(header.name) is not read on this request, so it could not hold it back; send it without"
     }
 
+    /// Why the query string would be read other than as it was meant, if so: a parameter that
+    /// takes one value given twice (`?old=true&old=false`), which one reading or another would
+    /// settle silently. Lists (`models`, `paths`) may be given again, adding to the list.
+    static func repeatedParameter(_ request: HTTPRequest) -> String? {
+        guard let query = request.query, query.utf8.contains(UInt8(ascii: "&")) else { return nil }
+        var seen: Set<Substring> = []
+        for pair in query.split(separator: "&") {
+            let name = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            guard singleValued.contains(name) else { continue }
+            if !seen.insert(name).inserted { return "\(name) is given more than once; give it once" }
+        }
+        return nil
+    }
+
+    /// The query parameters that take one value.
+    private static let singleValued: Set<Substring> = [
+        "since", "epoch", "maxRate", "old", "presence", "heartbeat", "stats", "limit", "after", "at", "until", "token",
+    ]
+
     private static let conditions: [KnownHeader] = [.ifMatch, .ifNoneMatch, .ifUnmodifiedSince]
     private static let unreadByModelWrites: [KnownHeader] = [.ifUnmodifiedSince]
 }

@@ -138,6 +138,7 @@ final class Router {
             return .reply(.error(.badRequest, invalid))
         }
         if let ignored = APIRequestCheck.unreadCondition(request, segments) { return .reply(.error(.badRequest, ignored)) }
+        if let repeated = APIRequestCheck.repeatedParameter(request) { return .reply(.error(.badRequest, repeated)) }
         // A client's read that the subscribe hook decides (nil: none, or not such a read).
         let readTarget = clientReads?.target(of: request, segments)
         switch segments.first {
