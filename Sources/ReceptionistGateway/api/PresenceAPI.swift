@@ -18,8 +18,7 @@ struct PresenceAPI {
     func reply(_ request: HTTPRequest, _ target: StreamTarget) -> RouteResult {
         guard request.method == .get || request.method == .head else { return .reply(.methodNotAllowed(request.method, allow: "GET, HEAD")) }
         switch target {
-        case _ where PushHub.invalidName(target) != nil:
-            return .reply(.error(.badRequest, PushHub.invalidName(target)!.message))
+        // A name none can have was refused with the path (`APIRequestCheck`).
         case .store(let name) where stores.store(name) == nil:
             return .reply(.error(.notFound, "no store named '\(name)'"))
         default:

@@ -101,7 +101,7 @@ struct TopicAPI {
     /// `?after=N&limit=K`: the messages after N still kept, as `message` frames: from the topic's
     /// history, and in a cluster from the log in Redis below it.
     private func messages(_ name: String, _ request: HTTPRequest) -> RouteResult {
-        if let problem = hub.check(.topic(name)) { return .reply(.error(.badRequest, problem.message)) }
+        // The name was checked with the path (`APIRequestCheck`).
         guard let afterText = StreamRequest.query(request, "after"), let after = UInt64(afterText) else {
             return .reply(.error(.badRequest, "after is required: the number to read after"))
         }
