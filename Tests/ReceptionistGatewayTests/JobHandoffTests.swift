@@ -83,16 +83,32 @@ import Testing
         #expect(events == ["waiting", "done", "returned"])
     }
 
-    @Test func withNobodyWaitingOnlyTheReplyIsPosted() {
-        let events = record(count: 2) { handoff, note in
+    @Test func withNobodyWaitingTheReplyAndTheNewsShareOnePost() {
+        let events = record(count: 3) { handoff, note in
             let hold = JobHold()
             handoff.inOrder(hold).run({ reply in reply("done") }, answer: { reply in
                 note(reply)
-                // The reply came, so the work has returned: a wait now ends at once.
+                // The reply came with the news that the work returned: a wait asked now ends
+                // right after the reply, in the same post.
                 note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
             }, whenFull: "full")
         }
-        #expect(events == ["done", "ended"])
+        #expect(events == ["done", "waiting", "returned"])
+    }
+
+    @Test func aWaitAskedOnceTheWorkReturnedEndsOnlyWhenItsReplyIsIn() {
+        // The work answered and returned before the loop asked; its reply is still on its way.
+        // The wait holds until the reply is in, so the connection counts the reply's bytes
+        // before it weighs the next request against its queue's limit. It ended at once, and
+        // a client that read nothing was answered far past the limit.
+        let events = record(count: 3) { handoff, note in
+            let hold = JobHold()
+            handoff.inOrder(hold).run({ reply in reply("done") }, answer: { note($0) }, whenFull: "full")
+            let deadline = Date().addingTimeInterval(5)
+            while !hold.hasReturned, Date() < deadline { usleep(100) }
+            note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
+        }
+        #expect(events == ["waiting", "done", "returned"])
     }
 
     @Test func aRefusedJobIsAnsweredAndItsHoldEndedAtOnce() {

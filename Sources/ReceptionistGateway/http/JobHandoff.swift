@@ -75,11 +75,8 @@ struct JobHandoff: Sendable {
                 if !hold.keep(deliver) { _ = mailbox.post(deliver) }
             }
             // A reply given before the work returned, and the news the loop waits for, share one post.
-            switch hold.returned() {
-            case (nil, false): break
-            case (let deliver?, false): _ = mailbox.post(deliver)
-            case (let deliver, true): _ = mailbox.post { deliver?(); hold.end() }
-            }
+            let (deliver, postEnd) = hold.returned()
+            if postEnd { _ = mailbox.post { deliver?(); hold.end() } }
         }
         if !accepted {
             answer(whenFull)

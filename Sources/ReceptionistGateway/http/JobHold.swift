@@ -16,6 +16,8 @@ final class JobHold: @unchecked Sendable {
     private struct Shared {
         var returned = false
         var waiting = false
+        /// The work returned with a reply, whose post ends the hold once the reply is in.
+        var endPosted = false
         var kept: (@Sendable () -> Void)?
     }
 
@@ -56,9 +58,13 @@ final class JobHold: @unchecked Sendable {
         return true
     }
 
-    /// Loop: false when the work has returned already; else the job thread posts `end` when it does.
+    /// Loop: false when the work has returned already and its reply, if any, is in; else the
+    /// job thread posts `end` when it returns, or has posted it with the reply. A reply still on
+    /// its way holds what follows too: the connection's queue must count it before the next
+    /// request is weighed against its limit.
     private func askForReturn() -> Bool {
         shared.withLock { shared in
+            if shared.endPosted { return true }
             if shared.returned { return false }
             shared.waiting = true
             return true
@@ -87,12 +93,18 @@ final class JobHold: @unchecked Sendable {
         }
     }
 
-    /// Job thread: the work returned. The delivery kept, if any, and whether the loop waits.
-    func returned() -> (kept: (@Sendable () -> Void)?, waiting: Bool) {
+    /// Job thread: the work returned. The delivery kept, if any, and whether to post `end` with
+    /// it: when the loop waits, or a reply was kept (a wait asked before that post arrives
+    /// waits for it).
+    func returned() -> (kept: (@Sendable () -> Void)?, postEnd: Bool) {
         shared.withLock { shared in
             shared.returned = true
+            shared.endPosted = shared.waiting || shared.kept != nil
             defer { shared.kept = nil }
-            return (shared.kept, shared.waiting)
+            return (shared.kept, shared.endPosted)
         }
     }
+
+    /// Job thread or test: whether the work has returned.
+    var hasReturned: Bool { shared.withLock { $0.returned } }
 }
