@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import HOST, Response, api, assert_standard_headers, http_client_request, http_request, parse_head, wait_for
+from conftest import HOST, Response, api, assert_standard_headers, http_client_request, http_request, json_ok, parse_head, wait_for
 from procstat import rss_bytes
 from test_metrics import scrape, value
 from test_queue_limits import MODEL_BYTES, QUEUE_LIMIT, RSS_BOUND, TINY_RCVBUF, PeakRSS, big_store
@@ -253,3 +253,29 @@ def test_a_request_sent_while_a_big_reply_is_taken_slowly_is_answered(start_serv
     assert (replies[1].status, replies[1].body) == (200, b'{"status":"ok"}'), (replies[1].status, replies[1].body[:100])
     assert not data
 
+
+def test_readers_of_one_snapshot_that_do_not_read_share_its_bytes(start_server):
+    """Each reader of a large snapshot had its answer built and queued for it alone: a hundred
+    readers of a 20 MiB store that read nothing held some 4 GiB. Readers of the same version
+    now share one buffer."""
+    server = start_server()
+    port, store = server.port, "shared-snapshot"
+    json_ok(api(port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(8):
+        json_ok(api(port, "PUT", f"/api/stores/{store}/models/m{n}", {"text": "x" * 500_000}), 201)
+    before = rss_bytes(server.proc.pid)
+    readers = []
+    try:
+        for _ in range(40):
+            sock = socket.create_connection((HOST, port), timeout=5)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, TINY_RCVBUF)
+            sock.sendall(http_request("GET", f"/api/stores/{store}"))
+            readers.append(sock)
+        # Every answer is under way: the first bytes of each have reached its reader.
+        for sock in readers:
+            assert sock.recv(16).startswith(b"HTTP/1.1 200")
+        grown = rss_bytes(server.proc.pid) - before
+        assert grown < 64 << 20, f"{grown >> 20} MiB more for 40 readers of a 4 MiB snapshot"
+    finally:
+        for sock in readers:
+            sock.close()

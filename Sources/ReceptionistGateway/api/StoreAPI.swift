@@ -17,6 +17,8 @@ struct StoreAPI {
     /// The cluster's log in Redis, which reads of the past fall back on when a replica's history
     /// does not reach back; nil on one node.
     let log: LoopBound<any StoreSource>?
+    /// Large snapshots read whole, shared by their readers.
+    let snapshots = SnapshotCache()
 
     /// Change sets one `changes` read answers at most.
     static let maxChangesPerRead = 1000
@@ -114,6 +116,7 @@ struct StoreAPI {
     private func delete(_ name: String, _ reply: @escaping @Sendable (Reply) -> Void) {
         let store = stores.store(name)
         let deleted = self.deleted
+        snapshots.forget(store: name)
         stores.delete(name) { [stores] error in
             if let error {
                 // A deletion whose outcome is unknown that already took the store away here
@@ -154,10 +157,17 @@ struct StoreAPI {
             snapshot = store.snapshot()
         }
         let models = limit.map { Self.filter($0).project(snapshot.models) } ?? snapshot.models
-        return .json(.ok, [
-            "store": .string(name), "version": .number(JSONNumber(snapshot.version)), "epoch": .string(store.epoch),
-            "models": .sortedObject(models),
-        ])
+        // Read once: the bytes kept for an epoch name that epoch.
+        let epoch = store.epoch
+        func body() -> JSONValue {
+            [
+                "store": .string(name), "version": .number(JSONNumber(snapshot.version)), "epoch": .string(epoch),
+                "models": .sortedObject(models),
+            ]
+        }
+        // The store as it is now, whole: the same bytes for every reader of this version.
+        guard limit == nil, StreamRequest.query(request, "at") == nil else { return .json(.ok, body()) }
+        return .json(.ok, shared: snapshots.body(store: name, epoch: epoch, version: snapshot.version) { JSONWriter.encode(body()) })
     }
 
     /// `?after=A&limit=K[&until=B][&models=…][&paths=…]`: the change sets after A, as `changes` frames.

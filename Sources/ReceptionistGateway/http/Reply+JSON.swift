@@ -1,5 +1,6 @@
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistSync
 import ReceptionistWire
 
 extension Reply {
@@ -28,6 +29,11 @@ extension Reply {
     /// A JSON reply from bytes the caller encoded (frames put together as they are sent).
     static func jsonBytes(_ status: HTTPStatus, _ body: [UInt8]) -> Reply {
         Reply(HTTPResponse(status: status, headers: jsonHeaders, body: body))
+    }
+
+    /// A JSON answer whose bytes other answers share (sent without a copy).
+    static func json(_ status: HTTPStatus, shared body: SharedBytes) -> Reply {
+        Reply(HTTPResponse(status: status, headers: jsonHeaders), sharedBody: body)
     }
 
     static func error(_ status: HTTPStatus, _ detail: String, allow: String? = nil) -> Reply {
