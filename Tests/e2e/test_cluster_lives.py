@@ -10,7 +10,7 @@ import signal
 
 from cluster_redis import redis_call, start_node
 from conftest import api, json_ok, wait_for
-from test_cluster import RedisServer
+from test_cluster import RedisServer, readiness
 from test_cluster_rollback import _resume
 from wsclient import unique
 
@@ -62,5 +62,27 @@ def test_a_node_started_after_redis_came_back_older_numbers_in_a_new_epoch(start
                  10, "the first node stayed in the old epoch")
         wait_for(lambda: json_ok(api(a.port, "GET", f"/api/stores/{store}"))["epoch"] == body["epoch"], 10,
                  "the first node's store stayed in the old epoch")
+    finally:
+        redis.stop()
+
+
+def test_a_node_whose_life_check_redis_refused_asks_again_at_its_heartbeat(start_server, tmp_path):
+    """A node's first script on a new connection learns Redis's life. Redis may refuse it for a
+    while (`-LOADING` as it reads its data back after a restart, `-BUSY`, `-OOM`); here an ACL
+    refuses scripts (`-NOPERM`), then allows them. Asked once only, the node stayed down, every
+    write `503`, for as long as the connection lived."""
+    redis = RedisServer(tmp_path)
+    try:
+        assert redis_call(redis, "ACL", "SETUSER", "default", "-eval", "-evalsha") == "OK"
+        node = start_server("--engine", "redis", "--redis-url", redis.url)
+        def refused() -> int:
+            return sum(dict(zip(entry[::2], entry[1::2]))["count"] for entry in redis_call(redis, "ACL", "LOG"))
+
+        wait_for(lambda: refused() >= 2, 10, "the node never asked Redis for its life again")
+        assert readiness(node.port).get("redis") == "down"
+        assert api(node.port, "POST", f"/api/topics/{unique('lives')}/messages", {"n": 1}).status == 503
+        assert redis_call(redis, "ACL", "SETUSER", "default", "+@all") == "OK"
+        wait_for(lambda: readiness(node.port).get("redis") == "up", 10, "the node stayed down once Redis took its scripts")
+        assert _publish(node.port, unique("lives"), {"n": 1}) == 1
     finally:
         redis.stop()

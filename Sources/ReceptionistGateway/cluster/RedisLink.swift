@@ -26,6 +26,11 @@ final class RedisLink: EngineHealth {
     /// The server's life (`RedisLife`), learned on the command connection before it writes.
     let life = RedisLife()
     private var lifeLearned = false
+    /// Bumped by each attempt to learn the life and by each lost connection: an answer to an
+    /// older attempt is not acted on.
+    private var lifeAttempt = 0
+    /// An attempt is under way on the current connection.
+    private var learningLife = false
     /// When the oldest heartbeat still unanswered was sent (the loop's milliseconds), if any.
     private var beatSentAt: UInt64?
     /// How long a heartbeat may go unanswered before the link counts as down.
@@ -45,15 +50,12 @@ final class RedisLink: EngineHealth {
         self.logger = logger
         commands = RedisConnection(loop: loop, endpoint: endpoint, name: "commands")
         events = RedisConnection(loop: loop, endpoint: endpoint, name: "events")
-        commands.onConnected = { [unowned self] in
-            self.learnLife { [unowned self] in
-                self.lifeLearned = true
-                self.changed()
-            }
-        }
+        commands.onConnected = { [unowned self] in self.startLearningLife() }
         commands.onDisconnected = { [unowned self] reason in
             self.beatSentAt = nil
             self.lifeLearned = false
+            self.learningLife = false
+            self.lifeAttempt &+= 1
             self.changed(reason)
         }
         events.onConnected = { [unowned self] in
@@ -129,24 +131,50 @@ final class RedisLink: EngineHealth {
 
     var pendingCommands: Int { commands.pendingCommands }
 
+    /// At each heartbeat: a connection whose life check Redis refused (`-LOADING` while it reads
+    /// its data back after a restart, `-BUSY`, `-OOM`, `-NOPERM`) asks again, so the link comes
+    /// up once Redis takes it. Asked once only, it stayed down for as long as the connection lived.
+    func learnLifeIfRefused() {
+        guard commands.isConnected, !lifeLearned, !learningLife else { return }
+        startLearningLife()
+    }
+
+    private func startLearningLife() {
+        lifeAttempt &+= 1
+        let attempt = lifeAttempt
+        learningLife = true
+        learnLife { [unowned self] learned in
+            guard attempt == self.lifeAttempt else { return }
+            self.learningLife = false
+            guard learned else { return }
+            self.lifeLearned = true
+            self.changed()
+        }
+    }
+
     /// Asks the server for its run and whether it keeps every write, then for its life, naming a
-    /// new one if it may have lost writes since (`ClusterScripts.life`); `done` once it is known.
-    /// Nothing is written meanwhile: the link is not up. A connection lost on the way asks again
-    /// when it is back.
-    private func learnLife(_ done: @escaping () -> Void) {
+    /// new one if it may have lost writes since (`ClusterScripts.life`); `done(true)` once it is
+    /// known, `done(false)` if Redis refused or the connection was lost. Nothing is written
+    /// meanwhile: the link is not up. A connection lost on the way asks again when it is back; a
+    /// refusal, at the next heartbeat (`learnLifeIfRefused`).
+    private func learnLife(_ done: @escaping (Bool) -> Void) {
         let commands = self.commands, keys = self.keys, life = self.life, logger = self.logger, endpoint = self.endpoint
-        commands.send(["INFO", "server"]) { info in
-            guard let info else { return }
+        let sent = commands.send(["INFO", "server"]) { info in
+            guard let info else { return done(false) }
             let run = info.text.flatMap(RedisLife.runID(inInfo:)) ?? ""
-            commands.send(["CONFIG", "GET", "append*"]) { config in
-                guard let config else { return }
+            let sent = commands.send(["CONFIG", "GET", "append*"]) { config in
+                guard let config else { return done(false) }
                 // A server that does not let its configuration be read is taken as one that may lose writes.
                 let keeps = RedisLife.keepsEveryWrite(config: config.elements?.compactMap(\.text) ?? [])
                 let named = RedisLife.newName()
-                commands.eval(ClusterScripts.life, ["2", keys.run, keys.life, run, named, keeps ? "1" : "0"]) { reply in
+                let sent = commands.eval(ClusterScripts.life, ["2", keys.run, keys.life, run, named, keeps ? "1" : "0"]) { reply in
                     guard let name = reply?.text else {
-                        if reply != nil { logger.warning("redis did not name its life", metadata: ["redis": "\(endpoint)"]) }
-                        return
+                        if let reply {
+                            logger.warning("redis did not name its life; asking again at the next heartbeat", metadata: [
+                                "redis": "\(endpoint)", "reply": "\(reply)",
+                            ])
+                        }
+                        return done(false)
                     }
                     if name == named, !life.name.isEmpty {
                         logger.warning(
@@ -154,10 +182,13 @@ final class RedisLink: EngineHealth {
                             metadata: ["redis": "\(endpoint)"])
                     }
                     life.learn(name)
-                    done()
+                    done(true)
                 }
+                if !sent { done(false) }
             }
+            if !sent { done(false) }
         }
+        if !sent { done(false) }
     }
 
     private func changed(_ reason: String? = nil) {
