@@ -306,14 +306,16 @@ enum ClusterScripts {
         """)
 
     /// KEYS: the key's entry, the table of every entry by first use. ARGV: fingerprint (hex),
-    /// window in ms, now in ms, most keys. Returns nil when claimed (the entry is then
-    /// `p:<fingerprint>`, pending, expiring after the window), else the entry as it stands
-    /// (`p:<fingerprint>` or `d:<fingerprint>:<status>:<body>`). Past the most keys the oldest
-    /// entries are deleted.
+    /// window in ms, now in ms, most keys, the claim's own name. Returns nil when claimed (the
+    /// entry is then `p:<fingerprint>:<claim>`, pending, expiring after the window), else the
+    /// entry as it stands (`p:<fingerprint>[:<claim>]` or `d:<fingerprint>:<status>:<body>`).
+    /// Past the most keys the oldest entries are deleted. The claim's name lets its node complete
+    /// or give back only its own claim: a retry of the same request on another node has the
+    /// same fingerprint.
     static let idempotencyClaim = RedisScript("""
         local entry = redis.call('GET', KEYS[1])
         if entry then return entry end
-        redis.call('SET', KEYS[1], 'p:' .. ARGV[1], 'PX', ARGV[2])
+        redis.call('SET', KEYS[1], 'p:' .. ARGV[1] .. ':' .. ARGV[5], 'PX', ARGV[2])
         redis.call('ZADD', KEYS[2], ARGV[3], KEYS[1])
         redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[2]))
         local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[4])
@@ -324,18 +326,20 @@ enum ClusterScripts {
         return false
         """)
 
-    /// KEYS: the key's entry. ARGV: fingerprint (hex), the answer (`<status>:<body>`). Stores the
-    /// answer, keeping the entry's expiry, if the entry is still this request's pending claim.
+    /// KEYS: the key's entry. ARGV: fingerprint (hex), the claim's name, the answer
+    /// (`<status>:<body>`). Stores the answer, keeping the entry's expiry, if the entry is still
+    /// this claim, pending.
     static let idempotencyComplete = RedisScript("""
-        if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then
-          redis.call('SET', KEYS[1], 'd:' .. ARGV[1] .. ':' .. ARGV[2], 'KEEPTTL')
+        if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] .. ':' .. ARGV[2] then
+          redis.call('SET', KEYS[1], 'd:' .. ARGV[1] .. ':' .. ARGV[3], 'KEEPTTL')
         end
         return 1
         """)
 
-    /// KEYS: the key's entry. ARGV: fingerprint (hex). Forgets a pending claim of this request.
+    /// KEYS: the key's entry. ARGV: fingerprint (hex), the claim's name. Forgets the claim if it
+    /// is still pending.
     static let idempotencyRelease = RedisScript("""
-        if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] then redis.call('DEL', KEYS[1]) end
+        if redis.call('GET', KEYS[1]) == 'p:' .. ARGV[1] .. ':' .. ARGV[2] then redis.call('DEL', KEYS[1]) end
         return 1
         """)
 }

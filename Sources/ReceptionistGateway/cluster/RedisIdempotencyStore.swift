@@ -1,5 +1,6 @@
 import ReceptionistLoop
 import ReceptionistModel
+import ReceptionistSync
 import ReceptionistWire
 
 /// A cluster's idempotency keys, in Redis, so that a retry is recognised on any node: one entry per
@@ -14,6 +15,9 @@ final class RedisIdempotencyStore: IdempotencyStore {
     private let timeoutSeconds: Double
     private let windowMilliseconds: Int
     private let maxKeys: Int
+    /// The name of each claim this node holds, by its entry, until it is completed or given back.
+    /// At most one per entry: a second claim of a held entry finds it pending.
+    private let held = PThreadLock<[String: String]>([:])
 
     /// Loop thread (it binds the engine's command connection).
     init(engine: ClusterEngine, windowSeconds: Double, maxKeys: Int) {
@@ -51,25 +55,33 @@ final class RedisIdempotencyStore: IdempotencyStore {
     func claim(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping (IdempotencyClaim) -> Void) {
         let engine = engine.value
         let link = Self.shard(engine, scope: scope, key: key), keys = link.keys
-        let hex = Self.hex(fingerprint)
+        let hex = Self.hex(fingerprint), entry = keys.idempotencyEntry(scope: scope, key: key.text)
+        let name = RedisLife.newName() + RedisLife.newName()
         let arguments = [
-            "2", keys.idempotencyEntry(scope: scope, key: key.text), keys.idempotencyEntries,
-            hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys),
+            "2", entry, keys.idempotencyEntries,
+            hex, String(windowMilliseconds), String(Int(Clock.microsecondsSinceEpoch() / 1000)), String(maxKeys), name,
         ]
         // A claim Redis takes after the deadline was answered (503: nothing was done under it) is
-        // given back when its reply comes, so that a retry is not refused for the whole window.
+        // given back when its reply comes, and one whose reply the lost connection took, once the
+        // link is back: a retry is not refused for the whole window.
         var refused = false
         LoopDeadline.run(engine.loop, seconds: timeoutSeconds, timedOut: {
             refused = true
             return .unavailable("Redis did not answer in time")
         }, { done in
             let sent = link.commands.eval(ClusterScripts.idempotencyClaim, arguments) { [self] reply in
-                if refused, case .null? = reply { release(key, scope: scope, fingerprint: fingerprint) {} }
+                if refused, case .null? = reply { giveBack(entry, hex, name, on: link) {} }
                 switch reply {
-                case .null?: done(.claimed)
+                case .null?:
+                    held.withLock { $0[entry] = name }
+                    done(.claimed)
                 case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))
                 case .error(let text)?: done(.unavailable("Redis refused the idempotency key: \(text)"))
-                default: done(.unavailable("lost the connection to Redis before it answered"))
+                default:
+                    // Redis may have taken the claim: it is given back, if it is still pending, on
+                    // the next connection.
+                    link.whenUp { [self] in giveBack(entry, hex, name, on: link) {} }
+                    done(.unavailable("lost the connection to Redis before it answered"))
                 }
             }
             if !sent { done(.unavailable("Redis is unreachable or not keeping up; retry later")) }
@@ -78,15 +90,23 @@ final class RedisIdempotencyStore: IdempotencyStore {
 
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply, done: @escaping () -> Void) {
         let link = Self.shard(engine.value, scope: scope, key: key)
-        var arguments: [[UInt8]] = ["1", link.keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)].map { Array($0.utf8) }
+        let entry = link.keys.idempotencyEntry(scope: scope, key: key.text)
+        let name = held.withLock { $0.removeValue(forKey: entry) } ?? ""
+        var arguments: [[UInt8]] = ["1", entry, Self.hex(fingerprint), name].map { Array($0.utf8) }
         arguments.append(Array("\(reply.status.code):".utf8) + reply.body)
         run(ClusterScripts.idempotencyComplete, on: link, arguments, done)
     }
 
     func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping () -> Void) {
         let link = Self.shard(engine.value, scope: scope, key: key)
-        run(ClusterScripts.idempotencyRelease, on: link, ["1", link.keys.idempotencyEntry(scope: scope, key: key.text), Self.hex(fingerprint)]
-            .map { Array($0.utf8) }, done)
+        let entry = link.keys.idempotencyEntry(scope: scope, key: key.text)
+        let name = held.withLock { $0.removeValue(forKey: entry) } ?? ""
+        giveBack(entry, Self.hex(fingerprint), name, on: link, done)
+    }
+
+    /// Forgets the claim named `name` of `entry`, if it is still pending.
+    private func giveBack(_ entry: String, _ fingerprint: String, _ name: String, on link: RedisLink, _ done: @escaping () -> Void) {
+        run(ClusterScripts.idempotencyRelease, on: link, ["1", entry, fingerprint, name].map { Array($0.utf8) }, done)
     }
 
     /// Sends a script; `done` once Redis has run it, at once if it could not be sent, or when

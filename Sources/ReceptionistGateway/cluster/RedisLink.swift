@@ -38,6 +38,8 @@ final class RedisLink: EngineHealth {
     private var reportedUp: Bool?
     /// Called each time the link comes up (the engine re-reads what it may have missed).
     var onUp: (() -> Void)?
+    /// Run once, the next time the link comes up (`whenUp`).
+    private var nextUp: [() -> Void] = []
     /// Called with every notice published on either channel.
     var onNotice: (([UInt8]) -> Void)?
 
@@ -203,6 +205,19 @@ final class RedisLink: EngineHealth {
             }
             reportedUp = up
         }
-        if up { onUp?() }
+        if up {
+            let actions = nextUp
+            nextUp = []
+            for action in actions { action() }
+            onUp?()
+        }
+    }
+
+    /// Runs `action` the next time the link comes up, for a command whose answer a lost
+    /// connection took. Never at once: hiredis hands a lost connection's replies back before the
+    /// link hears of the loss, and it may still look up. At most one per command in flight when a
+    /// connection was lost, so bounded by `--redis-max-pending`.
+    func whenUp(_ action: @escaping () -> Void) {
+        nextUp.append(action)
     }
 }
