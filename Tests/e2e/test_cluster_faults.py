@@ -9,11 +9,11 @@ ends. Real nodes on one real redis-server.
 """
 
 import json
-import socket
 import threading
 
 from cluster_redis import redis, redis_call, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import HOST, api, assert_json_error, json_ok, wait_for
+from redis_relay import RedisRelay
 from test_cluster import readiness
 from test_idempotency import REPLAYED, assert_replayed, send_changes, send_message
 from wsclient import assert_changes_frame, connect, recv_json, subscribe, unique
@@ -244,63 +244,15 @@ def test_a_store_creation_redis_answered_late_says_its_outcome_is_unknown(start_
 
 # ---- An idempotency key whose claim's answer the lost connection took ----------------------------
 
-class _ReplyDroppingProxy:
-    """A TCP relay between a node and Redis that, once `hold_replies` is called, passes the
-    node's commands on but no more of Redis's answers, and `cut` closes every connection it
-    relays. Connections made after `cut` are relayed whole."""
-
-    def __init__(self, redis_port: int):
-        self.redis_port = redis_port
-        self.listener = socket.create_server((HOST, 0))
-        self.port = self.listener.getsockname()[1]
-        self.holding = threading.Event()
-        self.pairs: list[tuple[socket.socket, socket.socket]] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                node, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection((HOST, self.redis_port))
-            self.pairs.append((node, upstream))
-            threading.Thread(target=self._pump, args=(node, upstream, False), daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, node, True), daemon=True).start()
-
-    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
-        try:
-            while data := source.recv(65536):
-                if not (replies and self.holding.is_set()):
-                    sink.sendall(data)
-        except OSError:
-            pass
-
-    def hold_replies(self) -> None:
-        self.holding.set()
-
-    def cut(self) -> None:
-        pairs, self.pairs = self.pairs, []
-        self.holding.clear()
-        for pair in pairs:
-            for sock in pair:
-                sock.shutdown(socket.SHUT_RDWR)
-                sock.close()
-
-    def close(self) -> None:
-        self.listener.close()
-        self.cut()
-
-
 def test_a_publish_whose_claim_answer_was_lost_with_the_connection_is_published_once_on_retry(start_server, redis):
     """Redis takes a publish's idempotency claim, and the connection drops before the node reads
     the answer: the publish is answered 503, having done nothing. The node gives the claim back
     once it is connected again, so a retry with the same key and body is answered 201 within
     seconds, and the topic holds the message once. Before, the claim stayed pending and every
     retry was 409 "still being answered" for the whole `--idempotency-window` (5 minutes)."""
-    proxy = _ReplyDroppingProxy(redis.port)
+    proxy = RedisRelay(redis.port)
     try:
-        node = start_server("--engine", "redis", "--redis-url", f"redis://{HOST}:{proxy.port}/0")
+        node = start_server("--engine", "redis", "--redis-url", proxy.url)
         wait_for(lambda: readiness(node.port).get("redis") == "up", 10, "node never reached Redis")
         topic, data = unique("lost-claim"), {"order": 2}
         proxy.hold_replies()

@@ -7,6 +7,7 @@ import json
 
 from cluster_redis import redis, redis_milliseconds, start_node  # noqa: F401  (`redis` is a fixture)
 from conftest import api, json_ok, wait_for
+from redis_relay import RedisRelay
 from wsclient import connect, recv_json, subscribe, unique
 
 
@@ -115,3 +116,31 @@ def test_only_what_redis_no_longer_holds_is_a_gap(start_server, redis):
     assert frames[0] == {"type": "gap", "topic": topic, "from": 4, "to": 10}, frames[0]
     assert [f["seq"] for f in frames[1:]] == list(range(11, 16))
     ws.close()
+
+
+def test_a_read_back_from_redis_starts_at_the_last_entry_this_node_read(start_server, redis):
+    """A node reads back past its own history from the topic's log in Redis. Redis may hold
+    newer entries than the node has read (other nodes' publishes whose notices are on their
+    way): reading back from Redis's newest, the node got too few old ones, and answered a page
+    `410` and a resume with a `gap` for messages Redis still held. Node A's notices are held
+    back by a relay while node B publishes."""
+    relay = RedisRelay(redis.port)
+    try:
+        a = start_node(start_server, relay, "--history", "5")
+        b = start_node(start_server, redis, "--history", "5")
+        topic = unique("readback")
+        with connect(a.port) as follower:
+            assert subscribe(follower, topic=topic)["type"] == "subscribed"
+            for n in range(1, 21):
+                assert json_ok(api(a.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+            relay.hold_replies(b"SUBSCRIBE")
+            for n in range(21, 24):
+                assert json_ok(api(b.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+            page = json_ok(api(a.port, "GET", f"/api/topics/{topic}/messages?after=10&limit=100"))
+            assert [m["seq"] for m in page["messages"]] == list(range(11, 21)), page
+            with connect(a.port) as ws:
+                ws.send(json.dumps({"type": "subscribe", "topic": topic, "since": 10}))
+                frames = received_after_resume(ws, 10)
+                assert [(f["type"], f.get("seq")) for f in frames] == [("message", n) for n in range(11, 21)], frames
+    finally:
+        relay.close()

@@ -29,10 +29,10 @@ extension ClusterEngine {
     /// back to `after + 1` (fewer if Redis trimmed them); at most `--redis-history` of them are
     /// read, in one command, and the answer waits at most `--redis-timeout`.
     func history(of topic: String, after: UInt64, through: UInt64, done: @escaping ([TopicEntry]?) -> Void) {
-        let latest = max(topicReaders[topic]?.reader.cursor?.lastNumber ?? through, through)
+        let cursor = topicReaders[topic]?.reader.cursor
         let link = shard(topic)
         readBack(
-            link, key: link.keys.topicLog(topic), number: "s", epoch: hub.topic(topic).epoch, after: after, through: through, latest: latest,
+            link, key: link.keys.topicLog(topic), number: "s", epoch: hub.topic(topic).epoch, after: after, through: through, cursor: cursor,
             done: done
         ) {
             entry, seq in
@@ -44,11 +44,11 @@ extension ClusterEngine {
     /// store's log in Redis, read as `history(of:)` reads a topic's, each decoded as observers
     /// saw it; an entry that does not decode fails the whole answer (the caller then resets).
     func storeHistory(of store: String, after: UInt64, through: UInt64, done: @escaping ([ChangeSet]?) -> Void) {
-        let latest = max(storeLatest(store) ?? through, through)
+        let cursor = storeCursor(store)
         let link = shard(store)
         readBack(
             link, key: link.keys.storeLog(store), number: "v", epoch: stores.store(store)?.epoch, after: after, through: through,
-            latest: latest, done: done
+            cursor: cursor, done: done
         ) {
             entry, _ in
             guard let json = entry.field("c"), let value = try? JSONParser.parseStored(json) else { return nil }
@@ -56,19 +56,29 @@ extension ClusterEngine {
         }
     }
 
-    /// Reads the entries numbered `after + 1 ... through` (by the field `number`) from the newest
-    /// `latest - after` of the log `key`, at most `--redis-history`, oldest first, each made by
-    /// `make` (nil fails the answer); `done` gets nil when the log could not be read in time.
-    /// Entries of another epoch than `epoch` (the one the resume is in) are another life's under
-    /// the same numbers (Redis came back with older data): never handed out.
+    /// Reads the entries numbered `after + 1 ... through` (by the field `number`) of the log
+    /// `key`, at most `--redis-history`, oldest first, each made by `make` (nil fails the answer);
+    /// `done` gets nil when the log could not be read in time. The log is read back from the last
+    /// entry this node read (`cursor`), whose number it knows: Redis may hold newer ones (other
+    /// nodes' notices not yet read, this node's batches in flight), and read back from the newest,
+    /// as many entries would fall short of `after + 1`. Entries of another epoch than `epoch` (the
+    /// one the resume is in) are another life's under the same numbers (Redis came back with older
+    /// data): never handed out.
     private func readBack<T>(
-        _ link: RedisLink, key: String, number: String, epoch: String?, after: UInt64, through: UInt64, latest: UInt64,
+        _ link: RedisLink, key: String, number: String, epoch: String?, after: UInt64, through: UInt64, cursor: StreamCursor?,
         done: @escaping ([T]?) -> Void, make: @escaping (StreamEntry, UInt64) -> T?
     ) {
+        // From the cursor when it names an entry and reaches `through`; else from the newest,
+        // numbered `through` at least.
+        let (newest, latest) = if let cursor, cursor.lastID != StreamCursor.start, cursor.lastNumber >= through {
+            (cursor.lastID, cursor.lastNumber)
+        } else {
+            ("+", through)
+        }
         guard latest > after, link.isUp else { return done(nil) }
         let count = min(latest - after, UInt64(redisHistory.maxEntries))
         LoopDeadline.run(loop, seconds: timeoutSeconds, timedOut: { nil }, { answer in
-            let sent = link.commands.send(["XREVRANGE", key, "+", "-", "COUNT", String(count)]) { reply in
+            let sent = link.commands.send(["XREVRANGE", key, newest, "-", "COUNT", String(count)]) { reply in
                 guard let reply, reply.elements != nil else { return answer(nil) }
                 var made: [T] = []
                 for entry in StreamEntry.parse(range: reply).reversed() {

@@ -229,7 +229,12 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
 
     /// The newest version the store's stream reader has seen.
     func storeLatest(_ name: String) -> UInt64? {
-        storeReaders[name]?.reader.cursor?.lastNumber
+        storeCursor(name)?.lastNumber
+    }
+
+    /// Where this node's reading of a store's log stands, if it follows the store.
+    func storeCursor(_ name: String) -> StreamCursor? {
+        storeReaders[name]?.reader.cursor
     }
 
     private func storeReader(_ name: String) -> StreamReader {

@@ -19,7 +19,10 @@ struct StreamCursor: Equatable {
         case regressed
     }
 
-    init(lastID: String = "0-0", lastNumber: UInt64 = 0) {
+    /// The ID before every entry: a cursor that names no entry read.
+    static let start = "0-0"
+
+    init(lastID: String = start, lastNumber: UInt64 = 0) {
         self.lastID = lastID
         self.lastNumber = lastNumber
     }
