@@ -55,6 +55,8 @@ public final class RedisConnection {
     /// Commands are queued in hiredis's buffer; the loop writes them once, at the end of the
     /// iteration that queued them (pipelined), instead of waiting a poll for the socket.
     private var flushScheduled = false
+    /// Why the owner dropped the connection (`drop`), reported in its place.
+    private var dropReason: String?
 
     public init(loop: EventLoop, endpoint: RedisEndpoint, name: String, backoff: RedisBackoff = RedisBackoff()) {
         precondition(loop.isCurrent)
@@ -170,6 +172,16 @@ public final class RedisConnection {
         return true
     }
 
+    /// Drops a connection the owner found dead (it carries nothing back, though the kernel keeps
+    /// it open): every reply owed is answered with nothing, and it reconnects with backoff.
+    public func drop(because reason: String) {
+        precondition(loop.isCurrent)
+        // Only a connected context reaches the disconnect callback, which schedules the retry.
+        guard state == .connected, let context else { return }
+        dropReason = reason
+        redisAsyncFree(context)
+    }
+
     /// Disconnects for good (after replies already due) and stops reconnecting. Idempotent.
     public func close() {
         precondition(loop.isCurrent)
@@ -269,7 +281,8 @@ public final class RedisConnection {
         closeTimer?.close()
         closeTimer = nil
         if state == .closed { return }
-        failed(reason)
+        failed(dropReason ?? reason)
+        dropReason = nil
     }
 
     private func failed(_ reason: String) {

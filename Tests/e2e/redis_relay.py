@@ -12,8 +12,9 @@ from conftest import HOST
 
 class RedisRelay:
     """Relays every connection made to `port` to Redis. `hold_replies` stops passing Redis's
-    bytes on (all connections, or those whose first commands held `marker`: `SUBSCRIBE` for a
-    node's notice connection), while the node's commands still go through; `cut` closes every connection relayed so far, and connections
+    bytes on, on the connections relayed so far (all, or those whose first commands held
+    `marker`: `SUBSCRIBE` for a node's notice connection), while the node's commands still go
+    through; `cut` closes every connection relayed so far, and connections
     made after it are relayed whole."""
 
     def __init__(self, redis_port: int):
@@ -22,8 +23,6 @@ class RedisRelay:
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.pairs: list[dict] = []
-        self.marker: bytes | None = None
-        self.holding = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -36,7 +35,12 @@ class RedisRelay:
                 node, _ = self.listener.accept()
             except OSError:
                 return
-            pair = {"node": node, "redis": socket.create_connection((HOST, self.redis_port)), "sent": b""}
+            try:
+                upstream = socket.create_connection((HOST, self.redis_port))
+            except OSError:  # Redis is gone (the test is ending): so is the node's connection
+                node.close()
+                continue
+            pair = {"node": node, "redis": upstream, "sent": b"", "held": False}
             with self.lock:
                 self.pairs.append(pair)
             threading.Thread(target=self._commands, args=(pair,), daemon=True).start()
@@ -51,29 +55,26 @@ class RedisRelay:
         except OSError:
             pass
 
-    def _held(self, pair: dict) -> bool:
-        with self.lock:
-            return self.holding and (self.marker is None or self.marker in pair["sent"])
-
     def _replies(self, pair: dict) -> None:
         try:
             while data := pair["redis"].recv(65536):
-                if not self._held(pair):
+                if not pair["held"]:
                     pair["node"].sendall(data)
         except OSError:
             pass
 
-    def hold_replies(self, marker: bytes | None = None) -> None:
+    def hold_replies(self, marker: bytes | None = None) -> int:
+        """Holds Redis's answers on the connections relayed so far that sent `marker` (any, if
+        None); returns how many."""
         with self.lock:
-            self.marker, self.holding = marker, True
-
-    def release_replies(self) -> None:
-        with self.lock:
-            self.holding = False
+            held = [pair for pair in self.pairs if marker is None or marker in pair["sent"]]
+        for pair in held:
+            pair["held"] = True
+        return len(held)
 
     def cut(self) -> None:
         with self.lock:
-            pairs, self.pairs, self.holding = self.pairs, [], False
+            pairs, self.pairs = self.pairs, []
         for pair in pairs:
             for sock in (pair["node"], pair["redis"]):
                 try:

@@ -9,7 +9,8 @@ Redis's command statistics (`INFO commandstats`) count the notices published.
 
 import socket
 
-from conftest import HOST, wait_for
+from conftest import HOST, api, json_ok, wait_for
+from redis_relay import RedisRelay
 from test_cluster import readiness, redis  # noqa: F401  (the fixture)
 from test_cluster_batching import redis_command
 from wsclient import connect, publish, recv_json, subscribe, unique
@@ -182,3 +183,26 @@ def test_a_notice_carries_at_most_64_kib_of_messages(start_server, redis):  # no
     finally:
         listener.close()
     ws.close()
+
+
+def test_a_notice_connection_that_carries_nothing_is_made_again(start_server, redis):  # noqa: F811
+    """Nothing is written on a node's notice connection, so a flow the network dropped without a
+    reset (a NAT's time-out, a host gone) went unnoticed: the node heard no more of other nodes'
+    publishes and stayed ready. A relay here holds back everything Redis sends on node A's
+    notice connection. A publishes an echo to its own channel at each heartbeat; the echo does
+    not come back, so A drops that connection, makes it again, and reads what it missed: its
+    subscriber gets node B's messages, in order."""
+    relay = RedisRelay(redis.port)
+    try:
+        a = start_node(start_server, relay)
+        b = start_node(start_server, redis)
+        topic = unique("echo")
+        with connect(a.port) as ws:
+            assert subscribe(ws, topic=topic)["type"] == "subscribed"
+            assert relay.hold_replies(b"SUBSCRIBE") == 1
+            for n in range(1, 4):
+                assert json_ok(api(b.port, "POST", f"/api/topics/{topic}/messages", {"n": n}), 201)["seq"] == n
+            frames = [recv_json(ws, 15) for _ in range(3)]
+            assert [(f["type"], f["seq"], f["data"]) for f in frames] == [("message", n, {"n": n}) for n in range(1, 4)], frames
+    finally:
+        relay.close()

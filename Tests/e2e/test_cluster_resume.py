@@ -126,7 +126,8 @@ def test_a_read_back_from_redis_starts_at_the_last_entry_this_node_read(start_se
     back by a relay while node B publishes."""
     relay = RedisRelay(redis.port)
     try:
-        a = start_node(start_server, relay, "--history", "5")
+        # A heartbeat time-out long enough that A does not find its held notice connection dead.
+        a = start_node(start_server, relay, "--history", "5", "--heartbeat-timeout", "60")
         b = start_node(start_server, redis, "--history", "5")
         topic = unique("readback")
         with connect(a.port) as follower:

@@ -49,7 +49,10 @@ extension ClusterEngine: PresenceSource {
         let timeout = String(heartbeatTimeoutMilliseconds)
         // Beats on every connected server, answering or not: an answer is what brings a link that
         // stopped answering back up.
-        for link in shards { link.learnLifeIfRefused() }
+        for link in shards {
+            link.learnLifeIfRefused()
+            link.checkNotices()
+        }
         for link in shards where link.isConnected {
             link.checkAnswering()
             let sent = link.commands.eval(ClusterScripts.heartbeat, ["1", link.keys.nodes, nodeID, timeout]) {

@@ -36,6 +36,10 @@ final class RedisLink: EngineHealth {
     /// How long a heartbeat may go unanswered before the link counts as down.
     private let stallMilliseconds: UInt64
     private var reportedUp: Bool?
+    /// The echo on this node's own channel (`checkNotices`): published, and when Redis said so.
+    private var echoSentAt: UInt64?
+    private var echoPublishedAt: UInt64?
+    private static let echo: [UInt8] = [UInt8(ascii: "e")]
     /// Called each time the link comes up (the engine re-reads what it may have missed).
     var onUp: (() -> Void)?
     /// Run once, the next time the link comes up (`whenUp`).
@@ -64,10 +68,14 @@ final class RedisLink: EngineHealth {
             _ = self.events.subscribe(self.channels, subscribed: { [unowned self] in
                 self.subscribed = true
                 self.changed()
-            }, message: { [unowned self] payload in self.onNotice?(payload) })
+            }, message: { [unowned self] payload in
+                if payload == Self.echo { return self.echoCame() }
+                self.onNotice?(payload)
+            })
         }
         events.onDisconnected = { [unowned self] reason in
             self.subscribed = false
+            self.echoCame()
             self.changed(reason)
         }
     }
@@ -132,6 +140,42 @@ final class RedisLink: EngineHealth {
     }
 
     var pendingCommands: Int { commands.pendingCommands }
+
+    /// At each heartbeat: nothing is ever written on the notice connection, so a flow the network
+    /// dropped without a reset (a NAT's or firewall's time-out, a host gone) would carry nothing
+    /// more, unnoticed: this node's notices would stop and it would stay ready. So the node
+    /// publishes an echo to its own channel; once Redis has answered that publish, the echo must
+    /// come back on the notice connection within the stall limit, or the connection is dropped
+    /// and made again, and the engine re-reads what it missed. A publish Redis answers with no
+    /// receiver at all means Redis has no such subscription: dropped at once. A Redis that answers
+    /// nothing (frozen) drops nothing: the heartbeat reports that.
+    func checkNotices() {
+        guard isConnected else { return echoCame() }
+        let now = commands.loop.nowMilliseconds
+        if echoSentAt != nil {
+            if let published = echoPublishedAt, now - published >= stallMilliseconds {
+                dropNotices("no notice came back for \(now - published) ms")
+            }
+            return
+        }
+        let sent = commands.send(["PUBLISH", nodeChannel, String(decoding: Self.echo, as: UTF8.self)]) { [weak self] reply in
+            guard let self, echoSentAt == now else { return }
+            echoPublishedAt = commands.loop.nowMilliseconds
+            if reply?.integer == 0, isConnected { dropNotices("Redis holds no subscription for this node") }
+        }
+        if sent { echoSentAt = now }
+    }
+
+    private func echoCame() {
+        echoSentAt = nil
+        echoPublishedAt = nil
+    }
+
+    private func dropNotices(_ reason: String) {
+        logger.warning("redis notice connection is dead; connecting it again", metadata: ["redis": "\(endpoint)", "reason": "\(reason)"])
+        echoCame()
+        events.drop(because: reason)
+    }
 
     /// At each heartbeat: a connection whose life check Redis refused (`-LOADING` while it reads
     /// its data back after a restart, `-BUSY`, `-OOM`, `-NOPERM`) asks again, so the link comes
