@@ -68,6 +68,23 @@ public final class RedisConnection {
 
     public var isConnected: Bool { state == .connected }
 
+    /// Quiet this long, the connection is probed: a host gone is found within about twice it.
+    public static let keepAliveIdleSeconds: Int32 = 15
+    /// Commands unacknowledged this long end the connection (their replies come as nothing).
+    public static let unackedMilliseconds: Int32 = 30_000
+
+    /// The socket's keep-alive idle time and unacknowledged-data limit, as the kernel has them;
+    /// nil when not connected.
+    public var deadPeerSettings: (keepAliveIdleSeconds: Int32, unackedMilliseconds: Int32)? {
+        guard let context, state == .connected else { return nil }
+        let fd = context.pointee.c.fd
+        guard Socket.option(fd, level: SOL_SOCKET, name: SO_KEEPALIVE) == 1,
+              let idle = Socket.option(fd, level: Int32(IPPROTO_TCP), name: TCP_KEEPIDLE),
+              let unacked = Socket.option(fd, level: Int32(IPPROTO_TCP), name: Socket.tcpUserTimeout)
+        else { return nil }
+        return (idle, unacked)
+    }
+
     /// Starts connecting; reconnects by itself until `close`.
     public func start() {
         precondition(loop.isCurrent)
@@ -231,6 +248,7 @@ public final class RedisConnection {
             failed("cannot attach the Redis connection to the loop")
             return
         }
+        Socket.setDeadPeerDetection(context.pointee.c.fd, idleSeconds: Self.keepAliveIdleSeconds, unackedMilliseconds: Self.unackedMilliseconds)
         context.pointee.data = Unmanaged.passRetained(self).toOpaque()
         redisAsyncSetConnectCallback(context) { context, status in
             guard let context, let data = context.pointee.data else { return }

@@ -100,6 +100,28 @@ enum Socket {
         setOption(fd, level: Int32(IPPROTO_TCP), name: TCP_NODELAY, to: 1)
     }
 
+    /// A connection to a server this process depends on (Redis) notices a dead peer or path by
+    /// itself: probes after `idleSeconds` of quiet, every third of that, three times; and data
+    /// unacknowledged for `unackedMilliseconds` ends it. Without them a host gone or a flow a
+    /// firewall dropped held the connection for the kernel's 15 minutes of retransmissions.
+    static func setDeadPeerDetection(_ fd: Int32, idleSeconds: Int32, unackedMilliseconds: Int32) {
+        setOption(fd, level: SOL_SOCKET, name: SO_KEEPALIVE, to: 1)
+        setOption(fd, level: Int32(IPPROTO_TCP), name: TCP_KEEPIDLE, to: idleSeconds)
+        setOption(fd, level: Int32(IPPROTO_TCP), name: TCP_KEEPINTVL, to: max(1, idleSeconds / 3))
+        setOption(fd, level: Int32(IPPROTO_TCP), name: TCP_KEEPCNT, to: 3)
+        setOption(fd, level: Int32(IPPROTO_TCP), name: tcpUserTimeout, to: unackedMilliseconds)
+    }
+
+    /// `TCP_USER_TIMEOUT` (linux/tcp.h), which Glibc's module does not export.
+    static let tcpUserTimeout: Int32 = 18
+
+    /// An integer option's value, or nil if it cannot be read.
+    static func option(_ fd: Int32, level: Int32, name: Int32) -> Int32? {
+        var value: Int32 = 0
+        var length = socklen_t(MemoryLayout<Int32>.size)
+        return getsockopt(fd, level, name, &value, &length) == 0 ? value : nil
+    }
+
     /// The error a non-blocking connect ended with, as a negative errno; 0 if it succeeded.
     static func pendingError(_ fd: Int32) -> Int32 {
         var value: Int32 = 0

@@ -96,6 +96,33 @@ struct RedisConnectionTests {
         ])
     }
 
+    /// A connection finds a dead peer by itself: keep-alive probes after 15 s of quiet, and data
+    /// unacknowledged for 30 s ends it. Without them, a Redis host gone or a flow a firewall
+    /// dropped held the connection, and every reply owed on it, for the kernel's 15 minutes.
+    @Test func aConnectionProbesForADeadPeer() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let endpoint = RedisEndpoint(port: server.port)
+        let settings = Mutex<(Int32, Int32)?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        let loopThread = LoopThread { loop in
+            let connection = RedisConnection(loop: loop, endpoint: endpoint, name: "probed")
+            connection.onConnected = {
+                connection.send(["PING"]) { _ in
+                    settings.withLock { $0 = connection.deadPeerSettings.map { ($0.keepAliveIdleSeconds, $0.unackedMilliseconds) } }
+                    connection.close()
+                    loop.mailbox.shutDown()
+                    done.signal()
+                }
+            }
+            connection.start()
+        }
+        #expect(done.wait(timeout: .now() + 10) == .success)
+        #expect(loopThread.waitUntilStopped(seconds: 5))
+        let read = settings.withLock { $0 }
+        #expect(read?.0 == 15 && read?.1 == 30_000, "\(String(describing: read))")
+    }
+
     /// A reply read in place says what its copy says: a stream read's nested arrays and bulk
     /// strings (binary ones included), a status, an integer and a nil.
     @Test func aReplyReadInPlaceReadsAsItsCopy() throws {
