@@ -20,6 +20,8 @@ export class Subscription extends Emitter {
     this._error = null;
     this._closed = false;
     this._failures = 0; // refusals or SSE failures in a row
+    this._resyncedAt = undefined; // the place the last resync resumed from
+    this._resyncs = 0; // resyncs in a row that got no further than that place
     this._retryTimer = null;
     this._lease = null; // the WebSocket subscription this object currently speaks for
     this._source = null; // the EventSource, over SSE
@@ -128,11 +130,27 @@ export class Subscription extends Emitter {
     this._setStatus('reconnecting', { retryAt: Date.now() + delay, error });
   }
 
-  /** The stream lost its place (a skipped version or sequence number): resume from what is kept. */
+  /**
+   * The stream lost its place (a skipped version or sequence number): resume from what is kept.
+   * At once the first time; again from the same place, after the backoff: a gateway whose
+   * replay skips the same number every time is not asked thousands of times a second.
+   */
   _resync() {
     if (this._closed) return;
-    if (this._client.transport === 'sse') this._startSse();
-    else this._client._resubscribe(this);
+    const at = this.kind === 'store' ? this._version : this._seq;
+    this._resyncs = at === this._resyncedAt ? this._resyncs + 1 : 0;
+    this._resyncedAt = at;
+    const resume = () => {
+      if (this._closed) return;
+      if (this._client.transport === 'sse') this._startSse();
+      else this._client._resubscribe(this);
+    };
+    if (this._resyncs === 0) return resume();
+    this._cancelRetry();
+    this._retryTimer = setTimeout(() => {
+      this._retryTimer = null;
+      resume();
+    }, this._client._backoff(this._resyncs - 1));
   }
 
   // -- Server-Sent Events, one EventSource per subscription --

@@ -155,3 +155,15 @@ def test_an_error_with_a_ref_is_never_taken_for_a_subscriptions_answer():
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     assert outcome == {"status": "live", "models": {"n": {"v": 1}}, "subErrors": [],
                        "clientErrors": ["bad_message", "unavailable"], "sockets": 1}, outcome
+
+
+def test_a_replay_that_skips_the_same_version_again_is_asked_for_after_the_backoff():
+    """A gateway whose replay skips the same version every time: the client resumes at once,
+    then again only after its backoff (500 ms doubling). Before, it resubscribed thousands of
+    times a second, and the gateway counted every resume."""
+    script = Path(__file__).parent / "node_client_resync_backoff.mjs"
+    result = subprocess.run([str(NODE), str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    # The first subscribe, the resync at once, and at most two after the backoff within a second.
+    assert 3 <= outcome["subscribes"] <= 4 and outcome["version"] == 1 and outcome["sockets"] == 1, outcome

@@ -145,3 +145,37 @@ def test_a_read_back_from_redis_starts_at_the_last_entry_this_node_read(start_se
                 assert [(f["type"], f.get("seq")) for f in frames] == [("message", n) for n in range(11, 21)], frames
     finally:
         relay.close()
+
+
+def test_an_unfiltered_subscriber_is_told_of_every_version_even_one_that_changed_nothing(start_server, redis):
+    """With the redis engine a commit that changes nothing still takes a version (the shared log
+    confirms the state it was computed against), and goes live as an empty `changes` frame. A
+    resume past the node's history left those versions out, and a `maxRate` frame's `from`
+    skipped them: a client took each for a lost version and resubscribed, for ever."""
+    a = start_node(start_server, redis, "--history", "5")
+    store = unique("empty")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    assert json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/m", {"a": 0}), 201)["version"] == 1
+    epoch = json_ok(api(a.port, "GET", f"/api/stores/{store}"))["epoch"]
+
+    def commit(changes) -> int:
+        return json_ok(api(a.port, "POST", f"/api/stores/{store}/changes", {"changes": changes}))["version"]
+
+    nothing = [{"op": "set", "model": "m", "path": "nothing", "value": None}]
+    for n in range(1, 6):  # versions 2 to 11, every odd one empty
+        assert (commit([{"op": "set", "model": "m", "path": "a", "value": n}]), commit(nothing)) == (2 * n, 2 * n + 1)
+    with connect(a.port) as ws, connect(a.port) as coalesced:
+        assert subscribe(ws, store=store, since=1, epoch=epoch)["resumed"] is True
+        frames = [recv_json(ws) for _ in range(10)]
+        assert [(f["type"], f["version"], len(f["changes"])) for f in frames] == [
+            ("changes", v, 1 - (v % 2)) for v in range(2, 12)], frames
+        assert subscribe(coalesced, store=store, since=1, epoch=epoch, maxRate=10)["resumed"] is True
+        caught_up = recv_json(coalesced)
+        assert (caught_up["version"], caught_up["from"]) == (11, 1), caught_up
+        # Live: an empty version, then a change; each frame starts where the last one ended.
+        assert (commit(nothing), commit([{"op": "set", "model": "m", "path": "a", "value": 99}])) == (12, 13)
+        held = 11
+        while held < 13:
+            frame = recv_json(coalesced)
+            assert frame["from"] == held and frame["version"] > held, (held, frame)
+            held = frame["version"]

@@ -138,6 +138,12 @@ final class StoreGroup {
                 subscription.deliver(frame(
                     version: last.version, from: subscription.position, firstCommittedAt: first,
                     committedAt: committedAt, changes: filter.projectingRoots(buffer.take())))
+            } else if filter.isAll {
+                // Versions that changed nothing (a replicated store's empty change sets): an
+                // unfiltered member is told of every version, so it sees none skipped.
+                subscription.deliver(frame(
+                    version: last.version, from: subscription.position, firstCommittedAt: missed[0].committedAtMicroseconds,
+                    committedAt: last.committedAtMicroseconds, changes: []))
             }
         } else {
             for changeSet in missed {
@@ -149,7 +155,8 @@ final class StoreGroup {
     }
 
     /// The event for a change set being replayed: the one fanned out live when it is still kept,
-    /// else a new one; nil when the filter leaves nothing of it.
+    /// else a new one; nil when the filter leaves nothing of it. A change set that changed nothing
+    /// (a replicated store's empty version) goes to an unfiltered member as it went live.
     private func event(for changeSet: ChangeSet) -> PushEvent? {
         // The same version, committed at the same moment: after a replica reset a number may
         // have been reused before the reset reached this group.
@@ -159,7 +166,7 @@ final class StoreGroup {
         }
         var kept = changeSet
         kept.changes = filter.apply(changeSet.changes)
-        guard !kept.changes.isEmpty else { return nil }
+        guard !kept.changes.isEmpty || filter.isAll else { return nil }
         return PushEvent.changes(kept, old: options.old, epoch: store.epoch)
     }
 
@@ -204,7 +211,9 @@ final class StoreGroup {
             }
             let from = frameVersion
             frameVersion = delivery.version
-            guard !members.isEmpty, !delivery.changes.isEmpty else { return }
+            // An unfiltered group's frame says every version, empty ones (a replicated store's)
+            // included: its members would take a version skipped for a lost one.
+            guard !members.isEmpty, !delivery.changes.isEmpty || filter.isAll else { return }
             let event = frame(
                 version: delivery.version, from: from, firstCommittedAt: delivery.firstCommittedAtMicroseconds,
                 committedAt: delivery.committedAtMicroseconds, changes: filter.projectingRoots(delivery.changes))
