@@ -22,7 +22,7 @@ import Testing
             let rig = Rig(loop: loop)
             let follower = TopicFollower(
                 name: "t", hub: rig.hub, commands: rig.commands, keys: rig.keys, tail: 10, waitMilliseconds: 50, logger: rig.logger)
-            let reader = StreamReader(key: "log", cursor: StreamCursor(), commands: rig.commands, follower: follower)
+            let reader = StreamReader(key: "log", cursor: StreamCursor(), commands: rig.commands, follower: follower, retry: { _ in })
             let epoch = rig.hub.topic("t").epoch
             let waitForTwo = { follower.waitFor(2, epoch: epoch, reader: reader) { note("2: \((try? $0.get()).map(String.init) ?? "failed")") } }
             var started: UInt64 = 0
@@ -172,7 +172,7 @@ import Testing
             appliers.append(applier)
             stores.replica("s")
             let follower = StoreFollower(name: "s", loop: loop, stores: stores, applier: applier, commands: commands, keys: keys, logger: logger)
-            return (follower, StreamReader(key: "store-log", cursor: StreamCursor(), commands: commands, follower: follower))
+            return (follower, StreamReader(key: "store-log", cursor: StreamCursor(), commands: commands, follower: follower, retry: { _ in }))
         }
 
         /// The store log's entry for `version`: model "m" set whole to the version.

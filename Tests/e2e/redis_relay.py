@@ -14,7 +14,7 @@ class RedisRelay:
     """Relays every connection made to `port` to Redis. `hold_replies` stops passing Redis's
     bytes on, on the connections relayed so far (all, or those whose first commands held
     `marker`: `SUBSCRIBE` for a node's notice connection), while the node's commands still go
-    through; `cut` closes every connection relayed so far, and connections
+    through; while `refusing` is set, a connection is closed as soon as it is made; `cut` closes every connection relayed so far, and connections
     made after it are relayed whole."""
 
     def __init__(self, redis_port: int):
@@ -23,6 +23,7 @@ class RedisRelay:
         self.port = self.listener.getsockname()[1]
         self.lock = threading.Lock()
         self.pairs: list[dict] = []
+        self.refusing = False
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -35,6 +36,9 @@ class RedisRelay:
                 node, _ = self.listener.accept()
             except OSError:
                 return
+            if self.refusing:  # as a Redis out of reach would: the node retries with backoff
+                node.close()
+                continue
             try:
                 upstream = socket.create_connection((HOST, self.redis_port))
             except OSError:  # Redis is gone (the test is ending): so is the node's connection

@@ -206,3 +206,41 @@ def test_a_notice_connection_that_carries_nothing_is_made_again(start_server, re
             assert [(f["type"], f["seq"], f["data"]) for f in frames] == [("message", n, {"n": n}) for n in range(1, 4)], frames
     finally:
         relay.close()
+
+
+def test_reads_a_reconnection_had_no_room_for_are_made_at_the_next_heartbeats(start_server, redis):  # noqa: F811
+    """Back from an outage, a node reads again every stream it follows, all at once. Past
+    `--redis-max-pending` the reads were refused and dropped: those topics heard nothing of what
+    was published while the node was away until their next publish, maybe never. Now each is
+    read again at the next heartbeats, as room allows. Node A (at most 40 commands waiting)
+    follows 150 topics; node B publishes to each while A cannot reach Redis."""
+    relay = RedisRelay(redis.port)
+    try:
+        a = start_server("--engine", "redis", "--redis-url", relay.url, "--redis-max-pending", "40",
+                         "--client-message-rate", "0")
+        wait_for(lambda: readiness(a.port).get("redis") == "up", 10, "node A never reached Redis")
+        b = start_node(start_server, redis)
+        topics = [unique("room") for _ in range(150)]
+        sockets = [connect(a.port) for _ in range(3)]  # 50 subscriptions each, within 64
+        try:
+            for n, topic in enumerate(topics):
+                answer = subscribe(sockets[n % 3], topic=topic)
+                assert answer["type"] == "subscribed", answer
+            relay.refusing = True
+            relay.cut()
+            wait_for(lambda: readiness(a.port).get("redis") == "down", 10, "node A never saw Redis go")
+            for topic in topics:
+                assert json_ok(api(b.port, "POST", f"/api/topics/{topic}/messages", {"t": topic}), 201)["seq"] == 1
+            relay.refusing = False
+            heard = {}
+            for ws in sockets:
+                for _ in range(50):
+                    frame = recv_json(ws, 15)
+                    assert frame["type"] == "message" and frame["seq"] == 1, frame
+                    heard[frame["topic"]] = frame["data"]
+            assert heard == {topic: {"t": topic} for topic in topics}
+        finally:
+            for ws in sockets:
+                ws.close()
+    finally:
+        relay.close()

@@ -52,6 +52,7 @@ extension ClusterEngine: PresenceSource {
         for link in shards {
             link.learnLifeIfRefused()
             link.checkNotices()
+            link.retryRefusedReads()
         }
         for link in shards where link.isConnected {
             link.checkAnswering()

@@ -199,7 +199,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             name: name, hub: hub, commands: link.commands, keys: link.keys, tail: historyLimit,
             waitMilliseconds: UInt64(timeoutSeconds * 1000), keysMilliseconds: redisHistory.topicKeysMilliseconds,
             freshEpoch: { [life = link.life] in life.freshEpoch() }, logger: logger)
-        let reader = StreamReader(key: link.keys.topicLog(name), cursor: nil, commands: link.commands, follower: follower)
+        let reader = StreamReader(
+            key: link.keys.topicLog(name), cursor: nil, commands: link.commands, follower: follower, retry: { [unowned link] in link.readLater($0) })
         topicReaders[name] = (reader, follower)
         _ = hub.topic(name)
         reader.read()
@@ -247,7 +248,8 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let follower = StoreFollower(
             name: name, loop: loop, stores: stores, applier: applier, commands: link.commands, keys: link.keys,
             freshEpoch: { [life = link.life] in life.freshEpoch() }, logger: logger)
-        let reader = StreamReader(key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower)
+        let reader = StreamReader(
+            key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower, retry: { [unowned link] in link.readLater($0) })
         storeReaders[name] = (reader, follower)
         return (reader, follower)
     }

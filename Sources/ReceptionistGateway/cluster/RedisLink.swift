@@ -44,6 +44,9 @@ final class RedisLink: EngineHealth {
     var onUp: (() -> Void)?
     /// Run once, the next time the link comes up (`whenUp`).
     private var nextUp: [() -> Void] = []
+    /// Stream reads refused for want of room (`StreamReader.refused`), made again at the next
+    /// heartbeats as room allows: at most one entry per stream followed.
+    private var refusedReads: [StreamReader] = []
     /// Called with every notice published on either channel.
     var onNotice: (([UInt8]) -> Void)?
 
@@ -175,6 +178,22 @@ final class RedisLink: EngineHealth {
         logger.warning("redis notice connection is dead; connecting it again", metadata: ["redis": "\(endpoint)", "reason": "\(reason)"])
         echoCame()
         events.drop(because: reason)
+    }
+
+    /// A stream read the command connection had no room for: read again at a heartbeat.
+    func readLater(_ reader: StreamReader) {
+        refusedReads.append(reader)
+    }
+
+    /// At each heartbeat: the reads refused for want of room, as many as half the room left
+    /// allows, oldest first; the rest wait for the next heartbeat.
+    func retryRefusedReads() {
+        guard isUp, !refusedReads.isEmpty else { return }
+        let room = (commands.maxPendingCommands - commands.pendingCommands) / 2
+        guard room > 0 else { return }
+        let now = refusedReads.prefix(room)
+        refusedReads.removeFirst(now.count)
+        for reader in now where reader.refused { reader.read() }
     }
 
     /// At each heartbeat: a connection whose life check Redis refused (`-LOADING` while it reads

@@ -38,8 +38,16 @@ final class StreamReader {
     private let follower: any StreamFollower
     private var reading = false
     private var again = false
+    /// A read Redis's connection had no room for (`--redis-max-pending` commands waiting, as
+    /// when a reconnection re-reads every stream at once): handed to `retry`, which reads again
+    /// once there is room. Dropped, the stream stayed behind until its next notice, maybe never.
+    private(set) var refused = false
+    private let retry: (StreamReader) -> Void
 
-    init(key: String, cursor: StreamCursor?, commands: RedisConnection, follower: any StreamFollower) {
+    init(
+        key: String, cursor: StreamCursor?, commands: RedisConnection, follower: any StreamFollower,
+        retry: @escaping (StreamReader) -> Void
+    ) {
         self.key = key
         self.cursor = cursor
         var command = RedisArguments(command: "XREAD", arguments: 5, capacity: 112 + key.utf8.count)
@@ -50,16 +58,18 @@ final class StreamReader {
         readCommand = command
         self.commands = commands
         self.follower = follower
+        self.retry = retry
     }
 
     /// Whether no read is in flight or held back.
-    var isIdle: Bool { !reading && !again }
+    var isIdle: Bool { !reading && !again && !refused }
 
     func read() {
         // A read asked for while one is in flight, or while the follower is behind, is kept for
         // later: the queue between Redis and the follower never grows past what it accepts.
         guard !reading, follower.acceptsMore else { again = true; return }
         again = false
+        refused = false
         reading = true
         guard let cursor else {
             return follower.resync(self) { [self] cursor in
@@ -85,6 +95,12 @@ final class StreamReader {
         })
         if !sent {
             reading = false
+            // Connected but full: read again when there is room. Not connected: the catch-up
+            // after reconnection reads every stream.
+            if commands.isConnected, !refused {
+                refused = true
+                retry(self)
+            }
             follower.unreachable(self)
         }
     }
