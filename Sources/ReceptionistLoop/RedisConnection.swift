@@ -229,9 +229,22 @@ public final class RedisConnection {
 
     // MARK: Connecting
 
+    /// Looks the host up off the loop (`HostResolver`), then connects to its address.
     private func connect() {
         guard state == .disconnected else { return }
-        guard let context = redisAsyncConnect(endpoint.host, Int32(endpoint.port)) else {
+        state = .connecting
+        HostResolver.resolve(endpoint.host, on: loop) { [weak self] answer in
+            // Closed meanwhile: nothing to connect.
+            guard let self, state == .connecting, context == nil else { return }
+            switch answer {
+            case .success(let address): open(address)
+            case .failure(let error): failed(error.description)
+            }
+        }
+    }
+
+    private func open(_ address: String) {
+        guard let context = redisAsyncConnect(address, Int32(endpoint.port)) else {
             failed("cannot allocate a Redis context")
             return
         }

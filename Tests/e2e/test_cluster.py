@@ -246,3 +246,12 @@ def test_redis_restart_is_survived_and_commits_meanwhile_get_503(start_server, r
         gaps = [f for f in client.frames if f["type"] == "gap"]
         assert seqs == [1, 2] or gaps, client.frames
         client.ws.close()
+
+
+def test_a_node_reaches_redis_by_its_host_name(start_server, redis):
+    """`--redis-url` may name Redis's host, as the container deployment does (`redis://redis`): it
+    is looked up off the loop (hiredis's own lookup held every client while the resolver
+    answered), IPv4 first, and the node comes up and publishes."""
+    node = start_server("--engine", "redis", "--redis-url", f"redis://localhost:{redis.port}/0")
+    wait_for(lambda: readiness(node.port).get("redis") == "up", 10, "node never reached Redis by name")
+    assert json_ok(api(node.port, "POST", "/api/topics/by-name/messages", {"n": 1}), 201)["seq"] == 1
