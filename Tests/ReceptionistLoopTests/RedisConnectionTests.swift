@@ -104,21 +104,17 @@ struct RedisConnectionTests {
         defer { server.stop() }
         let endpoint = RedisEndpoint(port: server.port)
         let settings = Mutex<(Int32, Int32)?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        let loopThread = LoopThread { loop in
+        onLoop { loop, finish in
             let connection = RedisConnection(loop: loop, endpoint: endpoint, name: "probed")
             connection.onConnected = {
                 connection.send(["PING"]) { _ in
                     settings.withLock { $0 = connection.deadPeerSettings.map { ($0.keepAliveIdleSeconds, $0.unackedMilliseconds) } }
                     connection.close()
-                    loop.mailbox.shutDown()
-                    done.signal()
+                    finish()
                 }
             }
             connection.start()
         }
-        #expect(done.wait(timeout: .now() + 10) == .success)
-        #expect(loopThread.waitUntilStopped(seconds: 5))
         let read = settings.withLock { $0 }
         #expect(read?.0 == 15 && read?.1 == 30_000, "\(String(describing: read))")
     }
@@ -168,8 +164,7 @@ struct RedisConnectionTests {
     /// A refused connection reports the failure and keeps retrying; `close` stops it.
     @Test func refusedConnectionRetriesUntilClosed() {
         let failures = Mutex(0)
-        let done = DispatchSemaphore(value: 0)
-        let loopThread = LoopThread { loop in
+        onLoop { loop, finish in
             let connection = RedisConnection(
                 loop: loop, endpoint: RedisEndpoint(port: 1), name: "refused",
                 backoff: RedisBackoff(initialMilliseconds: 5, maxMilliseconds: 5))
@@ -177,11 +172,22 @@ struct RedisConnectionTests {
                 if failures.withLock({ $0 += 1; return $0 }) == 3 {
                     #expect(connection.send(["PING"]) { _ in } == false)
                     connection.close()
-                    loop.mailbox.shutDown()
-                    done.signal()
+                    finish()
                 }
             }
             connection.start()
+        }
+    }
+
+    /// Runs `body` on a real loop thread; it calls `finish` once done, which stops the loop.
+    /// Fails if that takes more than 10 s, or the loop does not stop.
+    private func onLoop(_ body: @escaping @Sendable (EventLoop, _ finish: @escaping () -> Void) -> Void) {
+        let done = DispatchSemaphore(value: 0)
+        let loopThread = LoopThread { loop in
+            body(loop) {
+                loop.mailbox.shutDown()
+                done.signal()
+            }
         }
         #expect(done.wait(timeout: .now() + 10) == .success)
         #expect(loopThread.waitUntilStopped(seconds: 5))
