@@ -74,6 +74,7 @@ public struct CoalescingBuffer: Sendable {
                 absorb(base + index)
             }
         }
+        if replacedCount >= Self.compactionFloor, replacedCount * 2 >= pending.count { compact() }
     }
 
     /// Reads the change through its pointer, field by field: a change that lands on a pending
@@ -102,6 +103,11 @@ public struct CoalescingBuffer: Sendable {
                 // Edited in place: the model and path stay, the old value stays the first one.
                 pending[position].newValue = change.pointee.newValue
                 pending[position].kind = ModelChange.kind(old: pending[position].oldValue, new: change.pointee.newValue)
+                if pending[position].keyPath.count == 0, pending[position].oldValue == nil, pending[position].newValue == nil,
+                   previous == Self.end, links[position] == Self.end
+                {
+                    forget(position, of: change.pointee.model)
+                }
                 return
             }
             previous = entry
@@ -133,6 +139,53 @@ public struct CoalescingBuffer: Sendable {
         }
         replace(beneath: change.pointee, head: head)
     }
+
+    /// A model made and deleted again since the last take, whose one entry is now that it is
+    /// absent, as it was: nothing to tell. Forgotten, the buffer holds at most what the store
+    /// holds, and the models that were there at the last take, however many come and go; kept,
+    /// a subscriber stalled while models came and went was owed one removal for each.
+    private mutating func forget(_ position: Int, of model: String) {
+        links[position] = Self.replaced
+        pending[position].oldValue = nil
+        replacedCount += 1
+        _ = heads.remove(model)
+    }
+
+    /// Entries replaced or forgotten are dropped (`compact`) once there are this many, and as
+    /// many as live ones: what the buffer holds stays within twice what it tells.
+    static let compactionFloor = 4096
+
+    /// Drops the replaced entries, each model's live ones kept in order and together.
+    private mutating func compact() {
+        var kept: [ModelChange] = []
+        var keptLinks: [Int32] = []
+        kept.reserveCapacity(pending.count - replacedCount)
+        keptLinks.reserveCapacity(pending.count - replacedCount)
+        var keptHeads = ModelTable()
+        // A chain's positions rise: its first live entry met is its head.
+        for first in pending.indices where links[first] != Self.replaced {
+            keptHeads.set(Int32(kept.count), for: pending[first].model)
+            var entry = Int32(first)
+            while entry != Self.end {
+                let position = Int(entry)
+                let next = links[position]
+                kept.append(pending[position])
+                keptLinks.append(next == Self.end ? Self.end : Int32(kept.count))
+                links[position] = Self.replaced
+                entry = next
+            }
+        }
+        pending = kept
+        links = keptLinks
+        heads = keptHeads
+        for slot in slotsUsed { slotHeads[Int(slot)] = Self.end }
+        slotsUsed.removeAll(keepingCapacity: true)
+        replacedCount = 0
+        grouped = true
+    }
+
+    /// How many entries the buffer holds, live or not (for tests of its bound).
+    var heldEntries: Int { pending.count }
 
     /// Whether two ids of one model are written with the same bytes: a model deleted and made
     /// again under another Unicode form of its id is a removal of the old id and a new model

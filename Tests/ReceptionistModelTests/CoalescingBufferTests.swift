@@ -161,6 +161,57 @@ import Testing
         #expect(replaced.first?.oldValue.map(ChangeFilterTests.unordered) == before.map(ChangeFilterTests.unordered))
     }
 
+    /// Models made and deleted between two takes leave nothing, and what the buffer holds stays
+    /// bounded by what it tells: a subscriber stalled while 20,000 models came and went was owed
+    /// 20,000 removals, and the buffer grew with each.
+    @Test func modelsThatComeAndGoBetweenTakesLeaveNothingAndTheBufferStaysBounded() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "kept", value: ["n": 0]), .put(model: "gone", value: ["n": 0])])
+        var copy = store.snapshot().models
+        var buffer = CoalescingBuffer()
+        buffer.absorb(try store.commit([.delete(model: "gone")]))
+        var most = 0
+        for n in 1...20_000 {
+            var operations: [StoreOperation] = [.put(model: "m\(n)", value: ["n": .number(JSONNumber(n))])]
+            if n > 1 { operations.append(.delete(model: "m\(n - 1)")) }
+            if n % 97 == 0 { operations.append(.set(model: "kept", keyPath: "n", value: .number(JSONNumber(n)))) }
+            buffer.absorb(try store.commit(operations))
+            most = max(most, buffer.heldEntries)
+        }
+        #expect(most <= 2 * CoalescingBuffer.compactionFloor + 8, "held \(most) entries")
+        let changes = buffer.take()
+        #expect(changes.map(\.model).sorted() == ["gone", "kept", "m20000"])
+        for change in changes { apply(change, to: &copy) }
+        #expect(copy == store.snapshot().models)
+    }
+
+    /// Random commits with models coming and going, absorbed long enough between takes that the
+    /// buffer compacts: each take still converges on the store.
+    @Test(arguments: 1...8 as ClosedRange<UInt64>)
+    func aCompactedBufferStillConverges(seed: UInt64) throws {
+        var source = ChangeFilterTests.OperationSource(random: SeededGenerator(state: seed))
+        let store = ModelStore(name: "s")
+        var copy = store.snapshot().models
+        var buffer = CoalescingBuffer()
+        var compacted = false
+        for round in 0..<9000 {
+            let operations = source.commit(on: store.snapshot().models)
+            if !operations.isEmpty { buffer.absorb(try store.commit(operations)) }
+            var churn: [StoreOperation] = [.put(model: "churn\(round)", value: [:])]
+            if store.model("churn\(round - 1)") != nil { churn.append(.delete(model: "churn\(round - 1)")) }
+            let held = buffer.heldEntries
+            buffer.absorb(try store.commit(churn))
+            compacted = compacted || buffer.heldEntries < held
+            guard round % 4500 == 4499 else { continue }
+            for change in buffer.take() { apply(change, to: &copy) }
+            #expect(copy.keys.sorted() == store.snapshot().models.keys.sorted(), "seed \(seed), round \(round)")
+            for (id, value) in store.snapshot().models {
+                #expect(copy[id] == value, "seed \(seed), round \(round): \(id)")
+            }
+        }
+        #expect(compacted, "the buffer never compacted")
+    }
+
     @Test func aChangeAboveReplacesThoseBeneathAndGoesAfterTheModelsOthers() throws {
         let store = ModelStore(name: "s")
         try store.commit([
