@@ -22,6 +22,7 @@ export class Subscription extends Emitter {
     this._failures = 0; // refusals or SSE failures in a row
     this._resyncedAt = undefined; // the place the last resync resumed from
     this._resyncs = 0; // resyncs in a row that got no further than that place
+    this._resyncWaits = false; // the retry timer is a resync's backoff
     this._retryTimer = null;
     this._lease = null; // the WebSocket subscription this object currently speaks for
     this._source = null; // the EventSource, over SSE
@@ -133,10 +134,11 @@ export class Subscription extends Emitter {
   /**
    * The stream lost its place (a skipped version or sequence number): resume from what is kept.
    * At once the first time; again from the same place, after the backoff: a gateway whose
-   * replay skips the same number every time is not asked thousands of times a second.
+   * replay skips the same number every time is not asked thousands of times a second. Frames
+   * that skip while a resume waits its backoff change nothing: it is not put off again.
    */
   _resync() {
-    if (this._closed) return;
+    if (this._closed || (this._resyncWaits && this._retryTimer !== null)) return;
     const at = this.kind === 'store' ? this._version : this._seq;
     this._resyncs = at === this._resyncedAt ? this._resyncs + 1 : 0;
     this._resyncedAt = at;
@@ -147,8 +149,10 @@ export class Subscription extends Emitter {
     };
     if (this._resyncs === 0) return resume();
     this._cancelRetry();
+    this._resyncWaits = true;
     this._retryTimer = setTimeout(() => {
       this._retryTimer = null;
+      this._resyncWaits = false;
       resume();
     }, this._client._backoff(this._resyncs - 1));
   }

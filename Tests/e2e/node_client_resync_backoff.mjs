@@ -1,6 +1,7 @@
 // A gateway whose replay skips the same version every time: the client resumes at once the first
-// time, then only after its backoff. Before, it resubscribed thousands of times a second. The
-// socket is a fake that answers each subscribe with a resume whose next frame skips version 2.
+// time, then only after its backoff, which live frames that skip too do not put off. Before, it
+// resubscribed thousands of times a second. The socket is a fake that answers each subscribe with
+// a resume whose next frame skips version 2, and sends a live frame every 40 ms.
 // Prints one JSON line: how many subscribes were sent in the first second, and the status.
 // Usage: node node_client_resync_backoff.mjs
 import { ReceptionistClient } from '../../Public/receptionist-client.js';
@@ -28,7 +29,13 @@ class SkippingGateway extends FakeSocket {
 
 const client = new ReceptionistClient({ url: 'http://gateway.test', transport: 'websocket', WebSocket: SkippingGateway });
 const sub = client.subscribeStore('s');
+// Live frames keep coming, each past a skipped version: they must not put the resume off.
+let live = 4;
+const ticker = setInterval(() => sockets[0].receive({
+  type: 'changes', store: 's', version: live++, epoch: 'e1', changes: [{ model: 'n', path: 'v', kind: 'updated', value: live }],
+}), 40);
 await new Promise((resolve) => setTimeout(resolve, 1000));
+clearInterval(ticker);
 const subscribes = sockets[0].sent.filter((message) => message.type === 'subscribe').length;
 console.log(JSON.stringify({ subscribes, version: sub.version, sockets: sockets.length }));
 client.close();
