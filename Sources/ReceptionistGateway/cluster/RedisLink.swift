@@ -44,8 +44,8 @@ final class RedisLink: EngineHealth {
     var onUp: (() -> Void)?
     /// Run once, the next time the link comes up (`whenUp`).
     private var nextUp: [() -> Void] = []
-    /// Stream reads refused for want of room (`StreamReader.refused`), made again at the next
-    /// heartbeats as room allows: at most one entry per stream followed.
+    /// Stream reads refused for want of room (`StreamReader.waitsForRoom`), made again at the
+    /// next heartbeats as room allows: at most one entry per stream followed.
     private var refusedReads: [StreamReader] = []
     /// Called with every notice published on either channel.
     var onNotice: (([UInt8]) -> Void)?
@@ -62,6 +62,7 @@ final class RedisLink: EngineHealth {
         commands.onConnected = { [unowned self] in self.startLearningLife() }
         commands.onDisconnected = { [unowned self] reason in
             self.beatSentAt = nil
+            self.echoCame()
             self.lifeLearned = false
             self.learningLife = false
             self.lifeAttempt &+= 1
@@ -163,6 +164,8 @@ final class RedisLink: EngineHealth {
         }
         let sent = commands.send(["PUBLISH", nodeChannel, String(decoding: Self.echo, as: UTF8.self)]) { [weak self] reply in
             guard let self, echoSentAt == now else { return }
+            // Not published (the connection was lost, or Redis refused): nothing to wait for.
+            guard reply?.integer != nil else { return echoCame() }
             echoPublishedAt = commands.loop.nowMilliseconds
             if reply?.integer == 0, isConnected { dropNotices("Redis holds no subscription for this node") }
         }
@@ -193,7 +196,10 @@ final class RedisLink: EngineHealth {
         guard room > 0 else { return }
         let now = refusedReads.prefix(room)
         refusedReads.removeFirst(now.count)
-        for reader in now where reader.refused { reader.read() }
+        for reader in now {
+            reader.waitsForRoom = false
+            reader.read()
+        }
     }
 
     /// At each heartbeat: a connection whose life check Redis refused (`-LOADING` while it reads

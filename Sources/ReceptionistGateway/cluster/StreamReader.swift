@@ -39,9 +39,10 @@ final class StreamReader {
     private var reading = false
     private var again = false
     /// A read Redis's connection had no room for (`--redis-max-pending` commands waiting, as
-    /// when a reconnection re-reads every stream at once): handed to `retry`, which reads again
-    /// once there is room. Dropped, the stream stayed behind until its next notice, maybe never.
-    private(set) var refused = false
+    /// when a reconnection re-reads every stream at once): handed to `retry` once, which reads
+    /// again once there is room and clears this. Dropped, the stream stayed behind until its next
+    /// notice, maybe never.
+    var waitsForRoom = false
     private let retry: (StreamReader) -> Void
 
     init(
@@ -62,14 +63,13 @@ final class StreamReader {
     }
 
     /// Whether no read is in flight or held back.
-    var isIdle: Bool { !reading && !again && !refused }
+    var isIdle: Bool { !reading && !again && !waitsForRoom }
 
     func read() {
         // A read asked for while one is in flight, or while the follower is behind, is kept for
         // later: the queue between Redis and the follower never grows past what it accepts.
         guard !reading, follower.acceptsMore else { again = true; return }
         again = false
-        refused = false
         reading = true
         guard let cursor else {
             return follower.resync(self) { [self] cursor in
@@ -97,8 +97,8 @@ final class StreamReader {
             reading = false
             // Connected but full: read again when there is room. Not connected: the catch-up
             // after reconnection reads every stream.
-            if commands.isConnected, !refused {
-                refused = true
+            if commands.isConnected, !waitsForRoom {
+                waitsForRoom = true
                 retry(self)
             }
             follower.unreachable(self)
