@@ -15,9 +15,11 @@ final class RedisIdempotencyStore: IdempotencyStore {
     private let timeoutSeconds: Double
     private let windowMilliseconds: Int
     private let maxKeys: Int
-    /// The name of each claim this node holds, by its entry, until it is completed or given back.
-    /// At most one per entry: a second claim of a held entry finds it pending.
-    private let held = PThreadLock<[String: String]>([:])
+    /// The name of each claim this node holds, by its entry, and when it was taken, until it is
+    /// completed or given back. At most one per entry: a second claim of a held entry finds it
+    /// pending. A claim kept for an unknown outcome is neither: it goes once its window is over
+    /// (Redis has let the entry expire by then), pruned as the table grows.
+    private let held = PThreadLock<(claims: [String: (name: String, at: UInt64)], pruneAt: Int)>(([:], 1024))
 
     /// Loop thread (it binds the engine's command connection).
     init(engine: ClusterEngine, windowSeconds: Double, maxKeys: Int) {
@@ -73,7 +75,7 @@ final class RedisIdempotencyStore: IdempotencyStore {
                 if refused, case .null? = reply { giveBack(entry, hex, name, on: link) {} }
                 switch reply {
                 case .null?:
-                    held.withLock { $0[entry] = name }
+                    if !refused { hold(entry, name) }
                     done(.claimed)
                 case .string(let entry)?: done(Self.judge(entry, fingerprint: hex))
                 case .error(let text)?: done(.unavailable("Redis refused the idempotency key: \(text)"))
@@ -91,7 +93,7 @@ final class RedisIdempotencyStore: IdempotencyStore {
     func complete(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply, done: @escaping () -> Void) {
         let link = Self.shard(engine.value, scope: scope, key: key)
         let entry = link.keys.idempotencyEntry(scope: scope, key: key.text)
-        let name = held.withLock { $0.removeValue(forKey: entry) } ?? ""
+        let name = settle(entry)
         var arguments: [[UInt8]] = ["1", entry, Self.hex(fingerprint), name].map { Array($0.utf8) }
         arguments.append(Array("\(reply.status.code):".utf8) + reply.body)
         run(ClusterScripts.idempotencyComplete, on: link, arguments, done)
@@ -100,8 +102,24 @@ final class RedisIdempotencyStore: IdempotencyStore {
     func release(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], done: @escaping () -> Void) {
         let link = Self.shard(engine.value, scope: scope, key: key)
         let entry = link.keys.idempotencyEntry(scope: scope, key: key.text)
-        let name = held.withLock { $0.removeValue(forKey: entry) } ?? ""
+        let name = settle(entry)
         giveBack(entry, Self.hex(fingerprint), name, on: link, done)
+    }
+
+    private func hold(_ entry: String, _ name: String) {
+        let now = Clock.microsecondsSinceEpoch() / 1000
+        let window = UInt64(windowMilliseconds)
+        held.withLock { held in
+            held.claims[entry] = (name, now)
+            guard held.claims.count >= held.pruneAt else { return }
+            held.claims = held.claims.filter { now &- $0.value.at < window }
+            held.pruneAt = max(1024, held.claims.count * 2)
+        }
+    }
+
+    /// The name of the claim this node holds of `entry`, which it settles now ("" if none).
+    private func settle(_ entry: String) -> String {
+        held.withLock { $0.claims.removeValue(forKey: entry)?.name } ?? ""
     }
 
     /// Forgets the claim named `name` of `entry`, if it is still pending.
