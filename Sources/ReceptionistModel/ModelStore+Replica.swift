@@ -236,6 +236,7 @@ extension ModelStore {
                 let oldModels = state.models.dictionary
                 if state.version == version && oldModels == newModels && state.epoch == newEpoch { return nil }
                 state.epoch = newEpoch
+                state.resets &+= 1
                 var changes: [ModelChange] = []
                 for (id, old) in oldModels where newModels[id] != old {
                     changes.append(ModelChange(model: id, keyPath: .whole, oldValue: old, newValue: newModels[id]))

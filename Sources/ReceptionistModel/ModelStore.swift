@@ -26,6 +26,8 @@ public final class ModelStore: Sendable {
         var version: UInt64 = 0
         var history: HistoryRing<ChangeSet>
         var epoch: String
+        /// Replica resets that changed anything (`resetReplica`), for what is cached by version.
+        var resets: UInt64 = 0
         /// A commit's scratch: where each operation's model is (`validate`), kept between
         /// commits so that a commit allocates nothing for it.
         var located: [Int32] = []
@@ -113,11 +115,11 @@ public final class ModelStore: Sendable {
 
     public func snapshot() -> StoreSnapshot {
         // The slots are copied under the lock (a reference each), the dictionary built outside it.
-        let (models, version, unsettled) = state.withLock { ($0.models, $0.settled, $0.unsettled) }
+        let (models, version, unsettled, epoch, resets) = state.withLock { ($0.models, $0.settled, $0.unsettled, $0.epoch, $0.resets) }
         var dictionary = models.dictionary
         // What is not stored yet is undone, newest first: a reader never sees it.
         for entry in unsettled.reversed() { Self.undo(entry.changeSet.changes, in: &dictionary) }
-        return StoreSnapshot(store: name, version: version, models: dictionary)
+        return StoreSnapshot(store: name, version: version, models: dictionary, epoch: epoch, resets: resets)
     }
 
     /// One model, the settled version it was read at, and the version of its last change (its

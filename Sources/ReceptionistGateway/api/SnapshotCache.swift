@@ -13,6 +13,7 @@ final class SnapshotCache: Sendable {
         let store: String
         let epoch: String
         let version: UInt64
+        let resets: UInt64
         let body: SharedBytes
     }
 
@@ -23,11 +24,11 @@ final class SnapshotCache: Sendable {
 
     private let entries = PThreadLock<[Entry]>([])
 
-    /// The answer's bytes for `store` at `version` in `epoch`, kept or built by `build` (outside
-    /// the lock: readers of other stores do not wait for it).
-    func body(store: String, epoch: String, version: UInt64, build: () -> [UInt8]) -> SharedBytes {
+    /// The answer's bytes for `store` at `version` in `epoch` after `resets` replica resets, kept
+    /// or built by `build` (outside the lock: readers of other stores do not wait for it).
+    func body(store: String, epoch: String, version: UInt64, resets: UInt64 = 0, build: () -> [UInt8]) -> SharedBytes {
         let kept = entries.withLock { entries in
-            entries.first { $0.store == store && $0.version == version && $0.epoch == epoch }?.body
+            entries.first { $0.store == store && $0.version == version && $0.epoch == epoch && $0.resets == resets }?.body
         }
         if let kept { return kept }
         let body = SharedBytes(build())
@@ -37,7 +38,7 @@ final class SnapshotCache: Sendable {
             while !entries.isEmpty, entries.count == Self.capacity || entries.reduce(body.count, { $0 + $1.body.count }) > Self.maxBytes {
                 entries.removeFirst()
             }
-            entries.append(Entry(store: store, epoch: epoch, version: version, body: body))
+            entries.append(Entry(store: store, epoch: epoch, version: version, resets: resets, body: body))
         }
         return body
     }

@@ -157,8 +157,8 @@ struct StoreAPI {
             snapshot = store.snapshot()
         }
         let models = limit.map { Self.filter($0).project(snapshot.models) } ?? snapshot.models
-        // Read once: the bytes kept for an epoch name that epoch.
-        let epoch = store.epoch
+        // Read with the models (a replica reset may change both between two reads).
+        let epoch = snapshot.epoch ?? store.epoch
         func body() -> JSONValue {
             [
                 "store": .string(name), "version": .number(JSONNumber(snapshot.version)), "epoch": .string(epoch),
@@ -167,7 +167,9 @@ struct StoreAPI {
         }
         // The store as it is now, whole: the same bytes for every reader of this version.
         guard limit == nil, StreamRequest.query(request, "at") == nil else { return .json(.ok, body()) }
-        return .json(.ok, shared: snapshots.body(store: name, epoch: epoch, version: snapshot.version) { JSONWriter.encode(body()) })
+        return .json(.ok, shared: snapshots.body(store: name, epoch: epoch, version: snapshot.version, resets: snapshot.resets) {
+            JSONWriter.encode(body())
+        })
     }
 
     /// `?after=A&limit=K[&until=B][&models=…][&paths=…]`: the change sets after A, as `changes` frames.
