@@ -106,6 +106,7 @@ import Testing
             handoff.inOrder(hold).run({ reply in reply("done") }, answer: { note($0) }, whenFull: "full")
             let deadline = Date().addingTimeInterval(5)
             while !hold.hasReturned, Date() < deadline { usleep(100) }
+            #expect(hold.hasReturned, "the work never returned: the wait below would be asked before it")
             note(hold.whenEnded { note("returned") } ? "waiting" : "ended")
         }
         #expect(events == ["waiting", "done", "returned"])

@@ -5,8 +5,8 @@ import Synchronization
 import Testing
 
 /// `HostResolver`: a name is looked up off the loop and answered on it; an address is answered
-/// at once; a name nobody has is an error, not a hang. A real loop and the system's resolver
-/// (`localhost` from /etc/hosts; `.invalid` is never a name, RFC 6761).
+/// at once; a lookup that fails is an error, not a hang. A real loop and the system's resolver
+/// (`localhost` from /etc/hosts; an empty name fails without asking a name server).
 @Suite struct HostResolverTests {
     private func answers(_ hosts: [String]) -> [String] {
         let answers = Mutex<[String]>([])
@@ -35,11 +35,11 @@ import Testing
     }
 
     @Test func anAddressIsAnsweredAtOnceAndANameOnTheLoop() {
-        let got = answers(["10.1.2.3", "::1", "localhost", "no-such-host.invalid"])
+        let got = answers(["10.1.2.3", "::1", "localhost", ""])
         // Addresses first, at once, in the order asked; the lookups after, in either order.
         #expect(Array(got.prefix(2)) == ["10.1.2.3 10.1.2.3", "::1 ::1"])
         let looked = Set(got.dropFirst(2))
-        #expect(looked.contains("no-such-host.invalid failed"))
+        #expect(looked.contains(" failed"))
         // IPv4 first, as hiredis's own lookup chose (/etc/hosts gives localhost both).
         #expect(looked.contains("localhost 127.0.0.1"), "\(looked)")
     }
