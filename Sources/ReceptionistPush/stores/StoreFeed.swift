@@ -16,6 +16,8 @@ public final class StoreFeed: PresenceMembers {
     private let historyLimit: Int
     /// What the groups keep of their events, together.
     private let historyBudget: HistoryBudget
+    /// The snapshot the unfiltered groups share.
+    private let snapshot = SnapshotSlot()
     private let counters: PushCounters
     private let presenceSettings: PresenceSettings
     /// Who subscribes, made with the first subscriber.
@@ -65,7 +67,8 @@ public final class StoreFeed: PresenceMembers {
     func group(for options: SubscriptionOptions) -> StoreGroup {
         if let group = groups[options] { return group }
         let group = StoreGroup(
-            store: store, options: options, context: context, historyLimit: historyLimit, budget: historyBudget, counters: counters)
+            store: store, options: options, context: context, historyLimit: historyLimit, budget: historyBudget,
+            sharedSnapshot: snapshot, counters: counters)
         groups[options] = group
         return group
     }

@@ -23,8 +23,13 @@ final class StoreGroup {
     private var members = MemberList()
     private var receptionist: Receptionist?
     /// The last snapshot sent, reused while the version stands: a reconnect storm asks for the
-    /// same one, and every subscriber gets the same event, its frames built once.
-    private var cachedSnapshot: (version: UInt64, reset: Bool, event: PushEvent)?
+    /// same one, and every subscriber gets the same event, its frames built once. Shared by the
+    /// store's unfiltered groups.
+    private let snapshots: SnapshotSlot
+    private var cachedSnapshot: (version: UInt64, reset: Bool, event: PushEvent)? {
+        get { snapshots.cached }
+        set { snapshots.cached = newValue }
+    }
     /// The change sets fanned out lately (without `maxRate`), as the events members got, so that
     /// a resume replays the very same events (and bytes) instead of encoding them again. Its
     /// bytes count against the store's `budget`, shared by its groups.
@@ -38,13 +43,14 @@ final class StoreGroup {
     static let maxChangeSetsPerDelivery = 256
 
     init(store: ModelStore, options: SubscriptionOptions, context: any ExecutionContext, historyLimit: Int,
-         budget: HistoryBudget = HistoryBudget(limit: .max), counters: PushCounters)
+         budget: HistoryBudget = HistoryBudget(limit: .max), sharedSnapshot: SnapshotSlot? = nil, counters: PushCounters)
     {
         self.store = store
         self.options = options
         self.counters = counters
         self.budget = budget
         filter = ChangeFilter(models: options.models, paths: options.paths.map { $0.map(ModelKeyPath.init) })
+        snapshots = filter.isAll ? sharedSnapshot ?? SnapshotSlot() : SnapshotSlot()
         recent = HistoryRing(capacity: options.maxRate == nil ? historyLimit : 0, maxBytes: budget.limit)
         frameVersion = 0
         let group = ThreadBound(WeakGroup(self))
@@ -109,12 +115,14 @@ final class StoreGroup {
             return cached.event
         }
         var snapshot = store.snapshot()
+        // Read with the models: a replica reset between two reads changes both.
+        let epoch = snapshot.epoch ?? store.epoch
         if !filter.isAll {
             snapshot = StoreSnapshot(store: snapshot.store, version: snapshot.version, models: filter.project(snapshot.models))
         }
         let event = PushEvent(
-            name: "snapshot", id: snapshot.version, epoch: store.epoch,
-            json: PushEncoder.snapshot(snapshot, reset: reset, epoch: store.epoch))
+            name: "snapshot", id: snapshot.version, epoch: epoch,
+            json: PushEncoder.snapshot(snapshot, reset: reset, epoch: epoch))
         cachedSnapshot = (snapshot.version, reset, event)
         return event
     }
