@@ -63,6 +63,41 @@ import Testing
         #expect(runner.job(ended[0].id) == nil)
     }
 
+    /// The ended jobs kept are the newest by start, even when a later job ended first: the
+    /// ticker may see jobs stopped together end in different ticks, and which jobs a client can
+    /// still read must not hang on that.
+    @Test func theEndedJobsKeptAreTheNewestStartedEvenWhenALaterOneEndedFirst() throws {
+        let runner = JobRunner(threads: 1, tickSeconds: 0.001)
+        defer { runner.shutDown() }
+        let store = ModelStore(name: "s")
+        var first: [AnimateJob] = []
+        for _ in 0..<JobRunner.maxRunningJobs { first.append(try #require(runner.startAnimate(store: store, rate: 0.01))) }
+        // The last started ends first; a new job starting shows the ticker took it as ended.
+        first.last!.stop()
+        var ended = 1
+        func startAndStop() -> Bool {
+            let deadline = Clock.monotonicSeconds() + 10
+            while Clock.monotonicSeconds() < deadline {
+                if let job = runner.startAnimate(store: store, rate: 0.01) {
+                    job.stop()
+                    ended += 1
+                    return true
+                }
+                usleep(1000)
+            }
+            return false
+        }
+        #expect(startAndStop())
+        for job in first.dropLast() { job.stop() }
+        ended += first.count - 1
+        while ended < JobRunner.keptFinishedJobs + 1 { try #require(startAndStop()) }
+        let deadline = Clock.monotonicSeconds() + 10
+        while runner.allJobs.count > JobRunner.keptFinishedJobs, Clock.monotonicSeconds() < deadline { usleep(1000) }
+        #expect(runner.allJobs.count == JobRunner.keptFinishedJobs)
+        #expect(runner.job(first[0].id) == nil, "the first started is forgotten")
+        #expect(runner.job(first.last!.id) != nil, "the one that ended first is newer, and kept")
+    }
+
     /// A job on a store deleted under it fails (`noSuchStore`) rather than commit to a store
     /// nobody can read for good.
     @Test func aJobOnADeletedStoreFails() throws {
