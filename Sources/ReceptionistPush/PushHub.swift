@@ -77,10 +77,14 @@ public final class PushHub {
     public func check(_ target: StreamTarget) -> Problem? {
         switch target {
         case .store(let name):
-            Self.invalidName(target) ?? (stores.store(name) == nil ? Problem(.noSuchStore, "no store named '\(name)'") : nil)
+            Self.invalidName(target) ?? (stores.store(name) == nil ? Self.noSuchStore(name) : nil)
         case .topic:
             Self.invalidName(target)
         }
+    }
+
+    private static func noSuchStore(_ name: String) -> Problem {
+        Problem(.noSuchStore, "no store named '\(name)'")
     }
 
     /// Why `target`'s name can never be a store's or a topic's, if it cannot.
@@ -100,7 +104,9 @@ public final class PushHub {
         if let problem = check(target) { return problem }
         switch target {
         case .store(let name):
-            guard let store = stores.store(name), !feed(store).accepts(options) else { return nil }
+            // Looked up again: a job thread may have deleted the store since `check`.
+            guard let store = stores.store(name) else { return Self.noSuchStore(name) }
+            if feed(store).accepts(options) { return nil }
             return Problem(.tooManySubscriptions, "store '\(name)' already serves \(StoreFeed.maxGroups) distinct sets of subscription options")
         case .topic(let name):
             guard options.isNone else {
@@ -123,7 +129,8 @@ public final class PushHub {
         if let problem = refusal(target, options: options) { return .failure(problem) }
         switch target {
         case .store(let name):
-            let store = stores.store(name)!
+            // Deleted on a job thread since `refusal` looked, the store is refused as missing.
+            guard let store = stores.store(name) else { return .failure(Self.noSuchStore(name)) }
             let subscription = Subscription(target: target, sink: sink, options: options, joinedAt: joinedAt)
             if presence { subscription.presenceWatch = PresenceWatch() }
             subscribeStore(subscription, store, since: since, epoch: epoch)

@@ -1,6 +1,7 @@
 @testable import ReceptionistPush
 import ReceptionistJSON
 import ReceptionistModel
+import ReceptionistSync
 import ReceptionistWire
 import Testing
 
@@ -77,5 +78,35 @@ import Testing
         #expect(!stores.dropReplica("s", epoch: "00aa"), "a late notice of the old store")
         #expect(stores.store("s") === again)
         #expect(stores.dropReplica("s", epoch: nil))
+    }
+    /// A store deleted on a job thread while the loop subscribes to it: each subscribe either
+    /// succeeds or is refused `no_such_store`. The store was looked up three times, and a delete
+    /// between the first look and the last crashed the process.
+    @Test func aStoreDeletedWhileTheLoopSubscribesIsRefusedNeverACrash() throws {
+        let push = PushFixture()
+        let done = ConditionLock(false)
+        let stores = push.stores
+        let churn = WorkerThread.start {
+            while !done.withLock({ $0 }) {
+                _ = try? stores.create("s")
+                _ = try? stores.delete("s")
+            }
+        }
+        var subscribed = 0, refused = 0
+        let deadline = Clock.monotonicSeconds() + 0.5
+        while Clock.monotonicSeconds() < deadline {
+            switch push.hub.subscribe(FakeSink(), to: .store("s"), since: nil) {
+            case .success(let subscription):
+                subscribed += 1
+                push.hub.unsubscribe(subscription)
+            case .failure(let problem):
+                #expect(problem.code == .noSuchStore)
+                refused += 1
+            }
+            if push.stores.store("s") == nil { push.hub.storeDeleted("s") }
+        }
+        done.withLock { $0 = true }
+        churn.join()
+        #expect(subscribed > 0 && refused > 0, "both outcomes were reached")
     }
 }
