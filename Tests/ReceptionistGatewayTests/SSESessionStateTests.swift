@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct SSESessionStateTests {
     private func fresh(now: UInt64 = 0) -> SSESessionState {
-        SSESessionState(now: now, heartbeatMilliseconds: 15_000)
+        SSESessionState(now: now, heartbeatMilliseconds: 15_000, lingerMilliseconds: 2_000)
     }
 
     @Test func aQuietStreamGetsOneHeartbeatPerInterval() {
@@ -23,15 +23,26 @@ import Testing
         #expect(state.tick(now: 25_000) == .heartbeat)
     }
 
-    @Test func theGoodbyeIsSaidOnceAndThenNothingIsDue() {
+    @Test func theGoodbyeIsSaidOnceAndThenNoHeartbeatIsDue() {
         var state = fresh()
         #expect(!state.ended)
-        let first = state.ending()
+        let first = state.ending(now: 10_000)
         #expect(first)
         #expect(state.ended)
-        let second = state.ending()
+        let second = state.ending(now: 10_500)
         #expect(!second, "a second goodbye (drain after expiry, say) must not be written")
-        #expect(state.tick(now: 60_000) == .none)
+        #expect(state.tick(now: 11_999) == .none)
+    }
+
+    /// A stream that said goodbye closes once what was queued is read; one whose client reads
+    /// nothing is closed a linger after the goodbye (it kept its subscription, its presence and a
+    /// stream its token no longer covered).
+    @Test func aGoodbyeNotReadWithinTheLingerIsAborted() {
+        var state = fresh()
+        _ = state.ending(now: 10_000)
+        #expect(state.tick(now: 11_999) == .none)
+        #expect(state.tick(now: 12_000) == .abort)
+        #expect(state.tick(now: 12_500) == .abort, "asked again at each sweep while the peer still reads")
     }
 
     @Test func theLoopClockMayWrapWithoutAStorm() {

@@ -29,7 +29,8 @@ final class SSESession: StreamSession {
         self.connection = connection
         core = StreamCore(services: services, claims: claims)
         state = SSESessionState(
-            now: connection.loop.nowMilliseconds, heartbeatMilliseconds: UInt64(services.config.sseHeartbeatSeconds * 1000))
+            now: connection.loop.nowMilliseconds, heartbeatMilliseconds: UInt64(services.config.sseHeartbeatSeconds * 1000),
+            lingerMilliseconds: services.webSocketTiming.closeTimeoutMilliseconds)
         connection.highWaterBytes = services.config.maxQueuedBytes
         connection.delaysWrites = true
     }
@@ -39,7 +40,7 @@ final class SSESession: StreamSession {
     /// `EventSource` hears the end rather than heartbeats for good.
     func subscriptionEnded(_ subscription: Subscription) {
         _ = core.subscriptions.remove(where: { $0 === subscription })
-        if core.subscriptions.isEmpty { connection.closeAfterFlush() }
+        if core.subscriptions.isEmpty, state.ending(now: connection.loop.nowMilliseconds) { connection.closeAfterFlush() }
     }
 
     /// Takes the connection over from HTTP and starts the stream. The target was checked already
@@ -67,6 +68,7 @@ final class SSESession: StreamSession {
             // quiet spell, and can time the gateway out from the start.
             if heartbeat == .event { writeHeartbeat() }
             if subscribe(target, since: ask.since, epoch: ask.epoch, options: options, presence: ask.presence, granted: granted) != nil {
+                _ = state.ending(now: connection.loop.nowMilliseconds)
                 connection.closeAfterFlush()
             }
         }
@@ -105,7 +107,7 @@ final class SSESession: StreamSession {
 
     /// Answers the request with an error instead of the stream, and closes.
     private func refuse(_ status: HTTPStatus, _ detail: String, date: String) {
-        guard state.ending() else { return }
+        guard state.ending(now: connection.loop.nowMilliseconds) else { return }
         var response = HTTPResponse.error(status, detail)
         if let corsOrigin {
             response.headers.add("Access-Control-Allow-Origin", corsOrigin)
@@ -138,7 +140,7 @@ final class SSESession: StreamSession {
     }
 
     func end(_ reason: StreamEnd) {
-        guard state.ending() else { return }
+        guard state.ending(now: connection.loop.nowMilliseconds) else { return }
         switch reason {
         case .slowConsumer:
             // No close frame exists in SSE: the stream ends and the client resumes with Last-Event-ID.
@@ -161,7 +163,7 @@ final class SSESession: StreamSession {
     func drain() {
         guard connection.state == .open else { return }
         guard headSent else { return refuse(.serviceUnavailable, "the gateway is draining; retry", date: date) }
-        guard state.ending() else { return }
+        guard state.ending(now: connection.loop.nowMilliseconds) else { return }
         let delay = services.reconnectJitterMilliseconds()
         connection.write(SSEEncoder.retry(milliseconds: delay))
         connection.write(SSEEncoder.event("draining", id: nil, data: PushEncoder.draining(reconnectAfterMilliseconds: delay)))
@@ -170,14 +172,25 @@ final class SSESession: StreamSession {
 
     func sweep(now: UInt64) {
         // A hook is still deciding: its answer is the status, within the hook's time-out.
-        guard headSent else { return }
+        guard headSent || state.ended else { return }
         if !state.ended, expireTokenIfDue() { return }
         if !state.ended { refreshIfDue() }
-        if state.tick(now: now) == .heartbeat {
+        switch state.tick(now: now) {
+        case .none: break
+        case .heartbeat:
+            // Bytes still queued reach the client first, and tell it the stream lives: a
+            // heartbeat behind them adds nothing, and would grow a stalled client's queue.
+            guard connection.queuedBytes == 0 else { break }
             switch heartbeat {
             case .comment: connection.write(SSEEncoder.heartbeat)
             case .event: writeHeartbeat()
             }
+        case .abort:
+            // Said goodbye a linger ago, and not yet read: closed, unless the peer still takes
+            // bytes (a slow link reading a long backlog), as a WebSocket's close is.
+            if services.closeWaits.peerStillReads(
+                connection, unsent: connection.unsentBytes, now: now, timeout: state.lingerMilliseconds) { break }
+            connection.close()
         }
     }
 
