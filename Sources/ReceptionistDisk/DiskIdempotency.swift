@@ -28,8 +28,10 @@ public enum DiskIdempotencyChange: Sendable, Equatable {
     /// A key's first request goes ahead: queued before that request's own writes, so it is stored
     /// with them or before them, never after.
     case claim(DiskIdempotencyRecord)
-    /// The claimed key's request was answered with `status` and `reply`.
-    case answer(scope: String, key: String, fingerprint: [UInt8], status: Int, reply: [UInt8])
+    /// The claimed key's request was answered with `status` and `reply`. A claim the disk failed
+    /// to store (a batch refused while the request's own write, in the next, was stored) is
+    /// stored with the answer, its window running from `since`: a stored write has its key.
+    case answer(scope: String, key: String, fingerprint: [UInt8], since: UInt64, status: Int, reply: [UInt8])
     /// The claimed key's request failed with nothing written: the key is free again.
     case release(scope: String, key: String, fingerprint: [UInt8])
 }
@@ -41,7 +43,8 @@ struct DiskIdempotencyWrite: Sendable {
 }
 
 /// The `idempotency_keys` table: the writer's statements, the pruning that bounds it, and the load
-/// at start. Rows are in first-use order by rowid (a claim inserts; an answer updates in place).
+/// at start. Rows are in first-use order by rowid (a claim inserts; an answer updates in place, or
+/// inserts a claim the disk lost).
 ///
 /// Writer thread only, once made.
 final class DiskIdempotencyTable {
@@ -59,7 +62,9 @@ final class DiskIdempotencyTable {
         claim = try db.prepare(
             "INSERT OR REPLACE INTO idempotency_keys(scope, key, fingerprint, since, status, reply) VALUES (?1, ?2, ?3, ?4, NULL, NULL)")
         answer = try db.prepare(
-            "UPDATE idempotency_keys SET status = ?4, reply = ?5 WHERE scope = ?1 AND key = ?2 AND fingerprint = ?3 AND status IS NULL")
+            "INSERT INTO idempotency_keys(scope, key, fingerprint, since, status, reply) VALUES (?1, ?2, ?3, ?6, ?4, ?5) "
+                + "ON CONFLICT(scope, key) DO UPDATE SET status = excluded.status, reply = excluded.reply "
+                + "WHERE idempotency_keys.fingerprint = excluded.fingerprint AND idempotency_keys.status IS NULL")
         release = try db.prepare(
             "DELETE FROM idempotency_keys WHERE scope = ?1 AND key = ?2 AND fingerprint = ?3 AND status IS NULL")
         pruneOld = try db.prepare("DELETE FROM idempotency_keys WHERE since < ?1")
@@ -77,12 +82,13 @@ final class DiskIdempotencyTable {
             claim.bind(3, blob: record.fingerprint)
             claim.bind(4, Int64(record.since))
             try claim.run()
-        case .answer(let scope, let key, let fingerprint, let status, let reply):
+        case .answer(let scope, let key, let fingerprint, let since, let status, let reply):
             answer.bind(1, scope)
             answer.bind(2, key)
             answer.bind(3, blob: fingerprint)
             answer.bind(4, Int64(status))
             answer.bind(5, blob: reply)
+            answer.bind(6, Int64(since))
             try answer.run()
         case .release(let scope, let key, let fingerprint):
             release.bind(1, scope)
@@ -116,7 +122,7 @@ final class DiskIdempotencyTable {
         while try rows.step() {
             let answered = !rows.isNull(4)
             records.append(DiskIdempotencyRecord(
-                scope: rows.text(0), key: rows.text(1), fingerprint: rows.blob(2), since: UInt64(rows.int64(3)),
+                scope: rows.text(0), key: rows.text(1), fingerprint: rows.blob(2), since: UInt64(clamping: rows.int64(3)),
                 status: answered ? Int(rows.int64(4)) : nil, reply: answered ? rows.blob(5) : nil))
         }
         return records

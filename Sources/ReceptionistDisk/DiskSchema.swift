@@ -101,8 +101,9 @@ enum DiskSchema {
             let history = try db.prepare(
                 "SELECT entries FROM change_sets WHERE store = ?1 AND last > ?2 ORDER BY first")
             while try stores.step() {
-                let name = stores.text(0), epoch = stores.text(1), version = UInt64(stores.int64(2))
-                let modelsVersion = UInt64(stores.int64(3))
+                let name = stores.text(0), epoch = stores.text(1)
+                let version = try number(stores.int64(2), "store '\(name)'")
+                let modelsVersion = try number(stores.int64(3), "store '\(name)'")
                 guard modelsVersion <= version else { throw DiskError("store '\(name)' is damaged (models past its version)") }
                 var models = StoreReplay(try loadModels(name, db: db, path: path), at: modelsVersion)
                 history.reset()
@@ -137,13 +138,15 @@ enum DiskSchema {
             let messages = try db.prepare(
                 "SELECT seq, published_at, data FROM messages WHERE topic = ?1 AND seq > ?2 ORDER BY seq")
             while try topics.step() {
-                let name = topics.text(0), epoch = topics.text(1), seq = UInt64(topics.int64(2))
+                let name = topics.text(0), epoch = topics.text(1), seq = try number(topics.int64(2), "topic '\(name)'")
                 messages.reset()
                 messages.bind(1, name)
                 messages.bind(2, Int64(seq > UInt64(topicHistory) ? seq - UInt64(topicHistory) : 0))
                 var kept: [DiskContents.Message] = []
                 while try messages.step() {
-                    kept.append(.init(seq: UInt64(messages.int64(0)), publishedAt: UInt64(messages.int64(1)), data: messages.blob(2)))
+                    kept.append(.init(
+                        seq: try number(messages.int64(0), "a message of topic '\(name)'"),
+                        publishedAt: UInt64(clamping: messages.int64(1)), data: messages.blob(2)))
                 }
                 contents.topics.append(.init(name: name, epoch: epoch, seq: seq, messages: kept))
             }
@@ -210,9 +213,16 @@ enum DiskSchema {
         while try statement.step() {
             let id = statement.text(0)
             let value = try statement.withBlob(2) { bytes in try parse(bytes, what: "model '\(id)' of store '\(name)'") }
-            loaded.append((id, value, UInt64(statement.int64(1))))
+            loaded.append((id, value, try number(statement.int64(1), "model '\(id)' of store '\(name)'")))
         }
         return loaded
+    }
+
+    /// A version or sequence number as stored: never negative but in a damaged file, which is
+    /// refused as such rather than trapping.
+    private static func number(_ stored: Int64, _ what: String) throws(DiskError) -> UInt64 {
+        guard let number = UInt64(exactly: stored) else { throw DiskError("\(what) is damaged (a negative number)") }
+        return number
     }
 
     private static func parse(_ bytes: UnsafeRawBufferPointer, what: String) throws(DiskError) -> JSONValue {

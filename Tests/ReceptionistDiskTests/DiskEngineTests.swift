@@ -85,6 +85,22 @@ import Testing
         }
     }
 
+    /// A negative version or sequence number can only be damage: the open is refused with the
+    /// row named, where converting it trapped and the process died without saying why.
+    @Test func aNegativeNumberInTheFileIsRefusedAsDamage() throws {
+        for row in ["INSERT INTO stores(name, epoch, version, models_version) VALUES ('s', 'e', -1, -1)",
+                    "INSERT INTO topics(name, epoch, seq) VALUES ('t', 'e', -5)"] {
+            let directory = temporaryDirectory()
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            engine.close()
+            let db = try SQLiteDatabase(path: directory + "/" + DiskSchema.fileName)
+            try db.execute(row)
+            db.close()
+            let error = #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: directory)) }
+            #expect(error?.description.contains("is damaged (a negative number)") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test func aTopicNumberThatDoesNotFollowOnIsRefused() throws {
         let (engine, _) = try DiskEngine.open(DiskOptions(directory: temporaryDirectory()))
         defer { engine.close() }

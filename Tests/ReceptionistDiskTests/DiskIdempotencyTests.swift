@@ -43,10 +43,10 @@ import Testing
         let claimed = record("claimed"), answered = record("answered"), released = record("released")
         store([
             .claim(claimed), .claim(answered), .claim(released),
-            .answer(scope: "scope", key: "answered", fingerprint: Array("answered".utf8), status: 201, reply: Array("{\"seq\":1}".utf8)),
+            .answer(scope: "scope", key: "answered", fingerprint: Array("answered".utf8), since: 0, status: 201, reply: Array("{\"seq\":1}".utf8)),
             .release(scope: "scope", key: "released", fingerprint: Array("released".utf8)),
             // Neither a key of another request's fingerprint nor an answered one is touched.
-            .answer(scope: "scope", key: "claimed", fingerprint: Array("other".utf8), status: 201, reply: []),
+            .answer(scope: "scope", key: "claimed", fingerprint: Array("other".utf8), since: 0, status: 201, reply: []),
             .release(scope: "scope", key: "answered", fingerprint: Array("answered".utf8)),
         ], in: engine)
         engine.close()
@@ -54,6 +54,19 @@ import Testing
         expected.status = 201
         expected.reply = Array("{\"seq\":1}".utf8)
         #expect(try reopen(directory) == [claimed, expected])
+    }
+
+    /// A claim the disk did not store (its batch failed, while the request's own write in the
+    /// next batch was stored) comes back with the answer: a retry after a restart gets the stored
+    /// answer, never a second write.
+    @Test func anAnswerWhoseClaimWasNotStoredStoresTheKeyAnswered() throws {
+        let directory = temporaryDirectory()
+        let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+        let since = Clock.microsecondsSinceEpoch()
+        store([.answer(scope: "scope", key: "lost", fingerprint: Array("lost".utf8), since: since, status: 201, reply: Array("{}".utf8))],
+              in: engine)
+        engine.close()
+        #expect(try reopen(directory) == [record("lost", since: since).answered(201, "{}")])
     }
 
     @Test func keysPastTheirWindowAreNotLoaded() throws {
@@ -76,5 +89,14 @@ import Testing
         store(["a", "b", "c", "d", "a"].map { .claim(record($0)) }, in: engine, held: true)
         engine.close()
         #expect(try reopen(directory) { $0.maxIdempotencyKeys = 100 }.map(\.key) == ["c", "d", "a"], "pruned on disk, not only at load")
+    }
+}
+
+extension DiskIdempotencyRecord {
+    fileprivate func answered(_ status: Int, _ reply: String) -> DiskIdempotencyRecord {
+        var record = self
+        record.status = status
+        record.reply = Array(reply.utf8)
+        return record
     }
 }

@@ -89,6 +89,6 @@ final class DiskIdempotencyStore: IdempotencyStore {
 
     /// The change that stores a claimed key's answer.
     private static func answer(_ key: IdempotencyKey, scope: String, fingerprint: [UInt8], reply: StoredReply) -> DiskIdempotencyChange {
-        .answer(scope: scope, key: key.text, fingerprint: fingerprint, status: reply.status.code, reply: reply.body)
+        .answer(scope: scope, key: key.text, fingerprint: fingerprint, since: Clock.microsecondsSinceEpoch(), status: reply.status.code, reply: reply.body)
     }
 }
