@@ -230,7 +230,8 @@ public final class PushHub {
     /// Tells every subscriber of `feed` that its store was deleted, and closes the feed.
     private func end(_ feed: StoreFeed) {
         let event = PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(.store(feed.store.name), reason: "deleted"))
-        var members: [Subscription] = []
+        // Those still waiting for the shared log too: they are in no group yet.
+        var members = Array(feed.resumingSubscriptions)
         feed.forEachMember { members.append($0) }
         feed.closeAll()
         for subscription in members {
@@ -355,12 +356,14 @@ public final class PushHub {
         _ subscription: Subscription, _ feed: StoreFeed, since: UInt64, fetched: [ChangeSet], epoch: String,
         source: any StoreSource, rounds: Int
     ) {
-        let key = ObjectIdentifier(subscription)
-        feed.resuming.insert(key)
+        feed.startResuming(subscription)
         let after = fetched.last?.version ?? since
         let through = feed.store.version
         source.storeHistory(of: feed.store.name, after: after, through: through) { [weak self, weak feed] changeSets in
-            guard let self, let feed, feed.resuming.remove(key) != nil else { return }
+            guard let self, let feed, feed.endResuming(subscription) else { return }
+            // Once this subscription has joined its group (or waits again): groups whose last
+            // member left while it waited are closed, if nobody else waits.
+            defer { feed.closeUnusedGroups() }
             guard feeds[feed.store.name] === feed else {
                 // The store was made anew meanwhile: resume against the one there is now.
                 if let store = stores.store(feed.store.name) { subscribeStore(subscription, store, since: since, epoch: epoch) }

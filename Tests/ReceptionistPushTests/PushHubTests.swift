@@ -165,6 +165,34 @@ import Testing
         #expect(push.counters.storeResumes == 1 && push.counters.resets == 0)
     }
 
+    /// A store deleted while a resume waits for the shared log: the resuming subscriber is told
+    /// as the members are (`unsubscribed`, its subscription ended), not left without an answer.
+    @Test func aResumeWaitingForTheSharedLogIsToldOfTheStoresDeletion() throws {
+        let (push, store, source) = try replicaWithShortHistory()
+        let sink = FakeSink()
+        let subscription = try push.subscribe(sink, .store("s"), since: 1, epoch: store.epoch)
+        push.hub.storeDeleted("s")
+        #expect(sink.trace == ["unsubscribed s"])
+        #expect(sink.ended.map(ObjectIdentifier.init) == [ObjectIdentifier(subscription)])
+        source.answer(2...5)
+        #expect(sink.trace == ["unsubscribed s"], "the late answer reaches nobody")
+    }
+
+    /// A group whose last member leaves while another subscriber resumes is closed once that
+    /// resume ends: it filtered every commit, and counted against the store's groups, for good.
+    @Test func aGroupLeftEmptyDuringAResumeIsClosedWhenTheResumeEnds() throws {
+        let (push, store, source) = try replicaWithShortHistory()
+        let leaving = FakeSink(), resuming = FakeSink()
+        let narrowed = try push.hub.subscribe(leaving, to: .store("s"), since: nil, options: SubscriptionOptions(models: ["m"])).get()
+        #expect(push.hub.storeGroupCount == 2)
+        _ = try push.subscribe(resuming, .store("s"), since: 1, epoch: store.epoch)
+        push.hub.unsubscribe(narrowed)
+        #expect(push.hub.storeGroupCount == 2, "kept while a resume may join it")
+        source.answer(2...5)
+        #expect(resuming.trace.first == "subscribed s 1 resumed")
+        #expect(push.hub.storeGroupCount == 1)
+    }
+
     @Test func whatTheSharedLogNoLongerHoldsIsAResetNeverAHole() throws {
         let (push, store, source) = try replicaWithShortHistory()
         let trimmed = FakeSink(), unreadable = FakeSink()

@@ -77,6 +77,9 @@ public final class StoreFeed: PresenceMembers {
         for group in groups.values { group.forEachMember(body) }
     }
 
+    /// The subscriptions waiting for the shared log, which are in no group yet.
+    var resumingSubscriptions: Dictionary<ObjectIdentifier, Subscription>.Values { resuming.values }
+
     /// Starts `subscription`'s live stream in its group, and makes it a member of the presence.
     func add(_ subscription: Subscription) {
         group(for: subscription.options).add(subscription)
@@ -85,11 +88,23 @@ public final class StoreFeed: PresenceMembers {
     }
 
     /// Subscriptions waiting for the shared log's change sets before they join (a resume older
-    /// than this replica's history). One that leaves meanwhile is simply dropped from here.
-    var resuming: Set<ObjectIdentifier> = []
+    /// than this replica's history). One that leaves meanwhile is simply dropped from here; a
+    /// deleted store tells them as it tells its members.
+    private var resuming: [ObjectIdentifier: Subscription] = [:]
+
+    func startResuming(_ subscription: Subscription) {
+        resuming[ObjectIdentifier(subscription)] = subscription
+    }
+
+    /// Whether `subscription` was still waiting for the shared log (it had not left, nor was the
+    /// store deleted); it waits no more. Its group stays until it has joined it: call
+    /// `closeUnusedGroups` then.
+    func endResuming(_ subscription: Subscription) -> Bool {
+        resuming.removeValue(forKey: ObjectIdentifier(subscription)) != nil
+    }
 
     func remove(_ subscription: Subscription) {
-        if resuming.remove(ObjectIdentifier(subscription)) != nil { return closeIfUnused(subscription.options) }
+        if endResuming(subscription) { return closeUnusedGroups() }
         guard let group = groups[subscription.options], group.remove(subscription) else { return }
         subscriberCount -= 1
         presence.left(subscription)
@@ -100,7 +115,7 @@ public final class StoreFeed: PresenceMembers {
     func closeAll() {
         for group in groups.values { group.close() }
         groups = [:]
-        resuming = []
+        resuming = [:]
     }
 
     /// Closes the group of `options` once it has no member and nobody is resuming into it (the
@@ -110,5 +125,16 @@ public final class StoreFeed: PresenceMembers {
         if !resuming.isEmpty { return }
         group.close()
         groups.removeValue(forKey: options)
+    }
+
+    /// Closes every group without members, once nobody is resuming: those whose last member left
+    /// while a resume kept them (each still filtered every commit, and counted against
+    /// `maxGroups`).
+    func closeUnusedGroups() {
+        guard resuming.isEmpty else { return }
+        for (options, group) in groups where !options.isNone && group.memberCount == 0 {
+            group.close()
+            groups.removeValue(forKey: options)
+        }
     }
 }
