@@ -61,8 +61,12 @@ extension PushHub {
         let key = ObjectIdentifier(subscription)
         topic.resuming.insert(key)
         let after = fetched.last?.seq ?? since
+        let epoch = topic.epoch
         source.history(of: topic.name, after: after, through: through) { [weak self, weak topic] entries in
             guard let self, let topic, topic.resuming.remove(key) != nil else { return }
+            // The topic started a new epoch meanwhile (`restart`): `since` numbers another life of
+            // it, and what was read back belongs to that life. A reset, as for a stale epoch.
+            guard topic.epoch == epoch else { return startFresh(subscription, topic) }
             let all = fetched + (entries ?? [])
             if entries != nil, rounds > 1, let gap = topic.replay(after: since).gap, gap.upperBound > through {
                 return fill(subscription, topic, since: since, fetched: all, through: gap.upperBound, source: source, rounds: rounds - 1)

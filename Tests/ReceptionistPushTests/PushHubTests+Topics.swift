@@ -193,6 +193,23 @@ extension PushHubTests {
         #expect(topic.subscriberCount == 0 && topic.resuming.isEmpty)
     }
 
+    /// The topic starts a new epoch while a resume waits for the log (Redis lost it): `since`
+    /// numbered the old life, so the subscriber is reset into the new one, never resumed in it
+    /// with the new life's messages up to `since` skipped unannounced.
+    @Test func aResumeWhoseTopicRestartedMeanwhileIsReset() throws {
+        let (push, source, topic) = clusterTopic()
+        let sink = FakeSink()
+        try push.subscribe(sink, .topic("t"), since: 4)
+        #expect(source.lookups.count == 1)
+        topic.restart(after: 1, epoch: "another life")
+        for seq: UInt64 in 2...3 { topic.mirror(seq: seq, publishedAt: 0, data: Array("\(seq)".utf8)) }
+        source.answer([5])
+        #expect(sink.trace == ["subscribed t 3"], "answered as a fresh subscription, marked reset")
+        #expect(push.counters.topicResumes == 0 && push.counters.resets == 1)
+        topic.mirror(seq: 4, publishedAt: 0, data: Array("4".utf8))
+        #expect(sink.trace.last == "message t 4", "the new life's message 4 is not taken for one already held")
+    }
+
     @Test func aResumeInsideTheHistoryAsksNoLog() throws {
         let (push, source, _) = clusterTopic()
         let sink = FakeSink()
