@@ -84,8 +84,14 @@ extension WebSocketSession {
         let windows = services.rpcWindows
         guard windows.hasRoom(connection) else {
             return { [unowned self] resume in
+                // Owed from now: a close waits for its answer, as for the RPCs under way.
+                let settle = owing()
                 windows.whenRoom(connection) { [weak self] in
-                    guard let self, connection.state == .open, !isClosing else { return }
+                    defer { settle() }
+                    guard let self, connection.state == .open else { return }
+                    guard !isClosing else {
+                        return sendText(PushEncoder.rpcError(id: id, code: "unavailable", message: "the connection is closing"))
+                    }
                     callRPC(hooks, id: id, body: body)
                     resume()
                 }

@@ -196,8 +196,16 @@ final class WebSocketSession: StreamSession {
             }
             if needsSubscribeHook(target, presence: presence) {
                 return { [unowned self] resume in
+                    // Owed from now: a close (a drain, an expired token) waits for the answer.
+                    let settle = owing()
                     askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
+                        defer { settle() }
                         guard let self else { return }
+                        if isClosing {
+                            // Closing meanwhile: no stream starts, but the subscribe is answered.
+                            sendError(ClientMessage.Problem(.unavailable, "the connection is closing"))
+                            return
+                        }
                         switch result {
                         case .success(let narrowed):
                             if let problem = subscribe(target, since: since, epoch: epoch, options: narrowed, presence: presence, granted: true) {
