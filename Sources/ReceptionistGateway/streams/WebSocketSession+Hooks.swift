@@ -32,6 +32,34 @@ extension WebSocketSession {
         }
     }
 
+    /// Asks the subscribe hook about a subscription the grant does not cover, then subscribes as
+    /// far as it allows. The connection's later messages wait for the answer.
+    func subscribeThroughHook(
+        _ target: StreamTarget, since: UInt64?, epoch: String?, options: SubscriptionOptions, presence: Bool
+    ) -> Pause {
+        { [unowned self] resume in
+            // Owed from now: a close (a drain, an expired token) waits for the answer.
+            let settle = owing()
+            askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
+                defer { settle() }
+                guard let self else { return }
+                if isClosing {
+                    // Closing meanwhile: no stream starts, but the subscribe is answered.
+                    return sendError(ClientMessage.Problem(.unavailable, "the connection is closing"))
+                }
+                switch result {
+                case .success(let narrowed):
+                    if let problem = subscribe(target, since: since, epoch: epoch, options: narrowed, presence: presence, granted: true) {
+                        sendError(problem)
+                    }
+                case .failure(let problem):
+                    sendError(problem)
+                }
+                resume()
+            }
+        }
+    }
+
     /// Whether the publish hook rules on a client's publishes to `topic`.
     func publishHookDecides(_ topic: String) -> Bool {
         services.hooks?.isSet(.publish) == true && services.config.namespaces.calls(.publish, for: topic)

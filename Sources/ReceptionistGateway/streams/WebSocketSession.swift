@@ -195,28 +195,7 @@ final class WebSocketSession: StreamSession {
                 return nil
             }
             if needsSubscribeHook(target, presence: presence) {
-                return { [unowned self] resume in
-                    // Owed from now: a close (a drain, an expired token) waits for the answer.
-                    let settle = owing()
-                    askSubscribeHook(target, options: options, presence: presence) { [weak self] result in
-                        defer { settle() }
-                        guard let self else { return }
-                        if isClosing {
-                            // Closing meanwhile: no stream starts, but the subscribe is answered.
-                            sendError(ClientMessage.Problem(.unavailable, "the connection is closing"))
-                            return
-                        }
-                        switch result {
-                        case .success(let narrowed):
-                            if let problem = subscribe(target, since: since, epoch: epoch, options: narrowed, presence: presence, granted: true) {
-                                sendError(problem)
-                            }
-                        case .failure(let problem):
-                            sendError(problem)
-                        }
-                        resume()
-                    }
-                }
+                return subscribeThroughHook(target, since: since, epoch: epoch, options: options, presence: presence)
             }
             if let problem = subscribe(target, since: since, epoch: epoch, options: options, presence: presence) {
                 sendError(problem)
