@@ -107,4 +107,25 @@ import Testing
         #expect(keepAlive == false)
         #expect(busy.afterResponse() == .close)
     }
+
+    /// After a request that closes, no later one is taken, not even one whose head began in the
+    /// same read; and the connection does not wait for it. A drain still lets the request in
+    /// progress finish, and takes none after it.
+    @Test func afterAClosingRequestNoLaterOneIsTaken() {
+        var state = fresh()
+        state.received(phase: .head, completed: true, now: 10)  // the next head began in the same read
+        #expect(state.takesRequests)
+        _ = state.requestCompleted(keepAlive: false)
+        #expect(!state.takesRequests)
+        #expect(state.afterResponse() == .close)
+
+        var draining = fresh()
+        draining.received(phase: .head, now: 10)
+        _ = draining.drain()
+        #expect(draining.takesRequests, "the request in progress finishes")
+        _ = draining.requestCompleted(keepAlive: true)
+        draining.received(phase: .head, now: 20)
+        #expect(!draining.takesRequests)
+        #expect(draining.afterResponse() == .close)
+    }
 }

@@ -31,7 +31,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Bytes of replies handed to the connection, and how many of them the client had taken when
     /// a deadline last came: a client that has taken more since is taking its replies, and is
     /// not idle however long one takes it.
-    private var written = 0
+    var written = 0
     /// Over `--max-connections`: only the operations endpoints are answered (`startOperationsOnly`).
     private var operationsOnly = false
     private var takenAtDeadline = 0
@@ -72,7 +72,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             }
             held = nil
         }
-        guard !state.closing || state.phase != .idle else { return }
+        guard state.takesRequests else { return }
         let output = parser.parse(bytes)
         state.received(phase: parser.phase, completed: !output.requests.isEmpty, now: connection.loop.nowMilliseconds)
         process(output.requests[...], output)
@@ -82,11 +82,12 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     /// Answers `requests` in order, then acts on the rest of `output`. A request whose work runs
     /// on a job thread holds back everything after it, read or not yet read, until that work has
     /// returned: pipelined commits take their places in their stores in the order they were sent.
-    /// Replies past `--max-queued-bytes` hold back the requests after them too (`parked`).
+    /// Replies past `--max-queued-bytes` hold back the requests after them too (`parked`), those
+    /// handed to the connection and those made but waiting behind an earlier reply alike.
     private func process(_ requests: ArraySlice<HTTPRequest>, _ output: HTTPRequestParser.Output) {
         var rest = requests
         while !rest.isEmpty {
-            if connection.isOverHighWater {
+            if connection.isOverHighWater || repliesWaitPastTheLimit {
                 parked = (rest, output)
                 holdReading()
                 return
@@ -165,17 +166,40 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     }
 
     func connectionDidDrain(_ connection: TCPConnection) {
-        if let (rest, output) = parked {
+        if parked != nil {
             // The client took the replies queued before them: the parked requests go on, and the
             // idle time-out counts from now (one that never reads is closed by it).
-            parked = nil
             state.progressed(now: connection.loop.nowMilliseconds)
-            releaseReading()
-            process(state.closing ? [] : rest, output)
-            return
+            return resumeParked()
         }
         if !readingHeld { connection.startReading() }
     }
+
+    /// The parked requests go on once there is room: the connection under its limit, and the
+    /// replies waiting behind an earlier one too.
+    private func resumeParked() {
+        guard let (rest, output) = parked, !connection.isOverHighWater, !repliesWaitPastTheLimit else { return }
+        parked = nil
+        releaseReading()
+        process(state.closing ? [] : rest, output)
+    }
+
+    /// Replies made but not yet written, as they wait behind an earlier one still owed (a publish
+    /// on its way to the disk or Redis), past `--max-queued-bytes` or `maxOpenSlots`: each would
+    /// be held whole until the earlier one came, beyond any limit.
+    private var repliesWaitPastTheLimit: Bool {
+        guard slots.count > 1 else { return false }
+        if slots.count >= Self.maxOpenSlots { return true }
+        var bytes = 0
+        for slot in slots {
+            bytes += slot.reply?.contentLength ?? 0
+            if bytes >= connection.highWaterBytes { return true }
+        }
+        return false
+    }
+
+    /// The most requests a connection has under way (answered or not, and not yet written).
+    static let maxOpenSlots = 256
 
     func connectionDidClose(_ connection: TCPConnection) {
         services.table.sessionDidClose(connection)
@@ -231,6 +255,9 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         case .job(let start):
             return startHeld(slot, start)
         }
+        // A reply that closes the connection ends it here: nothing after the request is taken,
+        // though an earlier reply still owed holds its writing back.
+        if slot.reply?.closesConnection == true { state.failed() }
         writeReadyReplies()
         return nil
     }
@@ -261,6 +288,7 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
     func slotFilled() {
         guard !answering else { return }
         writeReadyReplies()
+        if parked != nil, held == nil { resumeParked() }
         closeIfDone()
     }
 
@@ -273,6 +301,8 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
             if !keepAlive { state.failed() }
             logAnswer(slot, reply.response.status.code)
             send(reply, headOnly: slot.method == .head, keepAlive: keepAlive && !(state.closing && slots.isEmpty))
+            // Nothing follows a reply that says `Connection: close` (RFC 9112, section 9.6).
+            if !keepAlive { slots.removeAll() }
         }
         if parser.awaitsContinue { continueIfAsked() }
     }
@@ -300,44 +330,6 @@ final class HTTPSession: TCPConnectionDelegate, GatewaySession {
         if connection.peerFinished || state.afterResponse() == .close {
             connection.closeAfterFlush()
         }
-    }
-
-    private func send(_ reply: Reply, headOnly: Bool, keepAlive: Bool) {
-        let date = services.dateCache.current
-        let length = reply.contentLength
-        let result: TCPConnection.WriteResult
-        if headOnly || length == 0 {
-            result = write(
-                SharedBytes(HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length)))
-        } else if let shared = reply.sharedBody, length > HTTPResponseEncoder.inlineBodyLimit {
-            // A large shared body goes out as its own buffer in the same writev, never copied.
-            write(SharedBytes(HTTPResponseEncoder.head(reply.response, date: date, keepAlive: keepAlive, contentLength: length)))
-            result = write(shared)
-        } else {
-            // Head and body written straight into the buffer that is sent.
-            func whole(_ body: UnsafeRawBufferPointer) -> SharedBytes {
-                let count = HTTPResponseEncoder.headCount(
-                    reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: body)
-                return SharedBytes(count: count) { start in
-                    _ = HTTPResponseEncoder.writeHead(
-                        reply.response, date: date, keepAlive: keepAlive, contentLength: length, inlineBody: body, at: start)
-                }
-            }
-            let bytes = reply.sharedBody.map { $0.withUnsafeBytes(whole) } ?? reply.response.body.withUnsafeBytes(whole)
-            result = write(bytes)
-        }
-        // Policy for a full outbound queue: stop reading requests until the client catches up.
-        if result == .backpressure {
-            connection.stopReading()
-        }
-    }
-
-    /// Hands `bytes` to the connection, counted (`written`) if it took them.
-    @discardableResult
-    private func write(_ bytes: SharedBytes) -> TCPConnection.WriteResult {
-        let result = connection.write(bytes)
-        if result != .dropped { written &+= bytes.count }
-        return result
     }
 
     /// The gateway is draining.

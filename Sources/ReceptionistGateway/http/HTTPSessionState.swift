@@ -20,6 +20,13 @@ struct HTTPSessionState {
     private var lastActivity: UInt64
     /// No more requests will be answered after the current one (client asked, error, or drain).
     private(set) var closing = false
+    /// A request was answered while closing (or the stream failed): no later request is taken,
+    /// not even one whose head came in the same read. A drain's `closing` alone still lets the
+    /// request in progress finish.
+    private var finished = false
+
+    /// Whether a request read now may still be taken.
+    var takesRequests: Bool { !finished && (!closing || phase != .idle) }
 
     init(now: UInt64, idleTimeoutMilliseconds: UInt64, headTimeoutMilliseconds: UInt64) {
         self.idleTimeoutMilliseconds = idleTimeoutMilliseconds
@@ -53,12 +60,14 @@ struct HTTPSessionState {
     /// A request is complete. Returns whether its response may keep the connection open.
     mutating func requestCompleted(keepAlive: Bool) -> Bool {
         if !keepAlive { closing = true }
+        if closing { finished = true }
         return !closing
     }
 
     /// Nothing more will be read from this stream: answer what is owed and close.
     mutating func failed() {
         closing = true
+        finished = true
         phase = .idle
     }
 
@@ -70,7 +79,8 @@ struct HTTPSessionState {
 
     /// After a response has been queued: whether the connection is done.
     func afterResponse() -> Action {
-        closing && phase == .idle ? .close : .none
+        // Finished, a request begun after the last one taken is never taken: not waited for.
+        finished || (closing && phase == .idle) ? .close : .none
     }
 
     /// Called periodically by the gateway's sweep; `readingHeld` while the gateway does not read
