@@ -12,7 +12,9 @@
 /// Only ASCII ids go there. Swift compares strings by canonical equivalence (`"é"` as one scalar
 /// equals `"e"` and a combining accent), which a hash of the bytes cannot follow, and the store
 /// keys its models the way Swift compares; so an id with any other byte goes to `others`, a
-/// `Dictionary`, which hashes as the store does. For ASCII, bytes equal is strings equal.
+/// `Dictionary`, which hashes as the store does. For ASCII, bytes equal is strings equal. But
+/// three scalars are canonically ASCII (`asciiTwin`): an id made of them and ASCII is looked up
+/// as the ASCII id it equals.
 ///
 /// Invariants: at most half the cells are used, so a probe always ends at an empty cell; a
 /// cell holds an index into `keys`, `hashes` and `values`, or `empty`; `hashes[i]` is the hash of
@@ -37,7 +39,7 @@ struct ModelTable {
 
     /// The value for `id`, if it is in the table.
     func value(for id: String) -> Int32? {
-        guard let hash = hashValue(of: id) else { return others[id] }
+        guard let hash = hashValue(of: id) else { return Self.asciiTwin(of: id).map { value(for: $0) } ?? others[id] }
         return cell(of: id, hash: hash).map { values[Int(cells[$0])] }
     }
 
@@ -58,6 +60,7 @@ struct ModelTable {
     /// Sets the value for `id`, adding it if it is not there.
     mutating func set(_ value: Int32, for id: String) {
         guard let hash = hashValue(of: id) else {
+            if let twin = Self.asciiTwin(of: id) { return set(value, for: twin) }
             others[id] = value
             return
         }
@@ -69,12 +72,31 @@ struct ModelTable {
     /// One hash where a lookup and then a `set` would take two.
     mutating func value(for id: String, orInsert value: Int32) -> Int32? {
         guard let hash = hashValue(of: id) else {
+            if let twin = Self.asciiTwin(of: id) { return self.value(for: twin, orInsert: value) }
             if let existing = others[id] { return existing }
             others[id] = value
             return nil
         }
         let (index, inserted) = entry(of: id, hash: hash, orInsert: value)
         return inserted ? nil : values[index]
+    }
+
+    /// The ASCII id Swift takes as equal to `id`, if there is one. Unicode maps three scalars
+    /// canonically onto ASCII (U+212A KELVIN SIGN onto `K`, U+037E GREEK QUESTION MARK onto `;`,
+    /// U+1FEF GREEK VARIA onto a backtick), so an id of those and ASCII only equals an ASCII id,
+    /// and must be found where that one is. Asked of ids with a byte past ASCII only.
+    static func asciiTwin(of id: String) -> String? {
+        var scalars = String.UnicodeScalarView()
+        for scalar in id.unicodeScalars {
+            switch scalar.value {
+            case 0..<0x80: scalars.append(scalar)
+            case 0x212A: scalars.append("K")
+            case 0x037E: scalars.append(";")
+            case 0x1FEF: scalars.append("`")
+            default: return nil
+            }
+        }
+        return String(scalars)
     }
 
     /// Where the ASCII `id`, whose hash is `hash`, sits in `keys` and `values`; added there with
@@ -102,7 +124,7 @@ struct ModelTable {
     /// Removes `id`, returning its value if it was there.
     @discardableResult
     mutating func remove(_ id: String) -> Int32? {
-        guard let hash = hashValue(of: id) else { return others.removeValue(forKey: id) }
+        guard let hash = hashValue(of: id) else { return Self.asciiTwin(of: id).map { remove($0) } ?? others.removeValue(forKey: id) }
         guard var hole = cell(of: id, hash: hash) else { return nil }
         let mask = cells.count - 1
         let entry = Int(cells[hole])

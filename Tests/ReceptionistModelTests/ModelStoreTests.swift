@@ -204,4 +204,16 @@ import Testing
         // Over 4,096 epochs each of the 16 digits shows in the first place: the top bits are written.
         #expect(Set(epochs.map { $0.first! }).count == 16)
     }
+
+    /// An id written with the Kelvin sign names the model written with `K`, as every snapshot
+    /// (keyed as Swift compares strings) already took it: one model, keeping the id it was made with.
+    @Test func anIdCanonicallyEqualToAnotherNamesTheSameModel() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "tileK", value: ["n": 1])])
+        try store.commit([.put(model: "tile\u{212A}", value: ["n": 2])])
+        try store.commit([.patch(model: "tile\u{212A}", patch: ["m": 3])])
+        let snapshot = store.snapshot()
+        #expect(store.modelCount.models == 1 && snapshot.models.count == 1)
+        #expect(snapshot.models["tileK"] == ["n": 2, "m": 3])
+    }
 }

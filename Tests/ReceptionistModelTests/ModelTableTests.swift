@@ -83,6 +83,22 @@ import Testing
         #expect(table.isEmpty && table.value(for: "caf\u{E9}") == nil)
     }
 
+    /// Three scalars are canonically ASCII (the Kelvin sign is `K`): an id that holds them beside
+    /// ASCII only is the ASCII id it equals, found, set and removed there. They were two entries,
+    /// so a store held two models that every snapshot, keyed as Swift compares, showed as one.
+    @Test func anIdCanonicallyEqualToAnASCIIIdIsThatEntry() {
+        var table = ModelTable()
+        table.set(1, for: "tileK")
+        #expect(table.value(for: "tile\u{212A}") == 1)
+        #expect(table.value(for: "tile\u{212A}", orInsert: 9) == 1)
+        table.set(2, for: "a\u{37E}b\u{1FEF}")
+        #expect(table.value(for: "a;b`") == 2)
+        #expect(table.count == 2)
+        #expect(table.remove("tile\u{212A}") == 1)
+        #expect(table.value(for: "tileK") == nil && table.count == 1)
+        #expect(ModelTable.asciiTwin(of: "caf\u{E9}") == nil, "an id with any other scalar has no ASCII twin")
+    }
+
     /// Removal, checked against a `Dictionary` through thousands of random sets, finds-or-inserts
     /// and removals on a
     /// pool of ids small enough that probe runs collide and wrap: every id set and not removed is
