@@ -33,6 +33,33 @@ import Testing
         #expect(bucket.isFull(now: 13_000))
     }
 
+    /// A batch waits for all the tokens it asks: rate 1, burst 10, emptied, then a batch of 10
+    /// needs ten seconds, where `Retry-After: 1` sent its retries back to a 429 nine times.
+    @Test func aBatchIsToldToWaitForAllItsTokens() {
+        var bucket = TokenBucket(now: 0)
+        let took1 = bucket.take(10, rate: 1, burst: 10, now: 0)
+        #expect(took1)
+        let took2 = bucket.take(10, rate: 1, burst: 10, now: 0)
+        #expect(!took2)
+        #expect(bucket.secondsUntilNext(10, rate: 1, burst: 10, now: 0) == 10)
+        #expect(bucket.secondsUntilNext(rate: 1, burst: 10, now: 0) == 1)
+        let took3 = bucket.take(10, rate: 1, burst: 10, now: 9_999)
+        #expect(!took3)
+        let took4 = bucket.take(10, rate: 1, burst: 10, now: 10_000)
+        #expect(took4)
+    }
+
+    /// A rate as slow as the options allow (10⁻¹² a second) does not trap: one token's interval
+    /// is past what the bucket's nanoseconds hold, and the bucket stays empty.
+    @Test func aVerySlowRateDoesNotTrap() {
+        var bucket = TokenBucket(now: 1_000)
+        let took5 = bucket.take(rate: 1e-12, burst: 1, now: 1_000)
+        #expect(took5)
+        let took6 = bucket.take(rate: 1e-12, burst: 1, now: 86_400_000)
+        #expect(!took6)
+        #expect(bucket.secondsUntilNext(rate: 1e-12, burst: 1, now: 2_000) == Int(Int32.max))
+    }
+
     @Test func aTokenBucketIsOneWord() {
         // Every WebSocket connection holds one (docs/PERFORMANCE.md, "An idle connection").
         #expect(MemoryLayout<TokenBucket>.size == 8)

@@ -36,6 +36,6 @@ final class KeyedRateLimiter {
             buckets[key] = limit.bucket(now: now)
         }
         if buckets[key]!.take(count, rate: limit.perSecond, burst: limit.burst, now: now) { return .allowed }
-        return .limited(retryAfterSeconds: buckets[key]!.secondsUntilNext(rate: limit.perSecond, burst: limit.burst, now: now))
+        return .limited(retryAfterSeconds: buckets[key]!.secondsUntilNext(count, rate: limit.perSecond, burst: limit.burst, now: now))
     }
 }

@@ -24,15 +24,19 @@ struct TokenBucket: Sendable {
         let interval = 1e9 / rate
         let start = max(fullAt, now)
         guard Double(start - now) + Double(count - 1) * interval <= (burst - 1) * interval else { return false }
-        fullAt = start &+ UInt64((interval * Double(count)).rounded())
+        // Saturated: at a rate as slow as 10⁻¹² a second, one token's interval is past what a
+        // `UInt64` of nanoseconds holds; such a bucket is simply never full again.
+        let later = (interval * Double(count)).rounded()
+        fullAt = later < Double(UInt64.max - start) ? start + UInt64(later) : UInt64.max
         return true
     }
 
-    /// Seconds until a token is there again (for `Retry-After`), at least one.
-    func secondsUntilNext(rate: Double, burst: Double, now: UInt64) -> Int {
+    /// Seconds until `count` tokens are there again (for `Retry-After`), at least one: a batch
+    /// waits for all it asks, not for one.
+    func secondsUntilNext(_ count: Int = 1, rate: Double, burst: Double, now: UInt64) -> Int {
         guard rate > 0 else { return 0 }
-        let owed = Double(fullAt) - Double(Self.nanoseconds(now)) - (burst - 1) * 1e9 / rate
-        return max(1, Int((owed / 1e9).rounded(.up)))
+        let owed = Double(fullAt) - Double(Self.nanoseconds(now)) - (burst - Double(count)) * 1e9 / rate
+        return max(1, Int(min((owed / 1e9).rounded(.up), Double(Int32.max))))
     }
 
     /// Whether the bucket has refilled to the top, so forgetting it changes nothing.
