@@ -103,10 +103,14 @@ public struct CoalescingBuffer: Sendable {
                 // Edited in place: the model and path stay, the old value stays the first one.
                 pending[position].newValue = change.pointee.newValue
                 pending[position].kind = ModelChange.kind(old: pending[position].oldValue, new: change.pointee.newValue)
-                if pending[position].keyPath.count == 0, pending[position].oldValue == nil, pending[position].newValue == nil,
-                   previous == Self.end, links[position] == Self.end
-                {
-                    forget(position, of: change.pointee.model)
+                if pending[position].oldValue == nil, pending[position].newValue == nil {
+                    if pending[position].keyPath.count == 0 {
+                        if previous == Self.end, links[position] == Self.end { forget(position, of: change.pointee.model) }
+                    } else if previous == Self.end || pending[Int(previous)].slotHint != Self.superseded {
+                        // A member made and removed again since the last take: nothing to tell,
+                        // unless it follows a removal a move left (the pair says the member moved).
+                        unlink(position, after: previous, of: change.pointee.model)
+                    }
                 }
                 return
             }
@@ -149,6 +153,22 @@ public struct CoalescingBuffer: Sendable {
         pending[position].oldValue = nil
         replacedCount += 1
         _ = heads.remove(model)
+    }
+
+    /// A member's entry that says it is absent, as it was: taken out of its model's chain, and
+    /// dropped at the next compaction. Kept, every key set and removed between two takes left
+    /// one, and each later key walked them all.
+    private mutating func unlink(_ position: Int, after previous: Int32, of model: String) {
+        let next = links[position]
+        if previous != Self.end {
+            links[Int(previous)] = next
+        } else if next == Self.end {
+            _ = heads.remove(model)
+        } else {
+            heads.set(next, for: model)
+        }
+        links[position] = Self.replaced
+        replacedCount += 1
     }
 
     /// Entries replaced or forgotten are dropped (`compact`) once there are this many, and as

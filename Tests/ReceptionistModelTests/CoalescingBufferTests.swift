@@ -185,6 +185,32 @@ import Testing
         #expect(copy == store.snapshot().models)
     }
 
+    /// Members set and removed again between two takes (`cursors.<session>`) leave nothing, as
+    /// models that come and go do: the buffer stays bounded, and each change does not walk every
+    /// key ever used. One entry per key stayed before, 10,000 of them.
+    @Test func membersThatComeAndGoBetweenTakesLeaveNothingAndTheBufferStaysBounded() throws {
+        let store = ModelStore(name: "s")
+        try store.commit([.put(model: "m", value: ["kept": 0, "gone": 0])])
+        var copy = store.snapshot().models
+        var buffer = CoalescingBuffer()
+        buffer.absorb(try store.commit([.set(model: "m", keyPath: "gone", value: nil)]))
+        var most = 0
+        for n in 1...10_000 {
+            buffer.absorb(try store.commit([.set(model: "m", keyPath: ModelKeyPath(["k\(n)"]), value: .number(JSONNumber(n)))]))
+            var operations: [StoreOperation] = [.set(model: "m", keyPath: ModelKeyPath(["k\(n)"]), value: nil)]
+            if n % 97 == 0 { operations.append(.set(model: "m", keyPath: "kept", value: .number(JSONNumber(n)))) }
+            buffer.absorb(try store.commit(operations))
+            most = max(most, buffer.heldEntries)
+        }
+        #expect(most <= 2 * CoalescingBuffer.compactionFloor + 8, "held \(most) entries")
+        let changes = buffer.take()
+        let paths = changes.map(\.keyPath.description).sorted()
+        #expect(paths.count == 2)
+        #expect(paths.prefix(3) == ["gone", "kept"])
+        for change in changes { apply(change, to: &copy) }
+        #expect(copy == store.snapshot().models)
+    }
+
     /// Random commits with models coming and going, absorbed long enough between takes that the
     /// buffer compacts: each take still converges on the store.
     @Test(arguments: 1...8 as ClosedRange<UInt64>)
