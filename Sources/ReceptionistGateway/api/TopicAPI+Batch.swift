@@ -50,7 +50,9 @@ extension TopicAPI {
             return .reply(idempotency.run(key, scope: scope, request: request) { publishAtOnce(messages) })
         }
         let (log, idempotency) = (self.log, self.idempotency)
-        return .later { done in
+        // A batch with a key goes out once its claim is answered: what follows on the connection
+        // waits for its answer, as for a single publish (`publish`).
+        let start: (@escaping (Reply) -> Void) -> Void = { done in
             idempotency.run(key, scope: scope, request: request, later: { answer in
                 // Every message goes to the engine now, in order (to Redis in one write); the
                 // answer waits for the last.
@@ -60,6 +62,7 @@ extension TopicAPI {
                 }
             }, done: done)
         }
+        return key == nil ? .later(start) : .job { _, done in start(done) }
     }
 
     /// Publishes every message through a log that answers at once, and answers.

@@ -95,7 +95,10 @@ struct TopicAPI {
         // Without a key there is nothing to claim: the answer goes straight to the door, and the
         // request is not kept meanwhile.
         guard let key else { return .later(send) }
-        return .later { done in idempotency.run(key, scope: scope, request: request, later: send, done: done) }
+        // With one, the publish goes out once the claim is answered (by Redis, in a cluster): the
+        // connection's later requests wait for the answer, so that a publish sent after it is not
+        // numbered before it.
+        return .job { _, done in idempotency.run(key, scope: scope, request: request, later: send, done: done) }
     }
 
     /// `?after=N&limit=K`: the messages after N still kept, as `message` frames: from the topic's
