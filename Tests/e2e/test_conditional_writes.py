@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from conftest import assert_standard_headers, http_client_request, json_ok, store_snapshot
+from conftest import assert_json_error, assert_standard_headers, http_client_request, json_ok, store_snapshot
 from engines import engine, port  # noqa: F401  (`engine`, `port` are fixtures)
 from test_cluster import redis  # noqa: F401  (a fixture `engine` asks for)
 from wsclient import assert_changes_frame, connect, recv_json, subscribe
@@ -265,6 +265,17 @@ def test_if_none_match_star_creates_only(port):
     json_ok(send(port, "DELETE", model_path(store, "m")))
     again = send(port, "PUT", model_path(store, "m"), {"n": 3}, {"If-None-Match": "*"})
     write_ok(again, 201, store, "m", 5)
+
+
+def test_if_match_with_if_none_match_star_is_refused_as_never_met(port):
+    """No model is both there and absent: the pair is refused, where the second header replaced
+    the first and the PUT created the model on half its condition."""
+    store = fresh_store(port, {"other": {"n": 0}})
+    before = store_snapshot(port, store)
+    for tag in ('"5"', "*"):
+        resp = send(port, "PUT", model_path(store, "new"), {"n": 1}, {"If-Match": tag, "If-None-Match": "*"})
+        assert_json_error(resp, 400, "bad_request")
+    assert_unchanged(port, store, before)
 
 
 def test_concurrent_creates_with_if_none_match_have_one_winner(port):

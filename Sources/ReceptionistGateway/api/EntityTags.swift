@@ -28,6 +28,11 @@ enum EntityTags {
             guard request.method == .put else {
                 return .failure(ReplyError(.error(.badRequest, "If-None-Match: * applies to PUT")))
             }
+            // No model is both there (If-Match) and absent; taken one after the other, the
+            // second replaced the first, and the write went ahead on half its condition.
+            guard lines.isEmpty else {
+                return .failure(ReplyError(.error(.badRequest, "If-Match and If-None-Match: * cannot both hold; send one")))
+            }
             condition.models[id] = .absent
         }
         return .success(condition)
