@@ -321,3 +321,24 @@ def test_a_tokens_publish_over_http_goes_through_the_publish_hook(start_server, 
                                headers={"Authorization": f"Bearer {API_KEY}"})
     assert [m["data"] for m in json_ok(read)["messages"]] == [
         {"text": "rewritten by the backend", "by": "erin"}, {"text": "forbidden"}]
+
+
+def test_on_a_gateway_that_requires_tokens_a_connection_without_one_is_not_put_to_the_hooks(start_server, backend):
+    """A WebSocket that sent no token has no identity: its publish and commit are refused
+    `unauthorized`, as its subscribe is, without asking the publish or write hook. Before, the
+    hooks were asked with `"user": null`, and a backend that judged only the content let an
+    anonymous client publish where it could not even subscribe."""
+    from test_trust import SECRET
+    server = start_server("--api-key", API_KEY, "--token-secret", SECRET, *backend.hook_args("publish", "write"))
+    store = keyed(server.port, "POST", "/api/stores", {"name": unique("hooked")})["name"]
+    asked = backend.stats()["calls"]
+    with connect(server.port) as ws:
+        send_json(ws, {"type": "publish", "topic": unique("chat"), "data": {"text": "hi"}, "ref": "p1"})
+        answer = recv_json(ws)
+        assert (answer["type"], answer["code"], answer.get("ref")) == ("error", "unauthorized", "p1"), answer
+        send_json(ws, {"type": "commit", "store": store, "ref": "c1",
+                       "changes": [{"op": "put", "model": "m", "value": {"n": 1}}]})
+        answer = recv_json(ws)
+        assert (answer["type"], answer["code"], answer.get("ref")) == ("error", "unauthorized", "c1"), answer
+    calls = backend.stats()["calls"]
+    assert (calls.get("publish", 0), calls.get("write", 0)) == (asked.get("publish", 0), asked.get("write", 0))

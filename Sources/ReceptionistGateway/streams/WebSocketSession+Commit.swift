@@ -22,7 +22,11 @@ extension WebSocketSession {
             return nil
         }
         guard let rateKey = writeRateKey(for: name) else {
-            if services.hooks?.isSet(.write) == true, services.config.namespaces.calls(.write, for: name) {
+            // The write hook decides without a grant, but not for a connection with no identity
+            // on a gateway that requires tokens.
+            if services.hooks?.isSet(.write) == true, services.config.namespaces.calls(.write, for: name),
+               core.claims != nil || !services.access.requiresToken
+            {
                 return writeThroughHook(name, request, operations, condition, ref: ref)
             }
             services.counters.refused(core.claims == nil ? .apiKey : .tokenScope)

@@ -220,8 +220,11 @@ final class WebSocketSession: StreamSession {
     private func publishRateKey(for topic: String) -> String? {
         if !services.access.requiresAPIKey { return connection.peerAddress ?? "unknown" }
         if let key = core.publishRateKey { return key }
-        // The publish hook decides for every client without an API key.
-        if publishHookDecides(topic) { return "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown") }
+        // The publish hook decides for every client without an API key; on a gateway that
+        // requires tokens, for one that has a grant (the subscribe hook is not asked without one).
+        if publishHookDecides(topic), core.claims != nil || !services.access.requiresToken {
+            return "client " + (core.claims?.subject ?? connection.peerAddress ?? "unknown")
+        }
         guard let claims = core.claims, claims.allowsPublishing(to: topic) else { return nil }
         return "token " + (claims.subject ?? connection.peerAddress ?? "unknown")
     }
