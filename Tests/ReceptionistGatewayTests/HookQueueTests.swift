@@ -31,4 +31,23 @@ import Testing
         guard case .start = queue.submit("a") else { Issue.record("the first call waits"); return }
         guard case .refused("b") = queue.submit("b") else { Issue.record("the second call is not refused"); return }
     }
+
+    /// A client's own calls (publish, write, RPC) leave a quarter of the queue to the calls that
+    /// admit clients, which wait ahead of them: one user's RPCs cannot shut everyone else out.
+    @Test func callsThatAdmitClientsKeepAQuarterOfTheQueueAndGoFirst() {
+        var queue = HookQueue<String>(maxInFlight: 1, maxQueued: 8)
+        guard case .start = queue.submit("rpc0") else { Issue.record("the first call waits"); return }
+        var refused: [String] = []
+        for n in 1...8 {
+            if case .refused(let call) = queue.submit("rpc\(n)") { refused.append(call) }
+        }
+        #expect(refused == ["rpc7", "rpc8"], "six of eight waiting places for RPCs")
+        for name in ["connect", "subscribe"] {
+            guard case .queued = queue.submit(name, admits: true) else { Issue.record("\(name) refused"); return }
+        }
+        guard case .refused = queue.submit("refresh", admits: true) else { Issue.record("past the whole queue"); return }
+        #expect(queue.finished() == "connect")
+        #expect(queue.finished() == "subscribe")
+        #expect(queue.finished() == "rpc1")
+    }
 }

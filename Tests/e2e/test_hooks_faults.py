@@ -371,3 +371,25 @@ def test_a_hook_that_stops_answering_is_warned_of_once_not_for_every_call(start_
         assert resp.status == 503, resp.body
     log = gateway.stderr_text()
     assert log.count("hook calls fail") == 1 and "hook=connect" in log, log
+
+
+def test_one_clients_rpcs_over_many_connections_leave_room_for_others_to_connect(start_server, backend):
+    """RPCs take at most three quarters of the hook queue, and the connect hook's calls wait
+    ahead of them: one user opening connections and sending RPCs to a slow backend cannot shut
+    every other user out. Before, the queue filled and the next browser was closed with 1013."""
+    from hooks import cookie
+    server = start_server("--hook-max-inflight", "4", "--hook-max-queued", "8", "--hook-timeout", "5",
+                          "--client-message-rate", "0", *backend.hook_args("connect", "rpc"))
+    heavy = [connect(server.port, additional_headers=cookie("alice")) for _ in range(2)]
+    try:
+        for ws in heavy:
+            for n in range(8):
+                send_json(ws, {"type": "rpc", "id": f"r{n}", "method": "sleep", "data": 1.5})
+        wait_for(lambda: backend.stats()["inFlight"] >= 4, 5, "the RPCs never reached the backend")
+        # The queue holds what RPCs may take; the others were refused at once.
+        with connect(server.port, additional_headers=cookie("bob")) as other:
+            send_json(other, {"type": "ping", "ref": "p"})
+            assert recv_json(other, timeout=5)["type"] == "pong"
+    finally:
+        for ws in heavy:
+            ws.close()

@@ -79,7 +79,7 @@ final class HookClient {
             kind: kind, body: body, deadline: now + UInt64(settings.timeoutSeconds * 1000), asked: now,
             completion: completion)
         stats.calls[kind, default: 0] += 1
-        switch queue.submit(pending) {
+        switch queue.submit(pending, admits: kind == .connect || kind == .subscribe || kind == .refresh) {
         case .start(let call): start(call)
         case .queued: break
         case .refused(let call):

@@ -1,7 +1,12 @@
 import DequeModule
 
 /// Which hook calls run and which wait: at most `maxInFlight` at once, then at most `maxQueued`
-/// waiting in arrival order, then refused. A pure state machine: the client acts on what it says.
+/// waiting, then refused. A pure state machine: the client acts on what it says.
+///
+/// Calls that admit a client (connect, subscribe, refresh: `admits`) wait ahead of the others and
+/// may take the whole queue; the others (a client's publish, write or RPC, as many as it sends)
+/// leave a quarter of it to them. Else one user's RPCs over many connections filled the queue,
+/// and every other user's connection was refused.
 struct HookQueue<Call> {
     let maxInFlight: Int
     let maxQueued: Int
@@ -9,6 +14,7 @@ struct HookQueue<Call> {
     /// The most calls ever under way at once (for tests and `/metrics`).
     private(set) var peakInFlight = 0
     private var waiting = Deque<Call>()
+    private var admitting = Deque<Call>()
 
     init(maxInFlight: Int, maxQueued: Int) {
         self.maxInFlight = max(1, maxInFlight)
@@ -23,22 +29,26 @@ struct HookQueue<Call> {
         case refused(Call)
     }
 
-    var queued: Int { waiting.count }
+    var queued: Int { waiting.count + admitting.count }
 
-    mutating func submit(_ call: Call) -> Admission {
+    /// The waiting room the calls that do not admit a client may take.
+    private var roomForOthers: Int { maxQueued - maxQueued / 4 }
+
+    mutating func submit(_ call: Call, admits: Bool = false) -> Admission {
         if inFlight < maxInFlight {
             inFlight += 1
             peakInFlight = max(peakInFlight, inFlight)
             return .start(call)
         }
-        guard waiting.count < maxQueued else { return .refused(call) }
-        waiting.append(call)
+        guard queued < (admits ? maxQueued : roomForOthers) else { return .refused(call) }
+        if admits { admitting.append(call) } else { waiting.append(call) }
         return .queued
     }
 
-    /// A call ended; returns the next to start in its place, which counts as in flight.
+    /// A call ended; returns the next to start in its place, which counts as in flight: the
+    /// longest waiting of those that admit a client, else of the others.
     mutating func finished() -> Call? {
-        guard let next = waiting.popFirst() else {
+        guard let next = admitting.popFirst() ?? waiting.popFirst() else {
             inFlight -= 1
             return nil
         }
