@@ -148,8 +148,13 @@ public final class ModelStore: Sendable {
     }
 
     /// How many models the store holds, at which version: what a listing shows, without building
-    /// a snapshot.
-    public var modelCount: (models: Int, version: UInt64) { state.withLock { ($0.models.count, $0.settled) } }
+    /// a snapshot, unless a change set is still being stored (its models are not counted yet: a
+    /// failed write takes them back).
+    public var modelCount: (models: Int, version: UInt64) {
+        if let counted = state.withLock({ $0.unsettled.isEmpty ? ($0.models.count, $0.settled) : nil }) { return counted }
+        let snapshot = snapshot()
+        return (snapshot.models.count, snapshot.version)
+    }
 
     /// The change sets after `version`, oldest first, or nil if the history no longer reaches back.
     public func changes(since version: UInt64) -> [ChangeSet]? {

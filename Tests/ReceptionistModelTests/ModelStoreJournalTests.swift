@@ -85,6 +85,7 @@ private final class LateJournal: StoreJournal {
         #expect(store.journalSnapshot(changedAfter: 2).models.isEmpty)
         #expect(store.version == 0)
         #expect(store.snapshot().models.isEmpty)
+        #expect(store.modelCount == (0, 0), "a listing counts no model that is not stored yet")
         #expect(store.changes(since: 0) == [])
         #expect(seen.withLock { $0 }.isEmpty)
         #expect(answers.all.isEmpty)
@@ -92,6 +93,7 @@ private final class LateJournal: StoreJournal {
         store.settle(through: 1, generation: journal.handed[0].generation)
         #expect(store.version == 1)
         #expect(store.snapshot().models == ["a": ["n": 1]])
+        #expect(store.modelCount == (1, 1))
         #expect(seen.withLock { $0 } == [1])
         #expect(answers.all.count == 1)
 
