@@ -23,7 +23,13 @@ static void receptionist_handle_write(redisAsyncContext *context) {
 static void receptionist_poll(uv_poll_t *handle, int status, int events) {
     redisLibuvEvents *p = (redisLibuvEvents *)handle->data;
     if (p->context == NULL) return;
-    if (status != 0) events = p->events;
+    if (status != 0) {
+        // libuv stopped the poll before it called back with the error: forget the events it had,
+        // so that hiredis's next addRead (after a reply read with the error) starts it again. Kept,
+        // addRead saw reading on already, and the socket was never watched again.
+        events = p->events;
+        p->events = 0;
+    }
     if (events & UV_READABLE) redisAsyncHandleRead(p->context);
     // Reading may have freed the context (the clean-up clears p->context; p lives until uv_close ends).
     if (p->context != NULL && (events & UV_WRITABLE)) receptionist_handle_write(p->context);

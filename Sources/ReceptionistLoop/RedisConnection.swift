@@ -207,9 +207,14 @@ public final class RedisConnection {
         state = .closed
         retryTimer?.close()
         retryTimer = nil
-        if let context {
+        if var context {
             // Commands of this iteration not written yet go out first: their replies are due.
-            if wasConnected { receptionist_redis_flush(context) }
+            // Not from inside a reply callback (see `flush`); a write that fails frees the context.
+            if wasConnected, !Self.inCallback(context) {
+                receptionist_redis_flush(context)
+                guard let still = self.context else { return }
+                context = still
+            }
             redisAsyncDisconnect(context)
             // Still here: replies are owed. Past the time-out hiredis frees the context, answering
             // each of them with nothing, and calls the disconnect callback (the connection was
@@ -382,6 +387,13 @@ extension RedisConnection: LoopFlushable {
     func flush() {
         flushScheduled = false
         guard let context, state == .connected else { return }
+        // Inside one of the context's reply callbacks (`flushNow` from an answer) a write that
+        // fails would free the context while hiredis goes on using it: left to the iteration's end.
+        if Self.inCallback(context) { return scheduleFlush() }
         receptionist_redis_flush(context)
+    }
+
+    private static func inCallback(_ context: UnsafeMutablePointer<redisAsyncContext>) -> Bool {
+        context.pointee.c.flags & REDIS_IN_CALLBACK != 0
     }
 }

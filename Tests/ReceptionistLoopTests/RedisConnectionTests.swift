@@ -179,6 +179,65 @@ struct RedisConnectionTests {
         }
     }
 
+    /// A reply and the peer's reset read in one wake-up (the loop was busy meanwhile): libuv stops
+    /// the poll and reports the error; the reply is read, and the socket must still be watched,
+    /// so the reset ends the connection and the reply still owed is answered (with nothing).
+    /// Before, the poll stayed stopped and that reply was owed for good.
+    @Test func aReplyReadWithThePeersResetLeavesTheSocketWatched() throws {
+        let server = try ResettingServer()
+        let answers = Mutex<[String]>([])
+        onLoop { loop, finish in
+            let connection = RedisConnection(loop: loop, endpoint: RedisEndpoint(port: server.port), name: "reset")
+            connection.onConnected = {
+                connection.send(["PING"]) { reply in answers.withLock { $0.append(reply == nil ? "nil" : "PONG") } }
+                connection.send(["GET", "k"]) { reply in
+                    answers.withLock { $0.append(reply == nil ? "nil" : "value") }
+                    connection.close()
+                    finish()
+                }
+                // Busy past the commands' write: the answer and the reset arrive before the next poll.
+                let busy = LoopTimer(loop: loop) { usleep(300_000) }
+                busy.start(delayMilliseconds: 1)
+                _ = Unmanaged.passRetained(busy)
+            }
+            connection.start()
+        }
+        #expect(answers.withLock { $0 } == ["PONG", "nil"])
+    }
+
+    /// Accepts one connection, reads until both commands are in, answers the first and resets.
+    private final class ResettingServer: Sendable {
+        let port: Int
+
+        init() throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+            listen(fd, 1)
+            port = Int(UInt16(bigEndian: address.sin_port))
+            let listener = fd
+            Thread.detachNewThread {
+                let client = accept(listener, nil, nil)
+                var received: [UInt8] = []
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while !String(decoding: received, as: UTF8.self).contains("GET") {
+                    let count = read(client, &buffer, buffer.count)
+                    if count <= 0 { break }
+                    received += buffer[0..<count]
+                }
+                _ = "+PONG\r\n".withCString { write(client, $0, 7) }
+                var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+                setsockopt(client, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+                close(client)
+                close(listener)
+            }
+        }
+    }
+
     /// Runs `body` on a real loop thread; it calls `finish` once done, which stops the loop.
     /// Fails if that takes more than 10 s, or the loop does not stop.
     private func onLoop(_ body: @escaping @Sendable (EventLoop, _ finish: @escaping () -> Void) -> Void) {
