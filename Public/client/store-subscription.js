@@ -88,8 +88,17 @@ export class StoreSubscription extends Subscription {
     }
   }
 
+  // The gateway names the filter it applies, which the subscribe hook may have narrowed from
+  // what was asked: versions it leaves out are filtered out, not lost.
+  _takeFilter(frame) {
+    if (!isObject(frame.filter)) return;
+    this._filtered = true;
+    if (Array.isArray(frame.filter.paths)) this._listedPaths = frame.filter.paths.map((path) => String(path).split('.'));
+  }
+
   _onSnapshot(frame, bytes) {
     if (typeof frame.version !== 'number' || !isObject(frame.models)) return;
+    this._takeFilter(frame);
     const reset = frame.reset === true || this._version !== null;
     this._models = new Map(Object.entries(frame.models));
     this._version = frame.version;
@@ -102,6 +111,7 @@ export class StoreSubscription extends Subscription {
   }
 
   _onSubscribed(frame, bytes) {
+    this._takeFilter(frame);
     if (this._version === null && typeof frame.version === 'number') this._version = frame.version;
     if (typeof frame.epoch === 'string') this._epoch = frame.epoch;
     this._countFrame(bytes);

@@ -304,7 +304,7 @@ public final class PushHub {
         // elsewhere and is on its way: the subscription resumes from it as the replica catches up.
         let sameEpoch = epoch == nil || epoch == store.epoch
         if let since, sameEpoch, since > store.version, isReplica {
-            sink.sendOwed(storeSubscribed(store, since))
+            sink.sendOwed(storeSubscribed(store, since, subscription.options))
             counters.storeResumes += 1
             subscription.advance(to: since)
         } else if let since, sameEpoch, since <= store.version, let missed = store.changes(since: since) {
@@ -323,7 +323,7 @@ public final class PushHub {
     /// Resumes after `since` with `replay`, the change sets that followed it, oldest first; then
     /// the subscription joins the live stream.
     private func resumeStore(_ subscription: Subscription, _ feed: StoreFeed, since: UInt64, replay: [ChangeSet]) {
-        subscription.sink.sendOwed(storeSubscribed(feed.store, since))
+        subscription.sink.sendOwed(storeSubscribed(feed.store, since, subscription.options))
         counters.storeResumes += 1
         subscription.advance(to: since)
         // Through the group's filter and cadence; the events fanned out live, where the group
@@ -334,8 +334,9 @@ public final class PushHub {
     }
 
     /// The answer to a store resume from `since`.
-    private func storeSubscribed(_ store: ModelStore, _ since: UInt64) -> PushEvent {
-        PushEvent(name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch))
+    private func storeSubscribed(_ store: ModelStore, _ since: UInt64, _ options: SubscriptionOptions) -> PushEvent {
+        PushEvent(
+            name: "subscribed", id: nil, json: PushEncoder.subscribedStore(store.name, version: since, epoch: store.epoch, filter: options))
     }
 
     /// A (projected) snapshot, marked reset when the subscriber asked to resume and cannot.

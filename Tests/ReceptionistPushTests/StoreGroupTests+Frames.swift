@@ -235,7 +235,7 @@ extension StoreGroupTests {
         #expect(first.entries[1].via == .owed)
         #expect(try first.json(1) == [
             "type": "snapshot", "store": "s", "version": 10, "epoch": .string(store.epoch), "reset": true,
-            "models": ["m": ["color": "blue"]],
+            "filter": ["models": ["m"], "paths": ["color"]], "models": ["m": ["color": "blue"]],
         ])
         #expect(first.events[1] === second.events[1], "one reset snapshot for the group")
         #expect(subscriptions.map(\.position) == [10, 10])

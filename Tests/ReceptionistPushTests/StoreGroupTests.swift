@@ -172,6 +172,7 @@ import Testing
         #expect(sink.owed == ["snapshot s 1"])
         #expect(try sink.json(0) == [
             "type": "snapshot", "store": "s", "version": 1, "epoch": .string(store.epoch), "reset": false,
+            "filter": ["models": ["other", "tile-1*"], "paths": ["color", "style.border.width"]],
             "models": [
                 "other": ["color": "d"], "tile-1": ["color": "a", "style": ["border": ["width": 2]]], "tile-12": [:],
             ],

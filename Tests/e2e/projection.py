@@ -123,13 +123,22 @@ class View:
     def message(self, **extra) -> dict:
         return {"type": "subscribe", "store": self.store, **self.options, **extra}
 
+    @property
+    def filter(self) -> dict:
+        """The `filter` member the gateway names in a snapshot or a resume's `subscribed`: the
+        options' `models` and `paths`, without repeats, in the order of their bytes."""
+        return {key: sorted(set(self.options[key])) for key in ("models", "paths") if self.options.get(key) is not None}
+
+    def with_filter(self, frame: dict) -> dict:
+        return {**frame, "filter": self.filter} if self.filter else frame
+
     # -- opening
     def take_snapshot(self, frame: dict, port: int, reset: bool = False) -> None:
         """`frame` must be the store's current snapshot, projected."""
         current = store_snapshot(port, self.store)
-        assert frame == {"type": "snapshot", "store": self.store, "version": current["version"],
-                         "epoch": current["epoch"], "reset": reset,
-                         "models": project(current["models"], self.options)}, (frame, current)
+        assert frame == self.with_filter({"type": "snapshot", "store": self.store, "version": current["version"],
+                                          "epoch": current["epoch"], "reset": reset,
+                                          "models": project(current["models"], self.options)}), (frame, current)
         self.models, self.version, self.epoch = copy.deepcopy(frame["models"]), frame["version"], frame["epoch"]
 
     def subscribe(self, ws, port: int) -> dict:
@@ -141,8 +150,8 @@ class View:
     def resume(self, ws) -> None:
         """Resume after the last version this copy reached, with its epoch."""
         send_json(ws, self.message(since=self.version, epoch=self.epoch))
-        assert recv_json(ws) == {"type": "subscribed", "store": self.store, "version": self.version,
-                                 "epoch": self.epoch, "resumed": True}
+        assert recv_json(ws) == self.with_filter({"type": "subscribed", "store": self.store, "version": self.version,
+                                                  "epoch": self.epoch, "resumed": True})
 
     # -- frames
     def accept(self, frame: dict, exact_from: bool = False) -> dict:

@@ -209,10 +209,11 @@ def first_event(reader, expected_subscribed: dict) -> SSEEvent:
     return event
 
 
-def assert_snapshot_event(event: SSEEvent, port: int, store: str, reset: bool = False) -> dict:
+def assert_snapshot_event(event: SSEEvent, port: int, store: str, reset: bool = False, filter: dict | None = None) -> dict:
+    """`filter`: the `models` and `paths` a filtered subscription's snapshot names."""
     assert event.event == "snapshot", event
     data = event.json()
-    assert data == {"type": "snapshot", "reset": reset, **store_snapshot(port, store)}
+    assert data == {"type": "snapshot", "reset": reset, **store_snapshot(port, store), **({"filter": filter} if filter else {})}
     assert event.number == str(data["version"]) and event.epoch == data["epoch"], event
     return data
 

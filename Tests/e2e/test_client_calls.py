@@ -167,3 +167,15 @@ def test_a_replay_that_skips_the_same_version_again_is_asked_for_after_the_backo
     outcome = json.loads(result.stdout.strip().splitlines()[-1])
     # The first subscribe, the resync at once, and at most two after the backoff within a second.
     assert 3 <= outcome["subscribes"] <= 4 and outcome["version"] == 1 and outcome["sockets"] == 1, outcome
+
+
+def test_a_subscription_the_gateway_narrowed_takes_its_filter_from_the_snapshot():
+    """The subscribe hook may narrow a subscription asked for with no options; the snapshot names
+    the filter, and the client does not take the versions it leaves out for lost ones. Before, it
+    resynced from the same version for good and applied nothing more."""
+    script = Path(__file__).parent / "node_client_narrowed.mjs"
+    result = subprocess.run([str(NODE), str(script)], capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome == {"version": 12, "models": {"a": {"color": "blue"}}, "subscribes": 1}, outcome
+

@@ -46,6 +46,9 @@ def test_a_narrowed_subscription_sees_only_the_allowed_paths_in_snapshot_changes
         snapshot = subscribe(ws, store=store)
         assert snapshot["type"] == "snapshot", snapshot
         assert snapshot["models"] == {"a": {"color": "red"}, "b": {"color": "blue"}}, snapshot
+        # Asked for with no options: the filter the hook set is named, so that the client knows
+        # a version it is not sent is filtered out, not lost.
+        assert snapshot["filter"] == {"paths": ["color"]}, snapshot
         keyed(gateway.port, "POST", f"/api/stores/{store}/changes", {"changes": [
             {"op": "set", "model": "a", "path": "label", "value": "AA"},
             {"op": "set", "model": "a", "path": "color", "value": "green"}]})
@@ -60,6 +63,7 @@ def test_a_narrowed_subscription_sees_only_the_allowed_paths_in_snapshot_changes
     with connect(gateway.port, additional_headers=cookie("bob")) as ws:
         resumed = subscribe(ws, store=store, since=since, epoch=epoch)
         assert resumed["type"] == "subscribed" and resumed["resumed"] is True, resumed
+        assert resumed["filter"] == {"paths": ["color"]}, resumed
         replay = recv_json(ws)
         assert replay["type"] == "changes" and replay["version"] == 3, replay
         assert [(c["model"], c["path"], c.get("value")) for c in replay["changes"]] == [("b", "color", "black")], replay

@@ -50,25 +50,40 @@ public enum PushEncoder {
         return out
     }
 
-    public static func snapshot(_ snapshot: StoreSnapshot, reset: Bool, epoch: String) -> [UInt8] {
+    /// `filter`: the subscription's effective options (the subscribe hook may have narrowed what
+    /// it asked); their `models` and `paths` are named, so the client knows versions it is not
+    /// sent are filtered out, not lost.
+    public static func snapshot(_ snapshot: StoreSnapshot, reset: Bool, epoch: String, filter: SubscriptionOptions = .none) -> [UInt8] {
         var out = head("snapshot")
         field("store", snapshot.store, &out)
         number("version", snapshot.version, &out)
         field("epoch", epoch, &out)
         put(reset ? ",\"reset\":true" : ",\"reset\":false", &out)
+        filterField(filter, &out)
         put(",\"models\":", &out)
         JSONWriter.write(.sortedObject(snapshot.models), to: &out)
         out.append(UInt8(ascii: "}"))
         return out
     }
 
-    public static func subscribedStore(_ store: String, version: UInt64, epoch: String) -> [UInt8] {
+    public static func subscribedStore(_ store: String, version: UInt64, epoch: String, filter: SubscriptionOptions = .none) -> [UInt8] {
         var out = head("subscribed")
         field("store", store, &out)
         number("version", version, &out)
         field("epoch", epoch, &out)
+        filterField(filter, &out)
         put(",\"resumed\":true}", &out)
         return out
+    }
+
+    /// `,"filter":{"models":[…],"paths":[…]}`, each list only when set; nothing when neither is.
+    private static func filterField(_ options: SubscriptionOptions, _ out: inout [UInt8]) {
+        guard options.models != nil || options.paths != nil else { return }
+        var members: [(String, JSONValue)] = []
+        if let models = options.models { members.append(("models", .array(models.map { .string($0) }))) }
+        if let paths = options.paths { members.append(("paths", .array(paths.map { .string($0.joined(separator: ".")) }))) }
+        put(",\"filter\":", &out)
+        JSONWriter.write(.object(JSONObject(uniqueKeysWithValues: members)), to: &out)
     }
 
     /// `reset`: the `since` asked for belongs to another life of the topic (another epoch, or a

@@ -122,7 +122,7 @@ final class StoreGroup {
         }
         let event = PushEvent(
             name: "snapshot", id: snapshot.version, epoch: epoch,
-            json: PushEncoder.snapshot(snapshot, reset: reset, epoch: epoch))
+            json: PushEncoder.snapshot(snapshot, reset: reset, epoch: epoch, filter: options))
         cachedSnapshot = (snapshot.version, reset, event)
         return event
     }
