@@ -205,12 +205,17 @@ class Stream(ABC, Generic[E]):
                     self._options.backoff.delay(max(self._failures - 1, 0))
                 self._drain_delay = None
                 await asyncio.sleep(delay)
+                if self._closed:  # closed while it waited: no connection, no subscribe
+                    break
             try:
                 ws = await self._connect()
             except (OSError, asyncio.TimeoutError, InvalidHandshake, ConnectionClosed) as exc:
                 self._failed(exc)
                 log.debug("receptionist: connecting to %s failed (%r)", self._settings.ws_url, exc)
                 continue
+            if self._closed:  # closed while it connected: the socket goes before it subscribes
+                ws.transport.abort()
+                break
             try:
                 if self._settings.token is not None:
                     await ws.send(json.dumps({"type": "auth", "token": self._settings.token}))
