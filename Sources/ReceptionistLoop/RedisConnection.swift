@@ -27,7 +27,7 @@ public final class RedisConnection {
     public private(set) var lastError: String?
     /// Commands sent whose replies have not come back. Past `maxPendingCommands` a command is
     /// refused at once (`send` returns false), so a slow Redis cannot grow this queue without bound.
-    public private(set) var pendingCommands = 0
+    public internal(set) var pendingCommands = 0
     public var maxPendingCommands = 100_000
 
     /// What the owner has set up on the current connection, and must set up again on the next
@@ -164,7 +164,9 @@ public final class RedisConnection {
     public func subscribe(_ channels: [String], subscribed: @escaping () -> Void, message: @escaping ([UInt8]) -> Void) -> Bool {
         precondition(loop.isCurrent)
         precondition(!channels.isEmpty, "a subscription names a channel")
-        guard let context, state == .connected || state == .connecting else { return false }
+        // Connected only: a connect that fails frees the context after `contextFreed` let go of
+        // the boxes its callbacks would be handed.
+        guard let context, state == .connected else { return false }
         var unconfirmed = channels.count
         let box = ReplyBox(owedTo: nil) { reply in
             guard let parts = reply?.elements, parts.count >= 3 else { return }
@@ -208,18 +210,25 @@ public final class RedisConnection {
         retryTimer?.close()
         retryTimer = nil
         if var context {
+            // Still connecting: nothing is on its way to wait for. hiredis calls no callback when
+            // it frees a context that never connected, so its hold on this connection goes here.
+            guard wasConnected else {
+                let data = context.pointee.data
+                redisAsyncFree(context)
+                if let data { Unmanaged<RedisConnection>.fromOpaque(data).release() }
+                return contextFreed("closed")
+            }
             // Commands of this iteration not written yet go out first: their replies are due.
             // Not from inside a reply callback (see `flush`); a write that fails frees the context.
-            if wasConnected, !Self.inCallback(context) {
+            if !Self.inCallback(context) {
                 receptionist_redis_flush(context)
                 guard let still = self.context else { return }
                 context = still
             }
             redisAsyncDisconnect(context)
             // Still here: replies are owed. Past the time-out hiredis frees the context, answering
-            // each of them with nothing, and calls the disconnect callback (the connection was
-            // connected: a connecting one ends through its connect callback).
-            if wasConnected, self.context != nil {
+            // each of them with nothing, and calls the disconnect callback.
+            if self.context != nil {
                 let timer = LoopTimer(loop: loop) { [weak self] in
                     guard let self else { return }
                     closeTimer?.close()
@@ -332,26 +341,6 @@ public final class RedisConnection {
     }
 
     // MARK: C boundary
-
-    /// Holds a reply callback while hiredis holds its `privdata`.
-    private final class ReplyBox {
-        /// The connection that counts this reply as owed (`pendingCommands`); nil for a
-        /// subscription's, which has a reply for every message. Unowned: hiredis calls a box only
-        /// while it holds the context, which holds the connection.
-        private unowned let connection: RedisConnection?
-        let callback: (RedisReplyView?) -> Void
-
-        init(owedTo connection: RedisConnection?, _ callback: @escaping (RedisReplyView?) -> Void) {
-            self.connection = connection
-            self.callback = callback
-        }
-
-        /// Hands hiredis's reply on (nil: the connection was lost), to be read before it is freed.
-        func answer(_ reply: UnsafeMutableRawPointer?) {
-            connection?.pendingCommands -= 1
-            callback(reply.map { RedisReplyView($0.assumingMemoryBound(to: redisReply.self)) })
-        }
-    }
 
     /// Hands hiredis a command laid out whole (`RedisArguments.command`), which it copies into
     /// its output buffer as it is; `callback` gets `privdata` with each reply.

@@ -205,6 +205,39 @@ struct RedisConnectionTests {
         #expect(answers.withLock { $0 } == ["PONG", "nil"])
     }
 
+    /// Closing a connection still connecting (its SYN unanswered: the listener's queue is full)
+    /// with a command owed: the command is answered with nothing at once, and nothing keeps the
+    /// loop running. Before, the disconnect waited for that reply, which never came, so the loop
+    /// never stopped (a gateway's shutdown hung), or hiredis freed the context without a callback.
+    @Test func closingWhileConnectingAnswersWhatIsOwedAndLeavesNothing() throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
+        listen(listener, 0)
+        // One connection fills the queue of a listener that never accepts: the next SYN is dropped.
+        let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) } }
+        defer { close(filler); close(listener) }
+        let port = Int(UInt16(bigEndian: address.sin_port))
+        let answered = Mutex<[String]>([])
+        onLoop { loop, finish in
+            let connection = RedisConnection(loop: loop, endpoint: RedisEndpoint(port: port), name: "connecting")
+            connection.start()
+            let later = LoopTimer(loop: loop) {
+                #expect(connection.send(["PING"]) { reply in answered.withLock { $0.append(reply == nil ? "nil" : "reply") } })
+                connection.close()
+                finish()
+            }
+            later.start(delayMilliseconds: 200)
+            _ = Unmanaged.passRetained(later)
+        }
+        #expect(answered.withLock { $0 } == ["nil"])
+    }
+
     /// Accepts one connection, reads until both commands are in, answers the first and resets.
     private final class ResettingServer: Sendable {
         let port: Int
