@@ -42,6 +42,10 @@ public final class Mailbox: Sendable {
         var posts = 0
         var signals = 0
         var wakeups = 0
+        /// A drain is running, and `close` was called from one of its jobs: the drain runs what
+        /// is left, in post order, then closes.
+        var draining = false
+        var closeAfterDrain = false
     }
 
     private let state = PThreadLock(State())
@@ -92,6 +96,14 @@ public final class Mailbox: Sendable {
         var batch: [Job] = []
         var counted = false
         let start = uv_hrtime()
+        state.withLock { $0.draining = true }
+        defer {
+            let closing = state.withLock { state in
+                state.draining = false
+                return state.closeAfterDrain
+            }
+            if closing { close() }
+        }
         for _ in 0..<Self.maxRoundsPerWakeup {
             if counted && uv_hrtime() &- start > Self.maxNanosecondsPerWakeup { break }
             let more = state.withLock { state in
@@ -122,11 +134,18 @@ public final class Mailbox: Sendable {
     /// Refuses further posts, runs every accepted one, then releases the handle. Loop thread only; idempotent.
     func close() {
         var rest: [Job] = []
-        let first = state.withLock { state in
+        let (first, inDrain) = state.withLock { state in
             defer { state.closed = true }
+            // From a job of a drain: the rest of its batch was posted first, and runs first.
+            if state.draining {
+                if !state.closed { state.closeAfterDrain = true }
+                return (false, true)
+            }
             swap(&rest, &state.jobs)
-            return !state.closed
+            defer { state.closeAfterDrain = false }
+            return (!state.closed || state.closeAfterDrain, false)
         }
+        if inDrain { return }
         for job in rest {
             job()
         }

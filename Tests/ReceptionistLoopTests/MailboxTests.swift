@@ -77,6 +77,27 @@ import Testing
         #expect(ran.withLock { $0 } == 100)
     }
 
+    /// A shutdown asked from a job runs what was posted before the jobs posted after it: the
+    /// rest of the drain's batch first. Before, the jobs posted during the shutdown went first.
+    @Test(.timeLimit(.minutes(1)))
+    func aShutdownFromAJobKeepsPostOrder() async throws {
+        let loop = LoopThread()
+        let order = Mutex<[String]>([])
+        let mailbox = loop.mailbox
+        let gate = DispatchSemaphore(value: 0)
+        #expect(mailbox.post { gate.wait() } == .accepted)
+        #expect(mailbox.post {
+            order.withLock { $0.append("X") }
+            _ = mailbox.post { order.withLock { $0.append("C") } }
+            mailbox.shutDown()
+        } == .accepted)
+        #expect(mailbox.post { order.withLock { $0.append("Y") } } == .accepted)
+        gate.signal()
+        #expect(loop.waitUntilStopped(seconds: 10))
+        #expect(order.withLock { $0 } == ["X", "Y", "C"])
+        #expect(mailbox.isClosed)
+    }
+
     /// Loop-thread-only record of a flood. Why `@unchecked Sendable` is safe: only the loop thread
     /// touches it (the set-up, the posted jobs and the timer run there), and the test reads it
     /// after the loop thread has finished.
