@@ -75,6 +75,8 @@ def decide(hook: str, body: dict) -> tuple[int, object]:
         name = body.get("store") or body.get("topic") or ""
         if name.startswith("narrow-"):
             return 200, {"allow": True, "paths": ["color"]}
+        if name.startswith("nested-"):
+            return 200, {"allow": True, "paths": ["style.color"]}
         if name.startswith("one-model-"):
             return 200, {"allow": True, "models": ["a"]}
         if name.startswith("deny-"):

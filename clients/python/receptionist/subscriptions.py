@@ -93,6 +93,8 @@ class StoreSubscription(Stream[StoreEvent]):
         if self.epoch is not None and self.version is None:
             raise ValueError("epoch is given together with since")
         self._state: dict[str, Any] = copy.deepcopy(dict(state)) if state is not None else {}
+        #: The paths the gateway filters by: those asked for, or those its subscribe hook allowed.
+        self._listed = self.paths
         #: Resumes the gateway answered with the missed change sets; reset snapshots taken.
         self.resumes = 0
         self.resets = 0
@@ -123,6 +125,7 @@ class StoreSubscription(Stream[StoreEvent]):
             return []
         kind = frame.get("type")
         version = _int(frame, "version")
+        self._take_filter(frame)
         if kind == "snapshot" and version is not None:
             models = frame.get("models")
             # A copy: the event's frame stays as received while the state moves on.
@@ -145,7 +148,7 @@ class StoreSubscription(Stream[StoreEvent]):
             if self.version is not None and version <= self.version:
                 return []  # already applied
             changes = [c for c in frame.get("changes") or [] if isinstance(c, dict)]
-            apply_changes(self._state, changes, self.paths)
+            apply_changes(self._state, changes, self._listed)
             self.version = version
             return [StoreEvent("changes", self.store, version, self.epoch, changes,
                                from_version=_int(frame, "from"), conflated=bool(frame.get("conflated")),
@@ -154,6 +157,15 @@ class StoreSubscription(Stream[StoreEvent]):
             reason = frame.get("reason")
             self._end(reason if isinstance(reason, str) else "unsubscribed")
         return []
+
+
+    def _take_filter(self, frame: dict[str, Any]) -> None:
+        """A snapshot's or resume's ``filter`` names the paths the gateway keeps, which a
+        subscribe hook may have narrowed: objects left empty above them go, as the gateway's
+        projection drops them."""
+        found = frame.get("filter")
+        if isinstance(found, dict) and isinstance(found.get("paths"), list):
+            self._listed = [p for p in found["paths"] if isinstance(p, str)]
 
 
 class TopicSubscription(Stream[TopicEvent]):
