@@ -9,8 +9,8 @@ import ReceptionistSync
 /// - The queue is bounded (`maxQueuedWork`): `submit` refuses work past it rather than grow.
 /// - Periodic jobs never own a thread; a ticker thread asks each for its due slices every
 ///   `tickSeconds` and queues them, so one-shot work interleaves with them.
-/// - Jobs are bounded: at most `maxRunningJobs` run, and the newest `keptFinishedJobs` (by start)
-///   that have stopped or failed are kept to be read; older ones are forgotten.
+/// - Jobs are bounded: at most `maxRunningJobs` run, and the newest `keptFinishedJobs` that have
+///   stopped or failed are kept to be read; older ones are forgotten.
 ///
 /// Any thread.
 public final class JobRunner: Sendable {
@@ -30,8 +30,7 @@ public final class JobRunner: Sendable {
         var byID: [String: AnimateJob] = [:]
         /// The jobs the ticker still takes as running; it moves each that has ended to `finished`.
         var running: [AnimateJob] = []
-        /// Ended jobs' ids, in the order the jobs started (the ticker may see a later job end
-        /// before an earlier one stopped at about the same time).
+        /// Ended jobs' ids, oldest first.
         var finished = Deque<String>()
         var nextID = 1
         var stopping = false
@@ -102,12 +101,7 @@ public final class JobRunner: Sendable {
 
     /// Every job, oldest first.
     public var allJobs: [AnimateJob] {
-        jobs.withLock { $0.byID.values.sorted { Self.startedBefore($0.id, $1.id) } }
-    }
-
-    /// Whether the job `a` started before `b`: ids are `job-N`, N counting up.
-    private static func startedBefore(_ a: String, _ b: String) -> Bool {
-        a.count == b.count ? a < b : a.count < b.count
+        jobs.withLock { $0.byID.values.sorted { $0.id.count == $1.id.count ? $0.id < $1.id : $0.id.count < $1.id.count } }
     }
 
     private func tick() {
@@ -131,18 +125,13 @@ public final class JobRunner: Sendable {
         }
     }
 
-    /// Moves jobs that have ended out of the running list, and forgets the ended ones that started
-    /// first, past `keptFinishedJobs`.
+    /// Moves jobs that have ended out of the running list, and forgets the oldest ended ones past
+    /// `keptFinishedJobs`.
     private func forget(_ ended: [AnimateJob]) {
         let ids = Set(ended.map(\.id))
         jobs.withLock { jobs in
             jobs.running.removeAll { ids.contains($0.id) }
-            for job in ended {
-                // Nearly always at the end: jobs end about in the order they started.
-                var at = jobs.finished.endIndex
-                while at > jobs.finished.startIndex, Self.startedBefore(job.id, jobs.finished[at - 1]) { at -= 1 }
-                jobs.finished.insert(job.id, at: at)
-            }
+            for job in ended { jobs.finished.append(job.id) }
             while jobs.finished.count > Self.keptFinishedJobs, let oldest = jobs.finished.popFirst() {
                 jobs.byID[oldest] = nil
             }
