@@ -90,10 +90,13 @@ export class StoreSubscription extends Subscription {
 
   // The gateway names the filter it applies, which the subscribe hook may have narrowed from
   // what was asked: versions it leaves out are filtered out, not lost.
+  // A frame without one: none applies beyond what was asked (a hook may allow all after a reconnect).
   _takeFilter(frame) {
-    if (!isObject(frame.filter)) return;
-    this._filtered = true;
-    if (Array.isArray(frame.filter.paths)) this._listedPaths = frame.filter.paths.map((path) => String(path).split('.'));
+    const { models, paths } = this.options;
+    const filter = isObject(frame.filter) ? frame.filter : null;
+    this._filtered = filter !== null || models !== undefined || paths !== undefined;
+    const listed = Array.isArray(filter?.paths) ? filter.paths : paths;
+    this._listedPaths = listed ? listed.map((path) => String(path).split('.')) : null;
   }
 
   _onSnapshot(frame, bytes) {

@@ -251,54 +251,6 @@ def test_closing_an_async_gateway_closes_its_subscriptions_at_once_within_close_
         StreamOptions(close_timeout=0)
 
 
-class ClosingGateway(HungGateway):
-    """Accepts the upgrade, reads the subscribe, and closes with 1011 (try again)."""
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
-                       if line.lower().startswith("sec-websocket-key:"))
-            accept = base64.b64encode(hashlib.sha1(
-                (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
-            writer.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                          f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n"
-                          "Sec-WebSocket-Protocol: receptionist.v1\r\n\r\n").encode())
-            self.opened += 1
-            await reader.read(65536)  # the subscribe
-            writer.write(b"\x88\x02\x03\xf3")  # close 1011
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            self.ended += 1
-            writer.close()
-
-
-def test_a_subscription_closed_while_it_waits_to_reconnect_does_not_connect_again():
-    """`close()` during the backoff before a reconnection: no new connection is made. Before,
-    the sleep ended in a connection and a subscribe (the backend's hooks asked, presence joined),
-    closed only after."""
-    async def scenario() -> None:
-        closing = ClosingGateway()
-        port = await closing.start()
-        try:
-            options = StreamOptions(backoff=Backoff(initial=0.5, maximum=0.5))
-            gateway = AsyncGateway(f"http://{HOST}:{port}", stream_options=options)
-            subscription = gateway.subscribe_topic(unique("py-closed"))
-            reader = asyncio.ensure_future(anext(subscription))
-            await until(lambda: closing.ended == 1, "the first connection never ended")
-            await asyncio.wait_for(gateway.close(), 3.0)
-            await asyncio.sleep(1.0)  # past the backoff
-            assert closing.opened == 1, closing.opened
-            with contextlib.suppress(StopAsyncIteration, Exception):
-                await asyncio.wait_for(reader, 3.0)
-        finally:
-            closing.server.close()
-
-    run(scenario, timeout=30)
-
-
 # ---- answers that are not the gateway's --------------------------------------------------------
 
 class _Proxy(BaseHTTPRequestHandler):
