@@ -50,4 +50,15 @@ import Testing
         #expect(queue.finished() == "subscribe")
         #expect(queue.finished() == "rpc1")
     }
+
+    /// A storm of calls that admit clients lets one other call through for every three, so a
+    /// publish or an RPC is not held past its time-out for as long as connections keep coming.
+    @Test func callsThatAdmitClientsLetEveryFourthCallBeAnother() {
+        var queue = HookQueue<String>(maxInFlight: 1, maxQueued: 100)
+        guard case .start = queue.submit("first") else { Issue.record("the first call waits"); return }
+        for n in 1...2 { _ = queue.submit("rpc\(n)") }
+        for n in 1...8 { _ = queue.submit("connect\(n)", admits: true) }
+        let order = (0..<10).compactMap { _ in queue.finished() }
+        #expect(order == ["connect1", "connect2", "connect3", "rpc1", "connect4", "connect5", "connect6", "rpc2", "connect7", "connect8"])
+    }
 }

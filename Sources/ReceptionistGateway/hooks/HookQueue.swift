@@ -3,10 +3,11 @@ import DequeModule
 /// Which hook calls run and which wait: at most `maxInFlight` at once, then at most `maxQueued`
 /// waiting, then refused. A pure state machine: the client acts on what it says.
 ///
-/// Calls that admit a client (connect, subscribe, refresh: `admits`) wait ahead of the others and
-/// may take the whole queue; the others (a client's publish, write or RPC, as many as it sends)
-/// leave a quarter of it to them. Else one user's RPCs over many connections filled the queue,
-/// and every other user's connection was refused.
+/// Calls that admit a client (connect, subscribe, refresh: `admits`) go ahead of the others, three
+/// for each one of those, and may take the whole queue; the others (a client's publish, write or
+/// RPC, as many as it sends) leave a quarter of it to them. Else one user's RPCs over many
+/// connections filled the queue, and every other user's connection was refused; and a storm of
+/// connections still lets the others through, each within its time-out.
 struct HookQueue<Call> {
     let maxInFlight: Int
     let maxQueued: Int
@@ -15,6 +16,8 @@ struct HookQueue<Call> {
     private(set) var peakInFlight = 0
     private var waiting = Deque<Call>()
     private var admitting = Deque<Call>()
+    /// Admitting calls started in a row while others waited.
+    private var admittedInARow = 0
 
     init(maxInFlight: Int, maxQueued: Int) {
         self.maxInFlight = max(1, maxInFlight)
@@ -46,9 +49,17 @@ struct HookQueue<Call> {
     }
 
     /// A call ended; returns the next to start in its place, which counts as in flight: the
-    /// longest waiting of those that admit a client, else of the others.
+    /// longest waiting of those that admit a client, but for every fourth while others wait.
     mutating func finished() -> Call? {
-        guard let next = admitting.popFirst() ?? waiting.popFirst() else {
+        let next: Call?
+        if !admitting.isEmpty, waiting.isEmpty || admittedInARow < 3 {
+            admittedInARow += 1
+            next = admitting.popFirst()
+        } else {
+            admittedInARow = 0
+            next = waiting.popFirst()
+        }
+        guard let next else {
             inFlight -= 1
             return nil
         }
