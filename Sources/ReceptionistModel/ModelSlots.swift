@@ -114,11 +114,10 @@ struct ModelSlots: Sendable {
         return (ids[slot], replaced)
     }
 
-    /// The id the model `id` goes by (see `put`): `id` itself unless it has a byte past ASCII and
-    /// a model goes by another way of writing it.
+    /// The id the model `id` goes by (see `put`): `id` itself unless a model goes by another way
+    /// of writing it (an ASCII id too: a model made as `tile` and the Kelvin sign is `tileK`).
     func storedID(_ id: String) -> String {
-        if id.utf8.allSatisfy({ $0 < 0x80 }) { return id }
-        return slot(of: id).map { ids[$0] } ?? id
+        slot(of: id).map { ids[$0] } ?? id
     }
 
     /// The id of the model in `slot`.

@@ -215,5 +215,14 @@ import Testing
         let snapshot = store.snapshot()
         #expect(store.modelCount.models == 1 && snapshot.models.count == 1)
         #expect(snapshot.models["tileK"] == ["n": 2, "m": 3])
+        // Deleted under the ASCII spelling, in a commit that also puts: the change names the
+        // model by the id it was made with, as every snapshot did.
+        let deleted = try store.commit([.put(model: "other", value: [:]), .delete(model: "tileK")])
+        #expect(deleted.changes.map { Array($0.model.utf8) } == [Array("other".utf8), Array("tileK".utf8)])
+        let kelvin = ModelStore(name: "k")
+        try kelvin.commit([.put(model: "tile\u{212A}", value: ["n": 1])])
+        let gone = try kelvin.commit([.put(model: "other", value: [:]), .delete(model: "tileK")])
+        #expect(gone.changes.map { Array($0.model.utf8) } == [Array("other".utf8), Array("tile\u{212A}".utf8)])
+        #expect(kelvin.snapshot().models.keys.sorted() == ["other"])
     }
 }
