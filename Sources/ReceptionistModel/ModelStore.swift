@@ -151,9 +151,17 @@ public final class ModelStore: Sendable {
     /// a snapshot, unless a change set is still being stored (its models are not counted yet: a
     /// failed write takes them back).
     public var modelCount: (models: Int, version: UInt64) {
-        if let counted = state.withLock({ $0.unsettled.isEmpty ? ($0.models.count, $0.settled) : nil }) { return counted }
-        let snapshot = snapshot()
-        return (snapshot.models.count, snapshot.version)
+        state.withLock { state in
+            // The head's count, less the models the unsettled change sets made, plus those they deleted.
+            var count = state.models.count
+            for entry in state.unsettled {
+                for change in entry.changeSet.changes where change.keyPath.count == 0 {
+                    if change.oldValue == nil, change.newValue != nil { count -= 1 }
+                    if change.oldValue != nil, change.newValue == nil { count += 1 }
+                }
+            }
+            return (count, state.settled)
+        }
     }
 
     /// The change sets after `version`, oldest first, or nil if the history no longer reaches back.

@@ -104,6 +104,11 @@ private final class LateJournal: StoreJournal {
         #expect(seen.withLock { $0 } == [1, 2])
         #expect(try answers.all.map { try $0.get().version } == [1, 2])
         #expect(store.changes(since: 0)?.map(\.version) == [1, 2])
+        // A deletion being stored still counts the model; once stored, not.
+        store.commit([.delete(model: "a")], completion: answers.add)
+        #expect(store.modelCount == (1, 2))
+        store.settle(through: 3, generation: journal.handed[2].generation)
+        #expect(store.modelCount == (0, 3))
     }
 
     @Test func aCommitIsComputedOnTheHeadSoCommitsPipelineAndConditionsSeeThem() throws {
