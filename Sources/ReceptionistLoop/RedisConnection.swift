@@ -46,6 +46,8 @@ public final class RedisConnection {
     private var retryTimer: LoopTimer?
     /// After `close`, frees a connection whose server still owes replies (`closeTimeoutMilliseconds`).
     private var closeTimer: LoopTimer?
+    /// A close asked from inside a reply callback, done at the loop's next turn.
+    private var deferredClose: LoopTimer?
     /// How long `close` waits for the replies still owed before it drops the connection: hiredis
     /// disconnects only once every reply has come, and a server that stopped answering would
     /// hold the connection, and the loop with it, for good.
@@ -205,6 +207,14 @@ public final class RedisConnection {
     public func close() {
         precondition(loop.isCurrent)
         guard state != .closed else { return }
+        // From inside a reply callback this iteration's commands cannot be written yet (see
+        // `flush`): the close waits for the loop's next turn, when they have been.
+        if state == .connected, let context, Self.inCallback(context) {
+            if deferredClose == nil { deferredClose = LoopTimer(loop: loop) { [weak self] in self?.close() } }
+            return deferredClose!.start(delayMilliseconds: 0)
+        }
+        deferredClose?.close()
+        deferredClose = nil
         let wasConnected = state == .connected
         state = .closed
         retryTimer?.close()
@@ -219,12 +229,10 @@ public final class RedisConnection {
                 return contextFreed("closed")
             }
             // Commands of this iteration not written yet go out first: their replies are due.
-            // Not from inside a reply callback (see `flush`); a write that fails frees the context.
-            if !Self.inCallback(context) {
-                receptionist_redis_flush(context)
-                guard let still = self.context else { return }
-                context = still
-            }
+            // A write that fails frees the context.
+            receptionist_redis_flush(context)
+            guard let still = self.context else { return }
+            context = still
             redisAsyncDisconnect(context)
             // Still here: replies are owed. Past the time-out hiredis frees the context, answering
             // each of them with nothing, and calls the disconnect callback.

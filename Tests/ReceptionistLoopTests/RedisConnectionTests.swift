@@ -179,6 +179,35 @@ struct RedisConnectionTests {
         }
     }
 
+    /// A close asked from inside a reply callback, after a command queued in the same callback:
+    /// the command is still written and answered. (A write from inside a callback could free the
+    /// context under hiredis, so the close waits for the loop's next turn.) Before, the command
+    /// was never written, and its caller got nothing at the close's time-out.
+    @Test func aCloseFromAReplyCallbackStillSendsWhatWasQueued() throws {
+        let server = try RedisServer()
+        defer { server.stop() }
+        let answer = Mutex<String?>(nil)
+        let started = Mutex<UInt64>(0)
+        let endpoint = RedisEndpoint(port: server.port)
+        onLoop { loop, finish in
+            let connection = RedisConnection(loop: loop, endpoint: endpoint, name: "closing")
+            connection.onConnected = {
+                connection.send(["PING"]) { _ in
+                    started.withLock { $0 = loop.nowMilliseconds }
+                    connection.send(["SET", "k", "v"]) { reply in
+                        answer.withLock { $0 = reply.map { _ in "reply" } ?? "nil" }
+                        started.withLock { $0 = loop.nowMilliseconds - $0 }
+                        finish()
+                    }
+                    connection.close()
+                }
+            }
+            connection.start()
+        }
+        #expect(answer.withLock { $0 } == "reply")
+        #expect(started.withLock { $0 } < 1000, "answered at once, not at the close's time-out")
+    }
+
     /// A reply and the peer's reset read in one wake-up (the loop was busy meanwhile): libuv stops
     /// the poll and reports the error; the reply is read, and the socket must still be watched,
     /// so the reset ends the connection and the reply still owed is answered (with nothing).
