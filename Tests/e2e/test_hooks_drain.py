@@ -10,6 +10,7 @@ import time
 
 from websockets.exceptions import ConnectionClosed
 
+from conftest import wait_for
 from hooks import Backend, cookie
 from wsclient import connect, recv_json, send_json, unique
 
@@ -34,7 +35,7 @@ def test_a_subscribe_waiting_for_its_hook_is_answered_before_a_drain_closes(star
         with connect(gateway.port, additional_headers=cookie("bob")) as ws:
             backend.set_delay(1.0)
             send_json(ws, {"type": "subscribe", "topic": unique("deny-room")})
-            time.sleep(0.3)
+            wait_for(lambda: backend.stats()["inFlight"] == 1, 5, "the subscribe hook was never asked")
             gateway.proc.send_signal(signal.SIGTERM)
             frames, code = frames_until_closed(ws, 10)
         assert code == 1001, (code, frames)
@@ -53,7 +54,7 @@ def test_an_rpc_waiting_for_room_is_answered_before_a_drain_closes(start_server,
             for n in range(RPC_WINDOW):
                 send_json(ws, {"type": "rpc", "id": f"slow{n}", "method": "sleep", "data": 1.0})
             send_json(ws, {"type": "rpc", "id": "waiting", "method": "echo", "data": 1})
-            time.sleep(0.3)
+            wait_for(lambda: backend.stats()["inFlight"] == RPC_WINDOW, 5, "the RPCs never reached the backend")
             gateway.proc.send_signal(signal.SIGTERM)
             frames, code = frames_until_closed(ws, 10)
         assert code == 1001, (code, frames)

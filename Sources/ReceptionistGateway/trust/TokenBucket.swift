@@ -27,7 +27,8 @@ struct TokenBucket: Sendable {
         // Saturated: at a rate as slow as 10⁻¹² a second, one token's interval is past what a
         // `UInt64` of nanoseconds holds; such a bucket is simply never full again.
         let later = (interval * Double(count)).rounded()
-        fullAt = later < Double(UInt64.max - start) ? start + UInt64(later) : UInt64.max
+        let (sum, overflowed) = later < 1.8e19 ? start.addingReportingOverflow(UInt64(later)) : (.max, true)
+        fullAt = overflowed ? .max : sum
         return true
     }
 
