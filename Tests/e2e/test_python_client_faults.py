@@ -200,18 +200,22 @@ class HungGateway:
         self.server = await asyncio.start_server(self._serve, HOST, 0)
         return int(self.server.sockets[0].getsockname()[1])
 
+    async def upgrade(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Reads the upgrade request and answers 101, counted as opened."""
+        head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
+        key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
+                   if line.lower().startswith("sec-websocket-key:"))
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        writer.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                      f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n"
+                      "Sec-WebSocket-Protocol: receptionist.v1\r\n\r\n").encode())
+        await writer.drain()
+        self.opened += 1
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
-                       if line.lower().startswith("sec-websocket-key:"))
-            accept = base64.b64encode(hashlib.sha1(
-                (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
-            writer.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                          f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n"
-                          "Sec-WebSocket-Protocol: receptionist.v1\r\n\r\n").encode())
-            await writer.drain()
-            self.opened += 1
+            await self.upgrade(reader, writer)
             while await reader.read(65536):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):

@@ -4,9 +4,7 @@ it waits to reconnect connects no more."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 
 from python_client_support import run, unique, until
 
@@ -21,15 +19,7 @@ class ClosingGateway(HungGateway):
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-            key = next(line.split(":", 1)[1].strip() for line in head.split("\r\n")
-                       if line.lower().startswith("sec-websocket-key:"))
-            accept = base64.b64encode(hashlib.sha1(
-                (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
-            writer.write(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                          f"Connection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\n"
-                          "Sec-WebSocket-Protocol: receptionist.v1\r\n\r\n").encode())
-            self.opened += 1
+            await self.upgrade(reader, writer)
             await reader.read(65536)  # the subscribe
             writer.write(b"\x88\x02\x03\xf3")  # close 1011
             await writer.drain()
