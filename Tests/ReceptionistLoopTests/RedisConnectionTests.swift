@@ -239,19 +239,17 @@ struct RedisConnectionTests {
     /// loop running. Before, the disconnect waited for that reply, which never came, so the loop
     /// never stopped (a gateway's shutdown hung), or hiredis freed the context without a callback.
     @Test func closingWhileConnectingAnswersWhatIsOwedAndLeavesNothing() throws {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let (listener, port) = Self.loopbackListener(backlog: 0)
+        // One connection fills the queue of a listener that never accepts: the next SYN is dropped.
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) } }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) } }
-        listen(listener, 0)
-        // One connection fills the queue of a listener that never accepts: the next SYN is dropped.
+        address.sin_port = UInt16(port).bigEndian
         let filler = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(filler, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
         defer { close(filler); close(listener) }
-        let port = Int(UInt16(bigEndian: address.sin_port))
         let answered = Mutex<[String]>([])
         onLoop { loop, finish in
             let connection = RedisConnection(loop: loop, endpoint: RedisEndpoint(port: port), name: "connecting")
@@ -267,21 +265,26 @@ struct RedisConnectionTests {
         #expect(answered.withLock { $0 } == ["nil"])
     }
 
+    /// A socket listening on a free loopback port, and the port.
+    static func loopbackListener(backlog: Int32) -> (fd: Int32, port: Int) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+        listen(fd, backlog)
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
     /// Accepts one connection, reads until both commands are in, answers the first and resets.
     private final class ResettingServer: Sendable {
         let port: Int
 
         init() throws {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-            _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
-            listen(fd, 1)
-            port = Int(UInt16(bigEndian: address.sin_port))
-            let listener = fd
+            let (listener, port) = RedisConnectionTests.loopbackListener(backlog: 1)
+            self.port = port
             Thread.detachNewThread {
                 let client = accept(listener, nil, nil)
                 var received: [UInt8] = []
