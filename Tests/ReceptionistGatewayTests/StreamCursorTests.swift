@@ -37,6 +37,15 @@ import Testing
         #expect(StreamCursor.order("12-7")! > StreamCursor.order("9-99")!)
     }
 
+    @Test func theIDBeforeAnEntryReadsThatEntryNext() {
+        #expect(StreamCursor.before("17-3") == "17-2")
+        #expect(StreamCursor.before("17-0") == "16-18446744073709551615")
+        #expect(StreamCursor.before("0-0") == nil)
+        #expect(StreamCursor.before("x") == nil)
+        var cursor = StreamCursor(lastID: StreamCursor.before("17-0")!, lastNumber: 4)
+        #expect(cursor.accept(id: "17-0", number: 5) == .next)
+    }
+
     @Test func noticesRoundTrip() {
         for notice: ClusterKeys.Notice in [
             .storeCreated("a"), .storeChanged("b.c"), .topicPublished("news-1"), .topicPublished("news-1", seq: 42, epoch: "5c1e"),

@@ -269,8 +269,10 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             case .integer(1)?:
                 // The replica is made in the store's epoch, so it is never seen in another.
                 stores.replica(name, epoch: epoch)
-                completion(nil)
-                resyncStore(name)
+                storeFollowing(name).follower.created(epoch: epoch) { [unowned self] in
+                    completion(nil)
+                    resyncStore(name)
+                }
             case .integer?:
                 completion(.storeExists(name))
             case .error(let text)?:

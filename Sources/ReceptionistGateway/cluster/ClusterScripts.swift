@@ -73,12 +73,13 @@ enum ClusterScripts {
     /// KEYS: version, models, log, epoch. ARGV: a fresh epoch, the epochs that may not be the
     /// store's (joined by commas: one this node saw go back, ones it has left), the cluster's
     /// channel, the store's creation notice, the server's life key (an epoch of an earlier life
-    /// is renewed too). The fresh epoch is taken by a store that has none
+    /// is renewed too), the version the node's replica holds ('' for none). The fresh epoch is
+    /// taken by a store that has none
     /// (made before epochs were kept), and in place of one of those (Redis came back with older
     /// data; unless another node renewed it first), so no version is had twice in one epoch; then
     /// every node is told, as of a store made anew, and reads it whole. Returns
-    /// {version, {id, json, ...}, last log ID, epoch}, read together; {-1, {}, '0-0', ''} when
-    /// there is no such store.
+    /// {version, {id, json, ...}, last log ID, epoch, ID of the entry after the version held or
+    /// ''}, read together; {-1, {}, '0-0', ''} when there is no such store.
     static let snapshot = RedisScript(listed + ofLife + """
         local version = redis.call('GET', KEYS[1])
         if not version then return {-1, {}, '0-0', ''} end
@@ -94,7 +95,20 @@ enum ClusterScripts {
           redis.call('SET', KEYS[4], epoch)
           redis.call('PUBLISH', ARGV[3], ARGV[4])
         end
-        return {tonumber(version), redis.call('HGETALL', KEYS[2]), id, epoch}
+        -- The entry after the version the node holds (ARGV[6]), when the log still has it and it
+        -- is at most 512 back: the node then reads on from it rather than reset.
+        local from = ''
+        local v, held = tonumber(version), tonumber(ARGV[6])
+        if held and v > held and v - held <= 512 then
+          local first = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', v - held)[v - held]
+          if first then
+            local fields = first[2]
+            for i = 1, #fields - 1, 2 do
+              if fields[i] == 'v' and tonumber(fields[i + 1]) == held + 1 then from = first[1] end
+            end
+          end
+        end
+        return {v, redis.call('HGETALL', KEYS[2]), id, epoch, from}
         """)
 
     /// KEYS: version, stores set, epoch. ARGV: name, channel, notice, the new store's epoch.

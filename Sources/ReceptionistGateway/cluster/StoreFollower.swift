@@ -177,15 +177,20 @@ final class StoreFollower: StreamFollower {
     }
 
     /// Reads the store whole and resets the replica to it; after the store went back, in the epoch
-    /// that replaces the one that went back, so no version means two states in one epoch.
+    /// that replaces the one that went back, so no version means two states in one epoch. A
+    /// replica merely behind in the store's epoch, whose next versions the log still holds (the
+    /// read raced a commit: a creation's notice, a read held back), reads on from the log instead:
+    /// its subscribers get those versions as changes, not a reset.
     func resync(_ reader: StreamReader, done: @escaping (StreamCursor?) -> Void) {
         guard !stopped else { return done(nil) }
         let applier = self.applier
+        // After the store went back, no version of the old epoch is read on from.
+        let heldVersion = retired.wentBack == nil ? stores.store(name)?.version : nil
         let sent = commands.eval(ClusterScripts.snapshot, [
             "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), freshEpoch(),
-            retired.list, keys.channel, ClusterKeys.encode(.storeCreated(name)), keys.life,
+            retired.list, keys.channel, ClusterKeys.encode(.storeCreated(name)), keys.life, heldVersion.map { "\($0)" } ?? "",
         ]) { [self] reply in
-            guard let parts = reply?.elements, parts.count == 4, let versionNumber = parts[0].integer,
+            guard let parts = reply?.elements, parts.count >= 4, let versionNumber = parts[0].integer,
                   let flat = parts[1].elements, let lastID = parts[2].text, let logEpoch = parts[3].text
             else { return done(nil) }
             let version = UInt64(max(0, versionNumber))
@@ -204,21 +209,54 @@ final class StoreFollower: StreamFollower {
             // is reset again.
             if versionNumber < 0, store.modelCount == (0, 0) { return done(StreamCursor(lastID: lastID, lastNumber: 0)) }
             let epoch = versionNumber < 0 ? Self.lostEpoch(after: store.epoch) : logEpoch
+            // Where to read on from, if the replica is behind in this epoch (decided on the
+            // replica thread, which holds its true version and epoch).
+            let onward = parts.count > 4 && retired.wentBack == nil ? parts[4].text.flatMap(StreamCursor.before) : nil
+            let readOn = onward.flatMap { id in heldVersion.map { StreamCursor(lastID: id, lastNumber: $0) } }
             retired.wentBack = nil
-            if epoch != store.epoch { retired.leave(store.epoch) }
-            let back = LoopBound(self, loop: self.loop)
+            let back = LoopBound((self, done), loop: self.loop)
             let mailbox = self.loop.mailbox
             let accepted = applier.enqueue {
+                if let readOn, store.epoch == epoch, store.version >= readOn.lastNumber, store.version < version {
+                    _ = mailbox.post { back.value.1(readOn) }
+                    return
+                }
                 var models: [String: JSONValue] = [:]
                 for model in snapshot {
                     if let value = try? JSONParser.parseStored(model.value) { models[model.name] = value }
                 }
+                let left = store.epoch
                 store.resetReplica(models: models, version: version, epoch: epoch)
-                _ = mailbox.post { back.value.answerWaiters() }
+                _ = mailbox.post {
+                    let (follower, done) = back.value
+                    if epoch != left { follower.retired.leave(left) }
+                    follower.answerWaiters()
+                    done(StreamCursor(lastID: lastID, lastNumber: version))
+                }
             }
-            done(accepted ? StreamCursor(lastID: lastID, lastNumber: version) : nil)
+            if !accepted { done(nil) }
         }
         if !sent { done(nil) }
+    }
+
+    /// This node has just made the store in Redis, empty at version 0 in `epoch`: a replica left
+    /// from before (of a store Redis lost, or one deleted unseen) is made so too, then `then` runs
+    /// on the loop. Before that, a write answered right after the creation was computed on the old
+    /// store and refused.
+    func created(epoch: String, then: @escaping () -> Void) {
+        guard let store = stores.store(name), store.epoch != epoch else { return then() }
+        let left = store.epoch
+        let back = LoopBound((self, then), loop: loop)
+        let mailbox = loop.mailbox
+        let accepted = applier.enqueue {
+            store.resetReplica(models: [:], version: 0, epoch: epoch)
+            _ = mailbox.post {
+                let (follower, then) = back.value
+                follower.retired.leave(left)
+                then()
+            }
+        }
+        if !accepted { then() }
     }
 
     /// The epoch of a store Redis lost, made from the one its replica had: sixteen hex digits, the

@@ -50,6 +50,14 @@ struct StreamCursor: Equatable {
         return .regressed
     }
 
+    /// The ID just before `id`: a cursor there reads `id` next. Nil for `0-0` or a malformed ID.
+    static func before(_ id: String) -> String? {
+        guard let (milliseconds, sequence) = order(id) else { return nil }
+        if sequence > 0 { return "\(milliseconds)-\(sequence - 1)" }
+        guard milliseconds > 0 else { return nil }
+        return "\(milliseconds - 1)-\(UInt64.max)"
+    }
+
     /// A stream entry ID (`milliseconds-sequence`) as numbers, which order as the IDs do.
     static func order(_ id: String) -> (UInt64, UInt64)? {
         var id = id
