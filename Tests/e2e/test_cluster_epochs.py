@@ -221,3 +221,39 @@ def test_a_node_away_while_a_store_was_made_again_reads_the_new_store_whole(star
     wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"] == expected["epoch"], 15,
              f"B kept the deleted store: {json_ok(api(b.port, 'GET', f'/api/stores/{store}'))}")
     assert json_ok(api(b.port, "GET", f"/api/stores/{store}")) == expected
+
+
+def test_a_node_away_while_a_store_was_made_again_and_left_unwritten_reads_it_whole(start_server, redis):  # noqa: F811
+    """As above, but the new store is not written: its log is empty, so no entry names its epoch.
+    B comes back and finds the store listed in Redis in another epoch than its replica's: it
+    reads it whole, and its subscriber is reset to the new, empty store. Before, B read on from
+    its old cursor, found nothing, and served the deleted store's models for good."""
+    a = start_node(start_server, redis)
+    b = start_node(start_server, redis)
+    store = unique("unwritten")
+    json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    for n in range(3):
+        json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/old{n}", {"n": n}), 201)
+    wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"] == 3, 10, "B never reached version 3")
+    with connect(b.port) as ws:
+        ws.send(json.dumps({"type": "subscribe", "store": store}))
+        first = recv_json(ws, 10)
+        assert first["type"] == "snapshot" and first["version"] == 3, first
+        b.proc.send_signal(signal.SIGSTOP)
+        try:
+            ports = local_ports_to(b.proc.pid, redis.port)
+            assert len(ports) >= 2, ports  # its commands and its events
+            for port in ports:
+                redis_call(redis, "CLIENT", "KILL", "ADDR", f"127.0.0.1:{port}")
+            json_ok(api(a.port, "DELETE", f"/api/stores/{store}"), 200)
+            json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+        finally:
+            b.proc.send_signal(signal.SIGCONT)
+        expected = json_ok(api(a.port, "GET", f"/api/stores/{store}"))
+        assert (expected["version"], expected["models"]) == (0, {}) and expected["epoch"] != first["epoch"], expected
+        wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"] == expected["epoch"], 15,
+                 f"B kept the deleted store: {json_ok(api(b.port, 'GET', f'/api/stores/{store}'))}")
+        assert json_ok(api(b.port, "GET", f"/api/stores/{store}")) == expected
+        reset = recv_json(ws, 10)
+    assert reset["type"] == "snapshot" and reset["reset"] is True, reset
+    assert (reset["epoch"], reset["version"], reset["models"]) == (expected["epoch"], 0, {}), reset

@@ -19,6 +19,7 @@ import pytest
 
 from cluster_redis import redis  # noqa: F401  (a fixture: a redis-server that takes DEBUG SLEEP)
 from conftest import HOST, api, assert_json_error, http_client_request, http_request, json_ok, wait_for
+from test_cluster import readiness
 from test_metrics import scrape, value
 from wsclient import kernel_buffer_budget, unique
 
@@ -169,3 +170,27 @@ def test_a_connection_held_behind_a_commit_stops_reading(start_server, redis):
     sleeper.recv(64)
     probe.recv(64)
     assert json_ok(api(port, "GET", f"/api/stores/{store}"))["version"] <= 1
+
+
+def test_stores_a_node_had_no_room_to_read_at_start_are_read_at_the_next_heartbeats(start_server, redis):  # noqa: F811
+    """A node starting on a cluster reads every store Redis lists, all at once. Past
+    `--redis-max-pending` the reads were refused and dropped: those stores were missing on the
+    node (`404`) until their next commit, maybe never. Now each is read again at the next
+    heartbeats, as room allows. Node A makes 120 stores with one model each; node B starts with
+    at most 20 commands waiting."""
+    a = start_server("--engine", "redis", "--redis-url", redis.url)
+    wait_for(lambda: readiness(a.port).get("redis") == "up", 10, "node A never reached Redis")
+    stores = [unique("early") for _ in range(120)]
+    for store in stores:
+        json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+        json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/m", {"s": store}), 201)
+    b = start_server("--engine", "redis", "--redis-url", redis.url, "--redis-max-pending", str(MAX_PENDING))
+    missing = list(stores)
+
+    def all_read() -> bool:
+        missing[:] = [s for s in missing if api(b.port, "GET", f"/api/stores/{s}").status != 200]
+        return not missing
+
+    wait_for(all_read, 30, "some stores were never read on node B")
+    for store in stores:
+        assert json_ok(api(b.port, "GET", f"/api/stores/{store}"))["models"] == {"m": {"s": store}}, store

@@ -14,8 +14,8 @@ extension ClusterEngine {
         let index = ShardMap.index(of: name, shards: shards.count)
         let link = shards[index]
         guard link.isUp else { return completion(.failed(.unavailable(link.refusal))) }
-        // Followed from now on, as every store this node writes is.
-        _ = storeFollowing(name)
+        // Followed from now on, as every store this node writes is (not one deleted here since).
+        if stores.store(name) != nil { _ = storeFollowing(name) }
         let commit = CommitBatch.Commit(
             store: name, expectedVersion: expectedVersion, epoch: epoch, entry: entry, models: models.map { (id: $0.0, json: $0.1) })
         committers[index].add(commit, CommitBatch.Waiter(answer: completion))
@@ -48,6 +48,16 @@ extension ClusterEngine {
     /// Answers one commit as Redis left it. Within the commit's deadline (`RedisStoreReplication`),
     /// which answers it otherwise: the outcome is then unknown.
     private func settle(_ name: String, _ outcome: CommitBatch.Outcome, _ completion: @escaping (ReplicationOutcome) -> Void) {
+        guard stores.store(name) != nil else {
+            // Deleted here since (its replica dropped): answered as Redis did, and not followed
+            // again, which would keep a follower for a store gone.
+            switch outcome {
+            case .committed(let version): completion(.committed(version))
+            case .moved(let version), .otherEpoch(let version): completion(.conflict(version))
+            case .noSuchStore: completion(.failed(.noSuchStore(name)))
+            }
+            return
+        }
         let (reader, follower) = storeFollowing(name)
         let replica = stores.store(name)?.version ?? 0
         switch outcome {

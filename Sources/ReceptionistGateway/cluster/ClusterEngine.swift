@@ -141,6 +141,9 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
                 self.storeReader(name).read()
             }
             for name in followed.subtracting(names) { self.resyncStore(name) }
+            // One deleted and made again while away, and not written since, has an empty log:
+            // no entry names its new epoch. Its epoch tells it.
+            for name in followed.intersection(names) { self.checkEpoch(name, on: link) }
         }
         for (name, following) in storeReaders where shard(name) === link { following.reader.read() }
         for (name, pair) in topicReaders where shard(name) === link { pair.reader.read() }
@@ -160,7 +163,14 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         case .storeDeleted(let name, let epoch)?:
             // This node's own deletion has dropped its replica already (`deleteStore`), and a
             // store made again since under the name has another epoch: both are left alone.
-            guard StoreRegistry.isValidName(name), stores.dropReplica(name, epoch: epoch) else { return }
+            guard StoreRegistry.isValidName(name) else { return }
+            guard stores.dropReplica(name, epoch: epoch) else {
+                // No replica yet, a read of it on its way (its creation's notice came first):
+                // what that read brings is of the store deleted. A store made again since is
+                // read on its own notice, which comes after this one.
+                if stores.store(name) == nil { stopFollowing(name) }
+                return
+            }
             stopFollowing(name)
             hub.storeDeleted(name)
         case .topicPublished(let name, let seq, let epoch, let id)?:
@@ -182,6 +192,16 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
             hub.presenceRelay.changed(target)
         case nil:
             logger.debug("unknown cluster notice", metadata: ["payload": "\(String(decoding: payload, as: UTF8.self))"])
+        }
+    }
+
+    /// Reads the store whole if Redis holds it in another epoch than this node's replica.
+    private func checkEpoch(_ name: String, on link: RedisLink) {
+        _ = link.commands.send(["GET", link.keys.storeEpoch(name)]) { [unowned self] reply in
+            guard let epoch = reply?.text, let replica = stores.store(name), replica.epoch != epoch,
+                  storeReaders[name] != nil
+            else { return }
+            resyncStore(name)
         }
     }
 
@@ -247,7 +267,7 @@ final class ClusterEngine: TopicSource, StoreSource, EngineHealth {
         let link = shard(name)
         let follower = StoreFollower(
             name: name, loop: loop, stores: stores, applier: applier, commands: link.commands, keys: link.keys,
-            freshEpoch: { [life = link.life] in life.freshEpoch() }, logger: logger)
+            freshEpoch: { [life = link.life] in life.freshEpoch() }, gone: { [unowned self] in stopFollowing(name) }, logger: logger)
         let reader = StreamReader(
             key: link.keys.storeLog(name), cursor: nil, commands: link.commands, follower: follower, retry: { [unowned link] in link.readLater($0) })
         storeReaders[name] = (reader, follower)

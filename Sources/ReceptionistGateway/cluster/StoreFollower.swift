@@ -36,12 +36,16 @@ final class StoreFollower: StreamFollower {
     private var retired = RetiredEpochs()
     /// An epoch for a store renewed in Redis, of the server's present life (`RedisLife`).
     private let freshEpoch: () -> String
+    /// Redis holds no such store and this node no replica: the engine stops following it, so no
+    /// follower is kept (and read again at every reconnection) for a store gone.
+    private let gone: () -> Void
 
     init(
         name: String, loop: EventLoop, stores: StoreRegistry, applier: SerialWorker, commands: RedisConnection, keys: ClusterKeys,
-        freshEpoch: @escaping () -> String = ModelStore.newEpoch, logger: Logger
+        freshEpoch: @escaping () -> String = ModelStore.newEpoch, gone: @escaping () -> Void = {}, logger: Logger
     ) {
         self.freshEpoch = freshEpoch
+        self.gone = gone
         self.name = name
         self.loop = loop
         self.stores = stores
@@ -190,6 +194,8 @@ final class StoreFollower: StreamFollower {
             "4", keys.storeVersion(name), keys.storeModels(name), keys.storeLog(name), keys.storeEpoch(name), freshEpoch(),
             retired.list, keys.channel, ClusterKeys.encode(.storeCreated(name)), keys.life, heldVersion.map { "\($0)" } ?? "",
         ]) { [self] reply in
+            // Deleted while the read was on its way: what it brings is of the store deleted.
+            guard !stopped else { return done(nil) }
             guard let parts = reply?.elements, parts.count >= 4, let versionNumber = parts[0].integer,
                   let flat = parts[1].elements, let lastID = parts[2].text, let logEpoch = parts[3].text
             else { return done(nil) }
@@ -202,7 +208,10 @@ final class StoreFollower: StreamFollower {
             let held = stores.store(name)
             // No such store in Redis and no replica here: a notice that came after this node's
             // own deletion of it. Nothing to follow, and no replica made of what is gone.
-            if versionNumber < 0, held == nil { return done(nil) }
+            if versionNumber < 0, held == nil {
+                done(nil)
+                return gone()
+            }
             let store = held ?? stores.replica(name, epoch: logEpoch)
             // Lost, and the replica holds nothing at version 0 already (emptied at an earlier
             // read: each commit refused 404 reads it again): nothing changes, and no subscriber
@@ -234,9 +243,15 @@ final class StoreFollower: StreamFollower {
                     done(StreamCursor(lastID: lastID, lastNumber: version))
                 }
             }
-            if !accepted { done(nil) }
+            if !accepted {
+                done(nil)
+                reader.readLater()
+            }
         }
-        if !sent { done(nil) }
+        if !sent {
+            done(nil)
+            reader.readLater()
+        }
     }
 
     /// This node has just made the store in Redis, empty at version 0 in `epoch`: a replica left

@@ -105,6 +105,15 @@ final class StreamReader {
         }
     }
 
+    /// The follower could not read the whole state now (Redis's connection or the replica thread
+    /// full): read again at the next heartbeats, as a refused `XREAD` is. Dropped, the store was
+    /// missing or stale on this node until its next notice, maybe never.
+    func readLater() {
+        guard cursor == nil, commands.isConnected, !waitsForRoom else { return }
+        waitsForRoom = true
+        retry(self)
+    }
+
     /// The follower has room again: make the read that was held back, if any.
     func followerCaughtUp() {
         if again { read() }
