@@ -20,13 +20,15 @@ public struct ModelKeyPath: Sendable, Hashable, CustomStringConvertible, Express
         storage = components.count == 1 ? .one(components[0]) : .many(components)
     }
 
-    /// Parses `a.b.c`; an empty string is the whole model. Empty components are refused.
+    /// Parses `a.b.c`; an empty string is the whole model. Empty components are refused. Split
+    /// at every `.` byte, as clients split it: as a `String`, a `.` that a combining mark follows
+    /// is one character, and was kept inside a member name.
     public init?(parsing text: String) {
         if text.isEmpty {
             self.init([])
             return
         }
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
         guard !parts.contains(where: \.isEmpty) else { return nil }
         self.init(parts)
     }

@@ -145,7 +145,8 @@ public struct SubscriptionOptions: Sendable, Hashable {
             guard paths.count <= maxPaths else { return .failure(bad("paths", "may list at most \(maxPaths) key paths")) }
             var parsed: [[String]] = []
             for path in paths {
-                let parts = path.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
+                // At every `.` byte, as a change's path is split (`ModelKeyPath`).
+                let parts = path.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
                 guard !parts.contains(where: \.isEmpty) else {
                     return .failure(bad("paths", "'\(path)' has an empty segment; use dotted names such as style.border"))
                 }

@@ -47,4 +47,13 @@ import Testing
         #expect(ModelKeyPath(parsing: "a..b") == nil)
         #expect(ModelKeyPath(parsing: ".a") == nil)
     }
+
+    /// A path is split at every `.` byte, even one a combining mark follows (one Swift character
+    /// with it): no member name holds a `.`, as every client splits the path.
+    @Test func aDotBeforeACombiningMarkStillSplits() {
+        #expect(ModelKeyPath(parsing: "a.\u{301}b")?.components == ["a", "\u{301}b"])
+        #expect(ModelKeyPath(parsing: "a.\u{301}")?.components == ["a", "\u{301}"])
+        #expect(ModelKeyPath(parsing: "caf\u{E9}.x")?.components == ["caf\u{E9}", "x"])
+        #expect(ModelKeyPath(parsing: "a.\u{301}.") == nil)
+    }
 }

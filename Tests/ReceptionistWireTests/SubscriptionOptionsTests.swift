@@ -33,6 +33,13 @@ import Testing
         #expect(options.models == ["a,b", "c"] && options.paths == [["k,1"]])
     }
 
+    /// A key path is split at every `.` byte, even one a combining mark follows, as the change
+    /// paths a subscriber is sent are split.
+    @Test func aPathIsSplitAtADotBeforeACombiningMark() throws {
+        let options = try message(#"{"type":"subscribe","store":"s","paths":["a.\u0301b"]}"#).get()
+        #expect(options.paths == [["a", "\u{301}b"]])
+    }
+
     // MARK: From a subscribe message
 
     /// A model prefix and a key path match by bytes: two written differently (`é` as one code point
