@@ -37,9 +37,13 @@ extension SubscriptionOptions {
         return kept
     }
 
-    /// Whether the model pattern `wide` matches everything `narrow` does.
+    /// Whether the model pattern `wide` matches everything `narrow` does: by bytes, as the filter
+    /// matches (`ChangeFilter`). A pattern `narrow` is covered only if its own prefix starts with
+    /// `wide`'s: `a*` is not within `a**`.
     private static func modelCovers(_ wide: String, _ narrow: String) -> Bool {
         guard wide.hasSuffix("*") else { return wide == narrow }
-        return narrow.hasPrefix(wide.dropLast())
+        let prefix = wide.utf8.dropLast()
+        let matched = narrow.hasSuffix("*") ? narrow.utf8.dropLast() : narrow.utf8[...]
+        return matched.starts(with: prefix)
     }
 }

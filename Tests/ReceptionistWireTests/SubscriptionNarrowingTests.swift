@@ -25,6 +25,16 @@ import Testing
         #expect(options(models: ["a*"]).narrowed(to: options(models: ["ab*"])) == options(models: ["ab*"]))
     }
 
+    /// A pattern asked for is kept only when an allowed one matches everything it does: `a*`
+    /// (every id starting with `a`) is not within `a**` (every id starting with `a*`).
+    @Test func anAskedPatternWiderThanTheAllowedOneIsNarrowedToIt() {
+        #expect(options(models: ["a*"]).narrowed(to: options(models: ["a**"])) == options(models: ["a**"]))
+        #expect(options(models: ["a**"]).narrowed(to: options(models: ["a*"])) == options(models: ["a**"]))
+        #expect(options(models: ["a*x"]).narrowed(to: options(models: ["a*"])) == options(models: ["a*x"]))
+        // Prefixes are bytes, as the filter matches them: `e` is not a prefix of `e\u{301}`.
+        #expect(options(models: ["e\u{301}*"]).narrowed(to: options(models: ["e*"])) == options(models: ["e\u{301}*"]))
+    }
+
     @Test func rateAndOldValuesStayAsAsked() {
         let asked = SubscriptionOptions(models: ["a", "b"], maxRate: 2, old: true)
         #expect(asked.narrowed(to: options(models: ["b"])) == SubscriptionOptions(models: ["b"], maxRate: 2, old: true))
