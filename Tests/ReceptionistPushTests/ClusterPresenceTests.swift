@@ -70,6 +70,9 @@ final class FakePresenceSource: PresenceSource {
         #expect(parsed.clients == 2 && parsed.users == 2 && parsed.members?.count == 2)
         #expect(parsed.members?[0xabc]?.user == "u2748")
         #expect(RemotePresence.parse(Array("{\"clients\":1}".utf8)) == nil)
+        // Damaged counts (past what a node can hold) are ignored, never a trap.
+        #expect(RemotePresence.parse(Array(#"{"clients":18446744073709551615,"users":0}"#.utf8)) == nil)
+        #expect(RemotePresence.parse(Array(#"{"clients":0,"users":9223372036854775808}"#.utf8)) == nil)
         let countsOnly = try #require(RemotePresence.parse(RemotePresence.encode(clients: 5000, users: 12, members: nil)))
         #expect(countsOnly.members == nil && countsOnly.clients == 5000)
     }

@@ -35,10 +35,16 @@ struct RemotePresence: Equatable {
         entries.compactMapValues { parse($0) }
     }
 
+    /// The most clients or users an entry may count: 2^32, past any node's connections, so that
+    /// summing every node's never overflows.
+    static let maxCount: UInt64 = 1 << 32
+
     /// Nil when the entry is not one (another version's, or damaged): it is then ignored.
     static func parse(_ bytes: [UInt8]) -> RemotePresence? {
+        // Counts past what a node can hold are damage: `Int(_:)` would trap, and their sum with
+        // others' overflow.
         guard let value = try? JSONParser.parse(bytes), let clients = value["clients"]?.uint64Value,
-              let users = value["users"]?.uint64Value
+              let users = value["users"]?.uint64Value, clients <= maxCount, users <= maxCount
         else { return nil }
         var entry = RemotePresence(clients: Int(clients), users: Int(users), members: nil)
         guard case .array(let list)? = value["members"] else { return entry }
