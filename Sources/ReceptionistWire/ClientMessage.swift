@@ -96,7 +96,10 @@ public enum ClientMessage: Sendable, Equatable {
         case "subscribe", "unsubscribe":
             break
         case "auth":
-            if let key = value["apiKey"]?.stringValue, !key.isEmpty, value["token"] == nil {
+            guard value["apiKey"] == nil || value["token"] == nil else {
+                return .failure(Problem(.badMessage, "an auth message takes a \"token\" or an \"apiKey\", not both"))
+            }
+            if let key = value["apiKey"]?.stringValue, !key.isEmpty {
                 return .success(.authenticateKey(apiKey: key))
             }
             guard let token = value["token"]?.stringValue, !token.isEmpty else {
@@ -124,10 +127,11 @@ public enum ClientMessage: Sendable, Equatable {
         if type == "unsubscribe" { return .success(.unsubscribe(target)) }
         var since: UInt64?
         if let raw = value["since"], raw != .null {
-            guard let number = raw.numberValue, number >= 0, number <= Double(maxSince), number.rounded() == number else {
+            // Read as written: a fraction or exponent that rounds to a whole number is not one.
+            guard let number = raw.uint64Value, number <= maxSince else {
                 return .failure(Problem(.badMessage, "\"since\" must be a whole number from 0 to \(maxSince)"))
             }
-            since = UInt64(number)
+            since = number
         }
         var epoch: String?
         if let raw = value["epoch"], raw != .null {

@@ -52,6 +52,11 @@ import Testing
         (#"{"type":"subscribe","store":5}"#, "bad_message"), (#"{"type":"subscribe","store":"s","since":-1}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","since":1.5}"#, "bad_message"), (#"{"type":"subscribe","store":"s","since":"3"}"#, "bad_message"),
         (#"{"type":"subscribe","store":"s","since":1e300}"#, "bad_message"),
+        // Whole numbers only, as written: neither rounds to one.
+        (#"{"type":"subscribe","store":"s","since":1.0000000000000001}"#, "bad_message"),
+        (#"{"type":"subscribe","store":"s","since":1e-400}"#, "bad_message"),
+        // Two credentials: which one the client meant is not guessed.
+        (#"{"type":"auth","token":"t","apiKey":"k"}"#, "bad_message"),
         (#"{"type":"ping","ref":7}"#, "bad_message"),
     ])
     func refusesWithTheDocumentedCode(text: String, expected: String) {
