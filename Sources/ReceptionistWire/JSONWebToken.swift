@@ -48,7 +48,7 @@ public enum JSONWebToken {
         guard bytes.count <= maxBytes else { throw .malformed("longer than \(maxBytes) bytes") }
         let parts = bytes.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("a token has three dot-separated parts") }
-        guard let header = decodeJSON(parts[0]) else { throw .malformed("the header is not base64url JSON") }
+        guard let header = decodeJSON(parts[0])?.0 else { throw .malformed("the header is not base64url JSON") }
         guard let algorithm = header["alg"]?.stringValue else { throw .malformed("the header names no \"alg\"") }
         guard algorithm == "HS256" else { throw .unsupportedAlgorithm(algorithm) }
         // RFC 7515 section 4.1.11: extensions named critical must be understood; none is here.
@@ -59,8 +59,8 @@ public enum JSONWebToken {
         let signed = bytes[..<(parts[0].count + 1 + parts[1].count)]
         guard ConstantTime.equal(HMACSHA256.mac(key: secret, message: signed), signature) else { throw .badSignature }
         // Only a genuine token's payload is parsed.
-        guard let payload = decodeJSON(parts[1]) else { throw .malformed("the payload is not base64url JSON") }
-        let claims = try TokenClaims(payload: payload)
+        guard let (payload, text) = decodeJSON(parts[1]) else { throw .malformed("the payload is not base64url JSON") }
+        let claims = try TokenClaims(payload: payload, text: text)
         if let notBefore = payload["nbf"], notBefore != .null {
             guard let seconds = notBefore.numberValue, seconds.isFinite else { throw .malformed("\"nbf\" must be a number") }
             if now < seconds { throw .notYetValid }
@@ -69,9 +69,12 @@ public enum JSONWebToken {
         return claims
     }
 
-    private static func decodeJSON(_ part: ArraySlice<UInt8>) -> JSONValue? {
-        guard let raw = Base64URL.decode(String(decoding: part, as: UTF8.self)) else { return nil }
-        return try? JSONParser.parse(raw)
+    /// The payload, and its text compacted (what its claims are read from as written).
+    private static func decodeJSON(_ part: ArraySlice<UInt8>) -> (JSONValue, [UInt8])? {
+        guard let raw = Base64URL.decode(String(decoding: part, as: UTF8.self)),
+              let text = try? JSONParser.compact(raw), let value = try? JSONParser.parse(text)
+        else { return nil }
+        return (value, text)
     }
 
     /// Signs `payload` (for tests and tools; the gateway only verifies).

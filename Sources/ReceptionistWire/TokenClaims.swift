@@ -68,8 +68,9 @@ public struct TokenClaims: Sendable, Equatable {
         }
     }
 
-    /// Reads the claims from a verified token's payload, or says which claim is missing or wrong.
-    init(payload: JSONValue) throws(JSONWebToken.Failure) {
+    /// Reads the claims from a verified token's payload (and its compact text, for `info` as
+    /// written), or says which claim is missing or wrong.
+    init(payload: JSONValue, text: [UInt8]) throws(JSONWebToken.Failure) {
         guard payload.objectValue != nil else { throw .malformed("the payload is not a JSON object") }
         guard let exp = payload["exp"]?.numberValue, exp.isFinite else {
             throw .malformed("the token needs a numeric \"exp\" claim")
@@ -85,14 +86,17 @@ public struct TokenClaims: Sendable, Equatable {
         publish = try Self.names(payload["publish"], claim: "publish")
         presence = try Self.names(payload["presence"], claim: "presence")
         write = try Self.names(payload["write"], claim: "write")
-        info = try Self.info(payload["info"])
+        info = try Self.info(payload["info"], in: text)
     }
 
-    /// The `info` claim as compact JSON text: an object, at most `maxInfoBytes`.
-    private static func info(_ value: JSONValue?) throws(JSONWebToken.Failure) -> [UInt8]? {
+    /// The `info` claim as compact JSON text, as written (escapes, numbers and repeated members
+    /// kept): an object, at most `maxInfoBytes`.
+    private static func info(_ value: JSONValue?, in payload: [UInt8]) throws(JSONWebToken.Failure) -> [UInt8]? {
         guard let value, value != .null else { return nil }
         guard value.objectValue != nil else { throw .malformed("\"info\" must be a JSON object") }
-        let text = JSONWriter.encode(value)
+        // The last `info` member, as the parsed payload's value is.
+        let written = JSONSpans.members(of: payload, in: 0..<payload.count)?.last { $0.key == "info" }
+        let text = written.map { Array(payload[$0.value]) } ?? JSONWriter.encode(value)
         guard text.count <= maxInfoBytes else {
             throw .malformed("\"info\" must be at most \(maxInfoBytes) bytes of JSON")
         }

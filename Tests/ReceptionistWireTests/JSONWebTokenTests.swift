@@ -58,6 +58,18 @@ import ReceptionistWire
         }
     }
 
+    /// `info` reaches presence as its writer wrote it: escapes, number spellings and repeated
+    /// members kept, only the whitespace outside strings dropped. Before, it was parsed and
+    /// written again (`Ren\u00e9e` became `Renée`, `{"x":1,"x":2}` became `{"x":2}`).
+    @Test func theInfoClaimIsKeptAsWritten() throws {
+        let payload = #"{"exp": 1900000000, "topics": ["*"], "info": {"n": "Ren\u00e9e", "x": 1, "x": 2.50}}"#
+        let head = Base64URL.encode(Array(#"{"alg":"HS256","typ":"JWT"}"#.utf8))
+        let body = Base64URL.encode(Array(payload.utf8))
+        let mac = Base64URL.encode(HMACSHA256.mac(key: secret, message: Array("\(head).\(body)".utf8)))
+        let claims = try JSONWebToken.verify("\(head).\(body).\(mac)", secret: secret, now: now).get()
+        #expect(claims.info.map { String(decoding: $0, as: UTF8.self) } == #"{"n":"Ren\u00e9e","x":1,"x":2.50}"#)
+    }
+
     @Test func wildcardCoversEveryName() throws {
         let claims = try JSONWebToken.verify(token(["exp": .number(JSONNumber(now + 1)), "stores": ["*"]]), secret: secret, now: now).get()
         #expect(claims.allows(.store("anything")))
