@@ -77,6 +77,29 @@ final class FakePresenceSource: PresenceSource {
         #expect(countsOnly.members == nil && countsOnly.clients == 5000)
     }
 
+    /// A store deleted with members here takes this node's entry back at once; so does a topic
+    /// forgotten with its last leave not yet shared. Before, the presence went with its feed or
+    /// topic, its delayed share found nothing, and the entry stayed in the cluster.
+    @Test func aDeletedStoreOrForgottenTopicTakesItsEntryBack() throws {
+        let (push, source) = fixture()
+        try push.createStore("s")
+        try join(push, FakeSink(), .store("s"))
+        tick(push)
+        #expect(source.shared.last?.target == .store("s") && source.shared.last?.entry != nil)
+        push.hub.storeDeleted("s")
+        #expect(source.shared.last?.target == .store("s") && source.shared.last?.entry == nil)
+
+        let member = try join(push, FakeSink(), .topic("quiet"))
+        tick(push)
+        #expect(source.shared.last?.target == .topic("quiet") && source.shared.last?.entry != nil)
+        push.hub.unsubscribe(member)
+        let before = source.shared.count
+        #expect(push.hub.forgetIdleTopics(now: .max, idle: 0, release: { _ in true }) == 1)
+        #expect(source.shared.count == before + 1 && source.shared.last?.target == .topic("quiet") && source.shared.last?.entry == nil)
+        tick(push)
+        #expect(source.shared.count == before + 1)
+    }
+
     @Test func thisNodesMembersAreSharedOnceAnIntervalAndRemovedWhenNoneAreLeft() throws {
         let (push, source) = fixture()
         let ann = FakeSink(user: PresenceUser(user: "ann", info: nil)), bob = FakeSink()

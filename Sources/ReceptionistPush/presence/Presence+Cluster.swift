@@ -34,7 +34,8 @@ extension Presence {
     func share() {
         shareDue = false
         guard let source = relay?.source else { return }
-        source.sharePresence(target, entry: members.subscriberCount > 0 ? entry() : nil)
+        entryShared = members.subscriberCount > 0
+        source.sharePresence(target, entry: entryShared ? entry() : nil)
     }
 
     /// Reads the other nodes' entries again, if anyone here follows this presence.

@@ -57,6 +57,8 @@ public final class Presence {
     var remote: [String: RemotePresence] = [:]
     /// Whether this node's entry is due to be shared (one delayed job at a time).
     var shareDue = false
+    /// Whether the cluster holds an entry of this node's for the target (shared, not taken back).
+    var entryShared = false
 
     enum Change {
         /// `known`: some follower knows the member already: the join replaced a leave still
@@ -86,7 +88,11 @@ public final class Presence {
         relay?.register(self)
     }
 
+    /// On the loop, where the hub lets go of it: a store deleted, a topic forgotten. An entry
+    /// shared, or one due, is taken back now; the delayed share would find the presence gone, and
+    /// the entry stayed in the cluster for as long as this node lived.
     deinit {
+        if entryShared || shareDue { relay?.source?.sharePresence(target, entry: nil) }
         relay?.unregister(target)
     }
 
