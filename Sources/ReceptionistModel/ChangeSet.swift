@@ -11,6 +11,11 @@ public struct ChangeSet: Sendable, Hashable {
     /// A replica was reset to a snapshot: `changes` take the old state to the new one, but the
     /// versions in between are unknown, so a subscriber needs a fresh snapshot, not this diff.
     public var isReset = false
+    /// A replica's epoch when it applied this change set (a reset's: the epoch it moved to). A
+    /// replica's epoch changes under the loop, so what was made before a reset is labelled with
+    /// the epoch it was made in, not the store's by the time it is sent. Nil for a store whose
+    /// epoch is fixed for its life.
+    public var epoch: String?
 
     public init(store: String, version: UInt64, committedAtMicroseconds: UInt64, changes: [ModelChange]) {
         self.store = store

@@ -51,6 +51,8 @@ public struct CoalescingBuffer: Sendable {
     public private(set) var committedAtMicroseconds: UInt64 = 0
     /// Whether a replica's reset was absorbed since the last `take`.
     public private(set) var sawReset = false
+    /// The epoch of the last change set absorbed (`ChangeSet.epoch`).
+    public private(set) var epoch: String?
 
     private static let end: Int32 = -1
     private static let replaced: Int32 = -2
@@ -68,6 +70,7 @@ public struct CoalescingBuffer: Sendable {
         if firstCommittedAtMicroseconds == 0 { firstCommittedAtMicroseconds = changeSet.committedAtMicroseconds }
         committedAtMicroseconds = changeSet.committedAtMicroseconds
         sawReset = sawReset || changeSet.isReset
+        epoch = changeSet.epoch
         changeSet.changes.withUnsafeBufferPointer { changes in
             guard let base = changes.baseAddress else { return }
             for index in changes.indices {

@@ -209,7 +209,8 @@ extension ModelStore {
                 }
                 state.version = version
                 Self.stamp(out, version: version, in: &state.models)
-                let changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
+                var changeSet = ChangeSet(store: name, version: version, committedAtMicroseconds: committedAt, changes: out)
+                changeSet.epoch = state.epoch
                 state.history.append(changeSet, number: version, size: changeSet.approximateBytes)
                 return changeSet
             }
@@ -250,6 +251,7 @@ extension ModelStore {
                 var changeSet = ChangeSet(
                     store: name, version: version, committedAtMicroseconds: Clock.microsecondsSinceEpoch(), changes: changes)
                 changeSet.isReset = true
+                changeSet.epoch = newEpoch
                 return changeSet
             }
             guard let changeSet else { return }

@@ -41,6 +41,9 @@ public final class Receptionist: Sendable {
         /// Under `coalesce` and `batch`: a replica's reset was folded in, so `changes` describe a
         /// jump between unrelated versions and the receiver needs a fresh snapshot instead.
         public var containsReset = false
+        /// The epoch of the last change set folded in (`ChangeSet.epoch`; nil for a store whose
+        /// epoch is fixed).
+        public var epoch: String?
     }
 
     public struct Statistics: Sendable, Equatable {
@@ -176,10 +179,10 @@ public final class Receptionist: Sendable {
             let version = state.coalescing.version
             let first = state.coalescing.firstCommittedAtMicroseconds
             let last = state.coalescing.committedAtMicroseconds
-            let reset = state.coalescing.sawReset
+            let reset = state.coalescing.sawReset, epoch = state.coalescing.epoch
             return Delivery(
                 version: version, changeSets: [], changes: state.coalescing.take(), changeSetCount: count,
-                firstCommittedAtMicroseconds: first, committedAtMicroseconds: last, containsReset: reset)
+                firstCommittedAtMicroseconds: first, committedAtMicroseconds: last, containsReset: reset, epoch: epoch)
         }
         if let early {
             target.after(early) { [weak self] in self?.deliver() }

@@ -121,6 +121,24 @@ import Testing
         #expect(subscription.position == 11)
     }
 
+    /// A change set made before a reset into a new epoch goes out in the epoch it was made in,
+    /// though the loop gets to it after the reset: its SSE `id` (`1@<epoch>`) names what it is.
+    /// Before, it was labelled with the store's epoch by then, and a client resuming from it was
+    /// taken for one already in the new epoch.
+    @Test func aChangeSetBeforeAResetIntoANewEpochKeepsItsOwnEpoch() throws {
+        let push = PushFixture(replication: FakeReplication())
+        let store = try push.createStore("s")
+        let old = store.epoch
+        let sink = FakeSink()
+        try push.subscribe(sink, .store("s"))
+        #expect(store.applyReplicated(version: 1, committedAt: 0, changes: replicatedPut("m", 1)))
+        store.resetReplica(models: [:], version: 0, epoch: "e2")
+        push.drain()
+        #expect(sink.trace == ["snapshot s 0", "changes s 1", "snapshot s 0 reset"])
+        #expect(sink.events[1].epoch == old)
+        #expect(sink.events[2].epoch == "e2")
+    }
+
     // MARK: Snapshot cache
 
     @Test func subscribersAtOneVersionShareOneEncodedSnapshot() throws {

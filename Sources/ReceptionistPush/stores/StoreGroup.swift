@@ -145,13 +145,13 @@ final class StoreGroup {
                 let first = buffer.firstCommittedAtMicroseconds, committedAt = buffer.committedAtMicroseconds
                 subscription.deliver(frame(
                     version: last.version, from: subscription.position, firstCommittedAt: first,
-                    committedAt: committedAt, changes: filter.projectingRoots(buffer.take())))
+                    committedAt: committedAt, changes: filter.projectingRoots(buffer.take()), epoch: last.epoch))
             } else if filter.isAll {
                 // Versions that changed nothing (a replicated store's empty change sets): an
                 // unfiltered member is told of every version, so it sees none skipped.
                 subscription.deliver(frame(
                     version: last.version, from: subscription.position, firstCommittedAt: missed[0].committedAtMicroseconds,
-                    committedAt: last.committedAtMicroseconds, changes: []))
+                    committedAt: last.committedAtMicroseconds, changes: [], epoch: last.epoch))
             }
         } else {
             for changeSet in missed {
@@ -175,18 +175,19 @@ final class StoreGroup {
         var kept = changeSet
         kept.changes = filter.apply(changeSet.changes)
         guard !kept.changes.isEmpty || filter.isAll else { return nil }
-        return PushEvent.changes(kept, old: options.old, epoch: store.epoch)
+        return PushEvent.changes(kept, old: options.old, epoch: changeSet.epoch ?? store.epoch)
     }
 
     private func frame(
-        version: UInt64, from: UInt64, firstCommittedAt: UInt64, committedAt: UInt64, changes: [ModelChange]
+        version: UInt64, from: UInt64, firstCommittedAt: UInt64, committedAt: UInt64, changes: [ModelChange], epoch: String?
     ) -> PushEvent {
         let json = PushEncoder.coalesced(
             store: store.name, version: version, from: from, firstCommittedAt: firstCommittedAt,
             committedAt: committedAt, changes: changes, old: options.old)
         // The change set behind the frame, for a member that is behind and conflates it further.
-        let changeSet = ChangeSet(store: store.name, version: version, committedAtMicroseconds: committedAt, changes: changes)
-        return PushEvent(name: "changes", id: version, epoch: store.epoch, json: json, changeSet: changeSet)
+        var changeSet = ChangeSet(store: store.name, version: version, committedAtMicroseconds: committedAt, changes: changes)
+        changeSet.epoch = epoch
+        return PushEvent(name: "changes", id: version, epoch: epoch ?? store.epoch, json: json, changeSet: changeSet)
     }
 
     /// Every member starts again from a fresh snapshot marked reset: a cluster replica was
@@ -224,7 +225,7 @@ final class StoreGroup {
             guard !members.isEmpty, !delivery.changes.isEmpty || filter.isAll else { return }
             let event = frame(
                 version: delivery.version, from: from, firstCommittedAt: delivery.firstCommittedAtMicroseconds,
-                committedAt: delivery.committedAtMicroseconds, changes: filter.projectingRoots(delivery.changes))
+                committedAt: delivery.committedAtMicroseconds, changes: filter.projectingRoots(delivery.changes), epoch: delivery.epoch)
             for subscription in members where subscription.deliver(event) {
                 delivered += 1
             }
@@ -239,14 +240,13 @@ final class StoreGroup {
             forgetRecent()
         }
         guard !members.isEmpty else { return }
-        var epoch = store.epoch
         for changeSet in delivery.changeSets {
             if changeSet.isReset {
                 resetMembers()
-                epoch = store.epoch
                 continue
             }
-            let event = PushEvent.changes(changeSet, old: options.old, epoch: epoch)
+            // In the epoch it was made in: a reset may have moved the store on since.
+            let event = PushEvent.changes(changeSet, old: options.old, epoch: changeSet.epoch ?? store.epoch)
             if changeSet.version > (recent.newestNumber ?? 0) { keep(event, number: changeSet.version) }
             for subscription in members where subscription.deliver(event) {
                 delivered += 1
