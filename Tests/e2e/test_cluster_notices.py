@@ -18,8 +18,8 @@ from wsclient import connect, publish, recv_json, subscribe, unique
 CHANNEL = "rcpt:events:0"
 
 
-def start_node(start_server, redis):  # noqa: F811
-    node = start_server("--engine", "redis", "--redis-url", redis.url, "--publish-rate", "0")
+def start_node(start_server, redis, *args):  # noqa: F811
+    node = start_server("--engine", "redis", "--redis-url", redis.url, "--publish-rate", "0", *args)
     wait_for(lambda: readiness(node.port).get("redis") == "up", 10, "node never reached Redis")
     return node
 
@@ -30,6 +30,12 @@ def command_calls(redis, command: str) -> int:  # noqa: F811
         if line.startswith(f"cmdstat_{command}:"):
             return int(line.split("calls=")[1].split(",")[0])
     return 0
+
+
+# A node checks its notice connection at every heartbeat with a PUBLISH of its own (an echo to
+# its channel), which Redis counts with the notices: the tests that count notices beat once in
+# 100 s, after their count begins and ends.
+QUIET = ("--heartbeat-timeout", "300")
 
 
 def notices_published(redis) -> int:  # noqa: F811
@@ -58,7 +64,7 @@ def received(ws, topic: str, count: int) -> list[int]:
 
 
 def test_a_node_alone_is_told_nothing_of_its_own_publishes(start_server, redis):  # noqa: F811
-    node = start_node(start_server, redis)
+    node = start_node(start_server, redis, *QUIET)
     topic = unique("own")
     ws = connect(node.port)
     assert subscribe(ws, topic=topic)["type"] == "subscribed"
@@ -73,7 +79,7 @@ def test_a_node_alone_is_told_nothing_of_its_own_publishes(start_server, redis):
 
 
 def test_each_other_node_is_told_once_a_publish_and_the_publisher_not_at_all(start_server, redis):  # noqa: F811
-    a, b, c = (start_node(start_server, redis) for _ in range(3))
+    a, b, c = (start_node(start_server, redis, *QUIET) for _ in range(3))
     topic = unique("others")
     subscribers = []
     for node in (a, b, c):
@@ -93,7 +99,7 @@ def test_each_other_node_is_told_once_a_publish_and_the_publisher_not_at_all(sta
 
 
 def test_a_node_of_an_earlier_version_is_told_on_the_clusters_channel(start_server, redis):  # noqa: F811
-    node = start_node(start_server, redis)
+    node = start_node(start_server, redis, *QUIET)
     topic = unique("earlier")
     # What a node of 0.8.0 subscribes to: the cluster's channel, and no channel of its own.
     earlier = socket.create_connection((HOST, redis.port), timeout=10)

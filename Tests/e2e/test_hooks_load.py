@@ -105,15 +105,16 @@ def test_a_slow_backend_never_stalls_the_loop(start_server, backend):
         return results[-1]
 
     healthz = asyncio.run(waiting_clients())
-    assert max(healthz) < 0.2, healthz
+    # Held by the backend, one would take its whole second; 0.5 s leaves a busy machine room.
+    assert max(healthz) < 0.5, healthz
     quick, prompt, count = lag_buckets(gateway.port)
     samples = count - count_before
     assert samples >= 10, samples
     # Waiting on the backend would hold the loop for its whole second: every sample stays under
-    # 100 ms. Fifty handshakes arriving at once may cost one iteration 10 ms on a busy machine,
-    # so nine samples in ten, not all, are under that.
+    # 100 ms. Fifty handshakes arriving at once may cost an iteration 10 ms on a busy machine,
+    # so three samples in four, not all, are under that.
     assert prompt - prompt_before == samples, (prompt - prompt_before, samples)
-    assert quick - quick_before >= 0.9 * samples, (quick - quick_before, samples)
+    assert quick - quick_before >= 0.75 * samples, (quick - quick_before, samples)
 
 
 @pytest.mark.timeout(180)
