@@ -160,12 +160,15 @@ public final class Gateway {
         hooks?.close()
         lagProbe.close()
         let mailbox = loop.mailbox
-        let engine = LoopBound(self.engine, loop: loop)
+        let engine = LoopBound((self.engine, hub), loop: loop)
         let logger = self.logger
         jobs.shutDown {
             _ = mailbox.post {
-                // Every job has ended, so nothing commits any more.
-                engine.value.close(logger: logger)
+                // Every job has ended, so nothing commits any more; nothing observes the stores
+                // either, so the disk's last notifications wait for nobody.
+                let (engine, hub) = engine.value
+                hub.closeFeeds()
+                engine.close(logger: logger)
                 mailbox.shutDown()
             }
         }

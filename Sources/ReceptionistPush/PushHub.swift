@@ -227,6 +227,15 @@ public final class PushHub {
         end(feed)
     }
 
+    /// At shutdown, once every connection has gone and every job has ended: every store's groups
+    /// stop observing, so no store's notification waits for the loop again. The disk engine's
+    /// settling thread tells the stores of what it stored as it closes, while the loop waits for
+    /// it: a receptionist full of undelivered change sets held it for the whole close time-out.
+    public func closeFeeds() {
+        for feed in feeds.values { feed.closeAll() }
+        feeds.removeAll()
+    }
+
     /// Tells every subscriber of `feed` that its store was deleted, and closes the feed.
     private func end(_ feed: StoreFeed) {
         let event = PushEvent(name: "unsubscribed", id: nil, json: PushEncoder.unsubscribed(.store(feed.store.name), reason: "deleted"))
