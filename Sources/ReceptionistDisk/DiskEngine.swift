@@ -128,9 +128,18 @@ public final class DiskEngine: StoreJournal, Sendable {
     }
 
     /// Hands `write` to the writer; waits while the queue is full when `wait`, else refuses.
-    private func enqueue(_ write: DiskWrite, wait: Bool) -> Bool {
+    /// `beyondLimit`: queued even past `maxQueued` (never while stopping). Only for a claimed
+    /// idempotency key's answer or release: each claim was queued under the limit, and the keys
+    /// are bounded (`--idempotency-keys`), so those writes are too.
+    private func enqueue(_ write: DiskWrite, wait: Bool, beyondLimit: Bool = false) -> Bool {
         let accepted: Bool
-        if wait {
+        if beyondLimit {
+            accepted = queue.withLock { queue in
+                guard !queue.stopping else { return false }
+                queue.writes.append(write)
+                return true
+            }
+        } else if wait {
             accepted = queue.wait(until: { $0.writes.count < options.maxQueued || $0.stopping }) { queue in
                 guard !queue.stopping else { return false }
                 queue.writes.append(write)
@@ -224,7 +233,15 @@ public final class DiskEngine: StoreJournal, Sendable {
     /// runs on the writer thread once it is stored (nil) or not. False, and no completion, when
     /// the queue is full: the caller never waits here.
     public func recordIdempotency(_ change: DiskIdempotencyChange, completion: (@Sendable (StoreError?) -> Void)? = nil) -> Bool {
-        enqueue(.idempotency(DiskIdempotencyWrite(change: change, completion: completion)), wait: false)
+        // A claim is refused when the queue is full; its answer or release never is: refused, a
+        // request answered to its client left its key claimed for good on disk, and a retry after
+        // a restart got 409, then a second write once the window passed.
+        let beyondLimit: Bool
+        switch change {
+        case .claim: beyondLimit = false
+        case .answer, .release: beyondLimit = true
+        }
+        return enqueue(.idempotency(DiskIdempotencyWrite(change: change, completion: completion)), wait: false, beyondLimit: beyondLimit)
     }
 
     /// `recordIdempotency`, waiting until the change is stored (nil) or refused, at most `seconds`:

@@ -36,6 +36,35 @@ import Testing
         return contents.idempotencyKeys
     }
 
+    /// With the write queue full, a claim is refused, but a claimed key's answer or release is
+    /// still queued (its claim was queued under the limit): a request answered to its client has
+    /// its answer on disk after a clean restart. Before, the answer was dropped, the key came back
+    /// claimed, a retry got 409, and once the window passed the request was applied again.
+    @Test func aClaimedKeysAnswerIsQueuedThoughTheQueueIsFull() throws {
+        let directory = temporaryDirectory()
+        let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory, maxQueued: 2))
+        engine.holdWriter(true)
+        let answered = record("answered")
+        #expect(engine.recordIdempotency(.claim(answered)))
+        #expect(engine.recordIdempotency(.claim(record("released"))))
+        #expect(!engine.recordIdempotency(.claim(record("refused"))), "a claim waits for room")
+        let stored = ConditionLock<Bool>(false)
+        let reply = Array("{\"seq\":1}".utf8)
+        #expect(engine.recordIdempotency(.answer(
+            scope: "scope", key: "answered", fingerprint: Array("answered".utf8), since: 0, status: 201, reply: reply)))
+        #expect(engine.recordIdempotency(.release(scope: "scope", key: "released", fingerprint: Array("released".utf8))) { _ in
+            stored.withLock { $0 = true }
+            stored.broadcast()
+        })
+        engine.holdWriter(false)
+        #expect(stored.wait(seconds: 10, until: { $0 }, then: { value, _ in value }))
+        engine.close()
+        var expected = answered
+        expected.status = 201
+        expected.reply = reply
+        #expect(try reopen(directory) == [expected])
+    }
+
     @Test func claimedAnsweredAndReleasedKeysAreKeptAsTheyWereLeft() throws {
         let directory = temporaryDirectory()
         let (engine, contents) = try DiskEngine.open(DiskOptions(directory: directory))
