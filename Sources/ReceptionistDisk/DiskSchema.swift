@@ -144,9 +144,13 @@ enum DiskSchema {
                 messages.bind(2, Int64(seq > UInt64(topicHistory) ? seq - UInt64(topicHistory) : 0))
                 var kept: [DiskContents.Message] = []
                 while try messages.step() {
-                    kept.append(.init(
-                        seq: try number(messages.int64(0), "a message of topic '\(name)'"),
-                        publishedAt: UInt64(clamping: messages.int64(1)), data: messages.blob(2)))
+                    let seq = try number(messages.int64(0), "a message of topic '\(name)'"), data = messages.blob(2)
+                    // Sent on as stored, inside every replay's frames: text that is not JSON would
+                    // break each of them.
+                    do { try JSONParser.validateStored(data) } catch {
+                        throw DiskError("message \(seq) of topic '\(name)' is damaged: \(error)")
+                    }
+                    kept.append(.init(seq: seq, publishedAt: UInt64(clamping: messages.int64(1)), data: data))
                 }
                 contents.topics.append(.init(name: name, epoch: epoch, seq: seq, messages: kept))
             }

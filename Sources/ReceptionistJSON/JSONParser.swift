@@ -23,6 +23,11 @@ public struct JSONParser {
         try run(bytes, building: true, maxDepth: maxDepth + 16).value
     }
 
+    /// `validate`, for what the gateway itself stored (as `parseStored`).
+    public static func validateStored(_ bytes: [UInt8]) throws(Error) {
+        _ = try run(bytes, building: false, maxDepth: maxDepth + 16)
+    }
+
     /// Checks `bytes` as `parse` does, with the same errors, but builds no value: no member,
     /// element or plain string is made, only walked over.
     public static func validate(_ bytes: [UInt8]) throws(Error) {

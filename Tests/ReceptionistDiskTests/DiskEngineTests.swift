@@ -101,6 +101,22 @@ import Testing
         }
     }
 
+    /// A kept message whose data is not JSON (empty, cut short) is refused as damage at the open,
+    /// where it was served as stored, inside every replay's frames, as text no client could read.
+    @Test func aMessageThatIsNotJSONIsRefusedAsDamage() throws {
+        for data in ["x''", "CAST('{\"a\":' AS BLOB)"] {
+            let directory = temporaryDirectory()
+            let (engine, _) = try DiskEngine.open(DiskOptions(directory: directory))
+            #expect(append(engine, "t", seq: 1) == .stored)
+            engine.close()
+            let db = try SQLiteDatabase(path: directory + "/" + DiskSchema.fileName)
+            try db.execute("UPDATE messages SET data = \(data)")
+            db.close()
+            let error = #expect(throws: DiskError.self) { try DiskEngine.open(DiskOptions(directory: directory)) }
+            #expect(error?.description.contains("message 1 of topic 't' is damaged") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test func aTopicNumberThatDoesNotFollowOnIsRefused() throws {
         let (engine, _) = try DiskEngine.open(DiskOptions(directory: temporaryDirectory()))
         defer { engine.close() }
