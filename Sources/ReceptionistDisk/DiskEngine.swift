@@ -17,6 +17,8 @@ public final class DiskEngine: StoreJournal, Sendable {
 
     private struct Queue {
         var writes: [DiskWrite] = []
+        /// The bytes of the topic messages among `writes` (`maxQueuedMessageBytes`).
+        var messageBytes = 0
         var stopping = false
         /// Tests hold the writer here to fill the queue (`holdWriter`).
         var held = false
@@ -106,11 +108,15 @@ public final class DiskEngine: StoreJournal, Sendable {
                         // At most `maxBatch` a transaction: the committers refill the queue while
                         // a batch is written, instead of waiting for one batch of everything.
                         guard queue.writes.count > Self.maxBatch else {
-                            defer { queue.writes.removeAll(keepingCapacity: true) }
+                            defer {
+                                queue.writes.removeAll(keepingCapacity: true)
+                                queue.messageBytes = 0
+                            }
                             return (queue.writes, queue.stopping)
                         }
                         let batch = Array(queue.writes.prefix(Self.maxBatch))
                         queue.writes.removeFirst(Self.maxBatch)
+                        queue.messageBytes -= batch.reduce(0) { $0 + $1.messageBytes }
                         return (batch, false)
                     })
                 queue.broadcast()
@@ -147,8 +153,12 @@ public final class DiskEngine: StoreJournal, Sendable {
             }
         } else {
             accepted = queue.withLock { queue in
-                guard queue.writes.count < options.maxQueued, !queue.stopping else { return false }
+                let bytes = write.messageBytes
+                guard queue.writes.count < options.maxQueued, !queue.stopping,
+                      bytes == 0 || queue.messageBytes == 0 || queue.messageBytes + bytes <= options.maxQueuedMessageBytes
+                else { return false }
                 queue.writes.append(write)
+                queue.messageBytes += bytes
                 return true
             }
         }
@@ -161,7 +171,10 @@ public final class DiskEngine: StoreJournal, Sendable {
     func takeQueued() -> [DiskWrite] {
         let taken: [DiskWrite] = queue.withLock { queue in
             guard !queue.held else { return [] }
-            defer { queue.writes.removeAll(keepingCapacity: true) }
+            defer {
+                queue.writes.removeAll(keepingCapacity: true)
+                queue.messageBytes = 0
+            }
             return queue.writes
         }
         if !taken.isEmpty { queue.broadcast() }

@@ -20,6 +20,10 @@ public struct DiskOptions: Sendable {
     /// Writes waiting for the writer thread, at most: past it a store's committer waits and a
     /// topic's publish is refused.
     public var maxQueued: Int
+    /// Bytes of topic messages waiting for the writer, at most: past it a publish is refused,
+    /// as past `maxQueued` (a stalled disk and 1 MiB messages filled memory by the gigabyte
+    /// before the count refused one).
+    public var maxQueuedMessageBytes = 64 << 20
     /// Stored batches whose change sets wait for the notifier (their observers), at most: past it
     /// the writer waits, so a blocked observer holds the disk back and never grows memory.
     public var maxUnsettledBatches = 64

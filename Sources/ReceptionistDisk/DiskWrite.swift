@@ -14,6 +14,12 @@ enum DiskWrite: Sendable {
     case forgetTopic(String)
     /// An idempotency key claimed, answered or released.
     case idempotency(DiskIdempotencyWrite)
+
+    /// A topic message's data bytes, what `DiskOptions.maxQueuedMessageBytes` counts; 0 otherwise.
+    var messageBytes: Int {
+        if case .message(let message) = self { return message.data.count }
+        return 0
+    }
 }
 
 struct DiskMessage: Sendable {

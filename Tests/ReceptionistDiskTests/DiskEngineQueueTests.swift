@@ -26,6 +26,37 @@ import Testing
         #expect(append(engine, "t", seq: 5) == .stored)
     }
 
+    /// Topic messages waiting for the writer are bounded by their bytes too: with the writer held,
+    /// the message past the bound is refused at once, and taken again once the queue drained; a
+    /// message bigger than the bound alone is taken into an empty queue.
+    @Test func queuedMessagesAreBoundedByTheirBytes() throws {
+        var options = DiskOptions(directory: temporaryDirectory())
+        options.maxQueuedMessageBytes = 3000
+        let (engine, _) = try DiskEngine.open(options)
+        defer { engine.close() }
+        let data = Array(repeating: UInt8(ascii: "1"), count: 1000)
+        engine.holdWriter(true)
+        let stored = PThreadLock(0)
+        for seq in 1...3 {
+            #expect(engine.appendMessage(topic: "t", epoch: "e", seq: UInt64(seq), publishedAt: 1, data: data) { error in
+                if error == nil { stored.withLock { $0 += 1 } }
+            })
+        }
+        #expect(!engine.appendMessage(topic: "t", epoch: "e", seq: 4, publishedAt: 1, data: data) { _ in })
+        engine.holdWriter(false)
+        for _ in 0..<1000 where stored.withLock({ $0 }) < 3 { usleep(1000) }
+        #expect(stored.withLock { $0 } == 3)
+        engine.holdWriter(true)
+        let big = Array(repeating: UInt8(ascii: "2"), count: 5000)
+        #expect(engine.appendMessage(topic: "t", epoch: "e", seq: 4, publishedAt: 1, data: big) { error in
+            if error == nil { stored.withLock { $0 += 1 } }
+        })
+        #expect(!engine.appendMessage(topic: "t", epoch: "e", seq: 5, publishedAt: 1, data: Array("5".utf8)) { _ in })
+        engine.holdWriter(false)
+        for _ in 0..<1000 where stored.withLock({ $0 }) < 4 { usleep(1000) }
+        #expect(append(engine, "t", seq: 5) == .stored)
+    }
+
     @Test func aBlockedObserverHoldsTheWriterBackPastTheUnsettledBatches() throws {
         var options = DiskOptions(directory: temporaryDirectory())
         options.maxUnsettledBatches = 2
