@@ -181,10 +181,10 @@ public final class DiskEngine: StoreJournal, Sendable {
         return taken
     }
 
-    /// Counts a transaction of `batch` writes, `stored` of them stored (`/metrics`). Writer thread,
-    /// before any of them is answered.
-    func counted(batch: Int, stored: Int) {
-        syncs.add(1, ordering: .relaxed)
+    /// Counts a transaction of `batch` writes, `stored` of them stored (`/metrics`); one that
+    /// failed (`committed` false) is no sync. Writer thread, before any of them is answered.
+    func counted(batch: Int, stored: Int, committed: Bool = true) {
+        if committed { syncs.add(1, ordering: .relaxed) }
         syncedWrites.add(UInt64(stored), ordering: .relaxed)
         if stored < batch { failedWrites.add(UInt64(batch - stored), ordering: .relaxed) }
     }

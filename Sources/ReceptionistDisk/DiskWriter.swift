@@ -118,7 +118,7 @@ final class DiskWriter {
             (stores, topics, expectedVersions, storeModels) = before
             let reason = error.isFull ? "the disk is full" : "\(error)"
             let failure = StoreError.storageFailed(reason)
-            engine.counted(batch: batch.count, stored: 0)
+            engine.counted(batch: batch.count, stored: 0, committed: false)
             if failures.failed(now: Clock.monotonicSeconds()) != nil { options.reportFailing(reason) }
             fail(batch, failure, engine: engine)
             return

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import api, json_ok, store_snapshot, wait_for
 from data_dir import REFUSAL_TIMEOUT, assert_refused, run_refused, start_on, stop_with, topic_seqs
+from test_metrics import scrape, value as metric
 
 DATA_FILE = "receptionist.sqlite3"
 FILL_VALUE_BYTES = 16384   # each write that fills the small disk
@@ -183,9 +184,14 @@ def test_full_disk_refuses_writes_keeps_what_was_acknowledged_and_recovers(start
         snapshot = store_snapshot(port, "fill")
         assert snapshot["version"] == len(acked)
         assert snapshot["models"] == acked
-        # More writes while full are refused the same way, and change nothing.
+        # More writes while full are refused the same way, and change nothing; /metrics counts
+        # them as failed writes, never as syncs (it counted every failed transaction as one).
+        before = scrape(port)
         assert_storage_refusal(api(port, "PUT", "/api/stores/fill/models/more", {"pad": "y" * FILL_VALUE_BYTES}))
         assert store_snapshot(port, "fill")["version"] == len(acked)
+        after = scrape(port)
+        assert metric(after, "receptionist_disk_failed_writes_total") > metric(before, "receptionist_disk_failed_writes_total")
+        assert metric(after, "receptionist_disk_syncs_total") == metric(before, "receptionist_disk_syncs_total")
 
         subprocess.run(["mount", "-o", f"remount,size={TMPFS_LARGE}", str(data)], check=True, timeout=10)
 
