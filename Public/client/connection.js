@@ -102,8 +102,8 @@ export class Connection extends Heartbeat {
     const type = frame.type;
     const head = this._pending[0];
     // A `pong` answers the heartbeat, and `unknown_type` a ping to a gateway from before `ping` (the
-    // only message this client sends that a gateway may not know): neither answers `_pending`.
-    if (type === 'pong' || (type === 'error' && frame.code === 'unknown_type')) return;
+    // only message this client sends that a gateway may not know): neither answers `_pending`; any answer ends the backoff.
+    if (type === 'pong' || (type === 'error' && frame.code === 'unknown_type')) { this._failures = 0; return; }
     if (type === 'draining') {
       this._drainDelayMs = this._drainDelay(frame);
       this._emit('draining', { reconnectAfterMs: this._drainDelayMs });
@@ -115,7 +115,7 @@ export class Connection extends Heartbeat {
       this._emit('authenticated', { expiresAt: frame.expiresAt });
       return;
     }
-    if ((type === 'committed' || type === 'error' || type === 'rpc_result' || type === 'rpc_error') && this._settleCommit(frame)) return;
+    if (['committed', 'error', 'rpc_result', 'rpc_error'].includes(type) && this._settleCommit(frame)) { this._failures = 0; return; }
     if (type === 'error') {
       // An error with a `ref` or an `id` answers a commit or an RPC (one no longer waiting),
       // never what `_pending` holds: only the answers to those carry neither.

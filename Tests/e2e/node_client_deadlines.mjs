@@ -76,6 +76,24 @@ class RecordingEventSource {
 }
 
 const scenarios = {
+  // A client with no subscription, whose WebSocket the gateway closes four times (a commit past
+  // --max-message-bytes: 1009), each after a commit it answered: each reconnection waits a first
+  // backoff step, since the connection worked in between.
+  async 'backoff-reset-by-calls'(port, store) {
+    const client = new ReceptionistClient({ url: `http://127.0.0.1:${port}`, transport: 'websocket', backoffBaseMs: 400, backoffMaxMs: 20000 });
+    const delays = [];
+    client.on('status', (event) => { if (event.status === 'reconnecting') delays.push(event.retryAt - Date.now()); });
+    const versions = [];
+    for (let n = 0; n < 4; n += 1) {
+      versions.push(await client.commit(store, [{ op: 'put', model: 'm', value: { n } }]));
+      const big = await client.commit(store, [{ op: 'put', model: 'big', value: { pad: 'x'.repeat(4096) } }]).catch((error) => error.code);
+      if (big !== 'unavailable') throw new Error(`the oversized commit was answered ${big}`);
+      if (!(await until(() => delays.length > n, 5000))) throw new Error(`no reconnection ${n}`);
+    }
+    print({ versions, delays });
+    client.close();
+  },
+
   // The gateway stops answering (SIGSTOP) with the socket open: commit, rpc and publish each
   // reject `unavailable` once requestTimeoutMs has passed.
   async 'frozen-gateway'(port, pid, store) {

@@ -156,6 +156,18 @@ def test_a_client_with_no_subscription_commits_and_a_commit_waits_for_the_socket
     assert outcome["status"] == "open", outcome
 
 
+def test_a_connection_whose_calls_are_answered_starts_its_backoff_again(start_server):
+    """A client with no subscription (calls only) whose WebSocket is closed four times, each time
+    after a commit was answered, waits a first backoff step (at most 400 ms) each time. Before,
+    only a subscription's answer ended the backoff, so each drop waited twice as long: the fourth
+    at least 1.6 s."""
+    server = start_server("--max-message-bytes", "2048")
+    store = new_store(server.port, {}, prefix="calls")
+    outcome = deadlines("backoff-reset-by-calls", server.port, store)
+    assert outcome["versions"] == [1, 2, 3, 4], outcome
+    assert len(outcome["delays"]) == 4 and max(outcome["delays"]) <= 400, outcome
+
+
 def test_a_call_that_never_gets_a_socket_rejects_at_its_deadline_and_on_close():
     outcome = deadlines("call-never-connected")
     late, closing = outcome["late"], outcome["closing"]
