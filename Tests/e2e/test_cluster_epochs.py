@@ -3,6 +3,7 @@ is told with a `reset`, and a store comes back in a new epoch with every subscri
 with the old epoch is reset. Real nodes on one real redis-server.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -186,6 +187,23 @@ def local_ports_to(pid: int, remote_port: int) -> set[int]:
     return ports
 
 
+@contextlib.contextmanager
+def made_again_while_away(a, b, redis, store: str):  # noqa: F811
+    """Node B stopped (`SIGSTOP`) and cut from Redis while node A deletes `store` and makes it
+    again; the body runs before B comes back."""
+    b.proc.send_signal(signal.SIGSTOP)
+    try:
+        ports = local_ports_to(b.proc.pid, redis.port)
+        assert len(ports) >= 2, ports  # its commands and its events
+        for port in ports:
+            redis_call(redis, "CLIENT", "KILL", "ADDR", f"127.0.0.1:{port}")
+        json_ok(api(a.port, "DELETE", f"/api/stores/{store}"), 200)
+        json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+        yield
+    finally:
+        b.proc.send_signal(signal.SIGCONT)
+
+
 def test_a_node_away_while_a_store_was_made_again_reads_the_new_store_whole(start_server, redis):  # noqa: F811
     """Node B follows store `s` at version 3. B is stopped and its Redis connections closed; node
     A deletes `s`, makes it again, commits three versions, waits past the log's age limit and
@@ -202,20 +220,11 @@ def test_a_node_away_while_a_store_was_made_again_reads_the_new_store_whole(star
     wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["version"] == 3, 10, "B never reached version 3")
     old_epoch = json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"]
 
-    b.proc.send_signal(signal.SIGSTOP)
-    try:
-        ports = local_ports_to(b.proc.pid, redis.port)
-        assert len(ports) >= 2, ports  # its commands and its events
-        for port in ports:
-            redis_call(redis, "CLIENT", "KILL", "ADDR", f"127.0.0.1:{port}")
-        json_ok(api(a.port, "DELETE", f"/api/stores/{store}"), 200)
-        json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
+    with made_again_while_away(a, b, redis, store):
         for n in range(3):
             json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/new{n}", {"n": n}), 201)
         time.sleep(TRIM_WAIT)  # the log's age limit, not synchronisation
         json_ok(api(a.port, "PUT", f"/api/stores/{store}/models/last", {"n": 4}), 201)
-    finally:
-        b.proc.send_signal(signal.SIGCONT)
     expected = json_ok(api(a.port, "GET", f"/api/stores/{store}"))
     assert expected["version"] == 4 and expected["epoch"] != old_epoch
     wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"] == expected["epoch"], 15,
@@ -239,16 +248,8 @@ def test_a_node_away_while_a_store_was_made_again_and_left_unwritten_reads_it_wh
         ws.send(json.dumps({"type": "subscribe", "store": store}))
         first = recv_json(ws, 10)
         assert first["type"] == "snapshot" and first["version"] == 3, first
-        b.proc.send_signal(signal.SIGSTOP)
-        try:
-            ports = local_ports_to(b.proc.pid, redis.port)
-            assert len(ports) >= 2, ports  # its commands and its events
-            for port in ports:
-                redis_call(redis, "CLIENT", "KILL", "ADDR", f"127.0.0.1:{port}")
-            json_ok(api(a.port, "DELETE", f"/api/stores/{store}"), 200)
-            json_ok(api(a.port, "POST", "/api/stores", {"name": store}), 201)
-        finally:
-            b.proc.send_signal(signal.SIGCONT)
+        with made_again_while_away(a, b, redis, store):
+            pass
         expected = json_ok(api(a.port, "GET", f"/api/stores/{store}"))
         assert (expected["version"], expected["models"]) == (0, {}) and expected["epoch"] != first["epoch"], expected
         wait_for(lambda: json_ok(api(b.port, "GET", f"/api/stores/{store}"))["epoch"] == expected["epoch"], 15,
