@@ -14,7 +14,9 @@ final class GatewayEngine {
     let stores: StoreRegistry
     let disk: DiskEngine?
     private let replication: RedisStoreReplication?
-    private let contents: DiskContents?
+    /// What the data directory held at start: put back by `start`, then let go (it held every
+    /// change set `--retain` kept, where a store's ring keeps only `--history-bytes` of them).
+    private(set) var contents: DiskContents?
     /// Set by `start`.
     private(set) var cluster: ClusterEngine?
 
@@ -45,6 +47,8 @@ final class GatewayEngine {
     /// Puts back what the disk holds, starts the cluster, and makes the topics' log and the
     /// idempotency table.
     func start(_ config: GatewayConfig, hub: PushHub, loop: EventLoop, logger: Logger) throws -> Started {
+        let contents = self.contents
+        self.contents = nil
         if let contents { DiskRestore.restore(contents, stores: stores, hub: hub) }
         cluster = try ClusterEngine.start(config, replication: replication, loop: loop, stores: stores, hub: hub, logger: logger)
         if let cluster {
