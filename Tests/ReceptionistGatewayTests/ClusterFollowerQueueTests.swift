@@ -58,7 +58,7 @@ import Testing
             let (follower, reader) = rig.storeFollower(applier: SerialWorker())
             var started: UInt64 = 0
             var answered = false
-            let waitForThree = { follower.whenApplied(3, seconds: 0.05) { note("3") } }
+            let waitForThree = { follower.whenApplied(3, seconds: 0.05) { _ in note("3") } }
             return [
                 {
                     started = loop.nowMilliseconds
@@ -67,7 +67,7 @@ import Testing
                 },
                 {
                     if !pastTimeOut { waitForThree() } else if loop.nowMilliseconds <= started + 50 { return false }
-                    follower.whenApplied(2, seconds: 0.05) { note("2"); answered = true }
+                    follower.whenApplied(2, seconds: 0.05) { _ in note("2"); answered = true }
                     follower.follow((1...3).map(Rig.changeSetEntry), reader: reader)
                     return true
                 },
@@ -102,7 +102,7 @@ import Testing
                     }
                     note("takes more: \(accepts)")
                     note("queued: \(applier.queuedCount)")
-                    follower.whenApplied(4, seconds: 10) { answered = true }
+                    follower.whenApplied(4, seconds: 10) { _ in answered = true }
                     gate.signal()
                     return true
                 },
@@ -114,6 +114,47 @@ import Testing
             ]
         }
         #expect(log == ["takes more: [true, true, true, false]", "queued: 4", "applied 4, takes more: true"])
+    }
+
+    /// A commit Redis took in one epoch waits for the replica to apply its version. If the replica
+    /// moves to another epoch first (Redis came back with older data, and another node renewed
+    /// the epoch and committed its own version 5), that version is not this commit: the waiter
+    /// is told so, never answered committed.
+    @Test(.timeLimit(.minutes(1)))
+    func aCommitWhoseEpochTheReplicaLeftIsNotAnsweredCommitted() {
+        let log = script { loop, note in
+            let rig = Rig(loop: loop)
+            let applier = SerialWorker()
+            let (follower, reader) = rig.storeFollower(applier: applier)
+            let store = rig.stores.replica("s")
+            let old = store.epoch
+            var answered = false
+            return [
+                {
+                    follower.follow((1...4).map(Rig.changeSetEntry), reader: reader)
+                    return true
+                },
+                { store.version == 4 },
+                {
+                    follower.whenApplied(5, epoch: old, seconds: 10) { applied in
+                        note(applied ? "committed" : "not this commit")
+                        answered = true
+                    }
+                    _ = applier.enqueue { store.resetReplica(models: [:], version: 4, epoch: "renewed") }
+                    return true
+                },
+                { store.epoch == "renewed" },
+                {
+                    follower.follow([Rig.changeSetEntry(5)], reader: reader)
+                    return true
+                },
+                {
+                    withExtendedLifetime(rig) {}
+                    return answered && store.version == 5
+                },
+            ]
+        }
+        #expect(log == ["not this commit"])
     }
 
     /// A replica thread whose queue is full refuses a store's batch: the store drops its cursor, to

@@ -37,7 +37,9 @@ extension ClusterEngine {
                 guard let outcomes = batch.outcomes(reply) else {
                     return answerAll(.outcomeUnknown("Redis answered the commit with something else"))
                 }
-                for (index, commit) in batch.commits.enumerated() { settle(commit.store, outcomes[index], waiters[index].answer) }
+                for (index, commit) in batch.commits.enumerated() {
+                    settle(commit.store, epoch: commit.epoch, outcomes[index], waiters[index].answer)
+                }
             case nil:
                 answerAll(.outcomeUnknown("lost the connection to Redis before it answered; the commit may or may not be applied"))
             }
@@ -47,7 +49,9 @@ extension ClusterEngine {
 
     /// Answers one commit as Redis left it. Within the commit's deadline (`RedisStoreReplication`),
     /// which answers it otherwise: the outcome is then unknown.
-    private func settle(_ name: String, _ outcome: CommitBatch.Outcome, _ completion: @escaping (ReplicationOutcome) -> Void) {
+    private func settle(
+        _ name: String, epoch: String, _ outcome: CommitBatch.Outcome, _ completion: @escaping (ReplicationOutcome) -> Void
+    ) {
         guard stores.store(name) != nil else {
             // Deleted here since (its replica dropped): answered as Redis did, and not followed
             // again, which would keep a follower for a store gone.
@@ -62,7 +66,12 @@ extension ClusterEngine {
         let replica = stores.store(name)?.version ?? 0
         switch outcome {
         case .committed(let version):
-            follower.whenApplied(version, seconds: timeoutSeconds) { completion(.committed(version)) }
+            // Applied in the commit's epoch: committed. In another first: Redis lost data, and the
+            // version the replica reached is not this commit.
+            follower.whenApplied(version, epoch: epoch.isEmpty ? nil : epoch, seconds: timeoutSeconds) { applied in
+                completion(applied ? .committed(version) : .failed(.outcomeUnknown(
+                    "Redis lost data after taking the commit; the store moved to a new epoch, and the commit may be lost")))
+            }
             reader.read()
         case .moved(let version) where version < replica:
             // A version behind this replica in its epoch: Redis came back with older data; read
@@ -70,7 +79,7 @@ extension ClusterEngine {
             completion(.conflict(version))
             follower.storeWentBack(reader)
         case .moved(let version):
-            follower.whenApplied(version, seconds: timeoutSeconds) { completion(.conflict(version)) }
+            follower.whenApplied(version, seconds: timeoutSeconds) { _ in completion(.conflict(version)) }
             reader.read()
         case .noSuchStore:
             completion(.failed(.noSuchStore(name)))

@@ -26,7 +26,7 @@ final class StoreFollower: StreamFollower {
     /// deadline (`RedisStoreReplication`, `--redis-timeout`) answers it if the version never
     /// comes; its entry is dropped at the next wait after that deadline, so the list holds at
     /// most one time-out's worth of this node's commits.
-    private var waiters: [(version: UInt64, since: UInt64, answer: () -> Void)] = []
+    private var waiters: [(version: UInt64, epoch: String?, since: UInt64, answer: (Bool) -> Void)] = []
     /// Set when the store is deleted: a read or a batch still on its way is dropped, so nothing
     /// makes the replica again under the name.
     private var stopped = false
@@ -61,31 +61,41 @@ final class StoreFollower: StreamFollower {
         stopped = true
         let waiting = waiters
         waiters.removeAll()
-        for waiter in waiting { waiter.answer() }
+        for waiter in waiting { waiter.answer(true) }
     }
 
-    /// Calls `answer` once the replica has applied `version` (at once if it has). Entries older
-    /// than `seconds` are dropped: their commits were answered by their deadline.
-    func whenApplied(_ version: UInt64, seconds: Double, answer: @escaping () -> Void) {
+    /// Calls `answer(true)` once the replica has applied `version` in `epoch` (at once if it has),
+    /// or `answer(false)` once it is in another epoch first: Redis lost data, and that version now
+    /// names another commit, or none. Entries older than `seconds` are dropped: their commits were
+    /// answered by their deadline.
+    func whenApplied(_ version: UInt64, epoch: String? = nil, seconds: Double, answer: @escaping (Bool) -> Void) {
         guard !stopped else { return }
         // A replica gone (the store deleted since) answers as Redis did.
-        guard let replica = stores.store(name), replica.version < version else { return answer() }
+        guard let replica = stores.store(name) else { return answer(true) }
+        if let epoch, replica.epoch != epoch { return answer(false) }
+        guard replica.version < version else { return answer(true) }
         let now = loop.nowMilliseconds
         let span = UInt64(max(0, seconds) * 1000)
         if let oldest = waiters.first, oldest.since + span < now {
             waiters.removeAll { $0.since + span < now }
         }
-        waiters.append((version, now, answer))
+        waiters.append((version, epoch, now, answer))
     }
 
     /// Answers the waiters the replica has reached; on the loop, after the replica thread has
     /// applied a batch or a reset.
     private func answerWaiters() {
         guard !stopped, !waiters.isEmpty else { return }
-        let version = stores.store(name)?.version ?? .max
-        let reached = waiters.filter { $0.version <= version }
-        waiters.removeAll { $0.version <= version }
-        for waiter in reached { waiter.answer() }
+        let replica = stores.store(name)
+        let version = replica?.version ?? .max
+        // A commit of an epoch the replica has left is not answered by the new epoch's versions.
+        func left(_ epoch: String?) -> Bool {
+            guard let epoch, let replica else { return false }
+            return replica.epoch != epoch
+        }
+        let settled = waiters.filter { left($0.epoch) || $0.version <= version }
+        waiters.removeAll { left($0.epoch) || $0.version <= version }
+        for waiter in settled { waiter.answer(!left(waiter.epoch)) }
     }
 
     var acceptsMore: Bool { batchesInFlight < Self.maxBatchesInFlight }
